@@ -1,0 +1,25 @@
+# One task runner: the README, CI and developers run these same targets.
+PY ?= .venv/bin/python
+
+.PHONY: install demo lint types test check bench-quality
+
+install:
+	python3 -m venv .venv && $(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+
+demo:
+	.venv/bin/ranklock demo
+
+lint:
+	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff format --check src tests bench
+
+types:
+	$(PY) -m mypy
+
+test:
+	$(PY) -m pytest -q
+
+check: lint types test
+
+bench-quality:
+	$(PY) bench/quality.py

@@ -1,0 +1,274 @@
+"""The ``ranklock`` command line: a thin shell over :class:`ranklock.Engine`.
+
+Each command builds an engine, calls one method, and prints a readable table
+or (``--json``) one stable JSON object.  Domain errors become a one-paragraph
+message on stderr and exit code 2; nothing here knows SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .errors import RanklockError
+
+app = typer.Typer(
+    name="ranklock",
+    help="Deterministic hybrid retrieval on PostgreSQL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="The embedded PostgreSQL server.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+console = Console()
+err_console = Console(stderr=True)
+
+DsnOpt = Annotated[
+    str | None, typer.Option("--dsn", envvar="RANKLOCK_DSN", help="External PostgreSQL DSN (default: embedded).")
+]
+HomeOpt = Annotated[
+    Path | None, typer.Option("--home", envvar="RANKLOCK_HOME", help="Data directory (default ./.ranklock).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+
+T = TypeVar("T")
+
+
+def fail(exc: RanklockError) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+    return typer.Exit(2)
+
+
+@contextmanager
+def engine(dsn: str | None, home: Path | None) -> Iterator[Any]:
+    from .engine import Engine
+
+    try:
+        eng = Engine(dsn=dsn, home=home)
+    except RanklockError as exc:
+        raise fail(exc) from None
+    try:
+        yield eng
+    except RanklockError as exc:
+        raise fail(exc) from None
+    finally:
+        eng.close()
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
+    if not enabled:
+        yield lambda stage, done, total: None
+        return
+    labels = {"chunk": "chunking", "embed": "embedding", "write": "writing (COPY)", "index": "indexing"}
+    with Progress(
+        TextColumn("{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    ) as prog:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = prog.add_task(labels.get(stage, stage), total=max(total, 1), rate="")
+            task = tasks[stage]
+            prog.update(task, completed=done, total=max(total, 1))
+            speed = prog.tasks[task].speed
+            prog.update(task, rate=f"{speed:,.0f}/s" if speed else "")
+
+        yield update
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=False, default=str) + "\n")
+
+
+@app.command()
+def collections(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """List collections with their active snapshot."""
+    with engine(dsn, home) as eng:
+        rows = eng.collections()
+    if as_json:
+        print_json({"collections": rows})
+        return
+    table = Table("name", "language", "embedder", "dim", "index", "snapshot", "documents", "chunks")
+    for r in rows:
+        table.add_row(
+            r["name"],
+            r["language"],
+            r["embedder_id"],
+            str(r["dim"]),
+            r["index_kind"],
+            str(r["active_snapshot_id"] or "-"),
+            str(r["documents"] or 0),
+            str(r["chunks"] or 0),
+        )
+    console.print(table)
+
+
+@app.command()
+def ingest(
+    collection: Annotated[str, typer.Argument(help="Collection name (created if missing).")],
+    path: Annotated[Path, typer.Argument(help="corpus.jsonl, a BEIR folder, or a folder of .txt/.md files.")],
+    replace: Annotated[bool, typer.Option("--replace", help="The new snapshot holds exactly these documents.")] = False,
+    no_activate: Annotated[bool, typer.Option("--no-activate", help="Build the snapshot but keep the old one active.")] = False,
+    language: Annotated[str, typer.Option(help="Text-search language for a new collection.")] = "english",
+    accent: Annotated[str, typer.Option(help="Accent policy for a new collection: sensitive or insensitive.")] = "sensitive",
+    field: Annotated[list[str] | None, typer.Option("--field", help="Typed field for a new collection, name:type[!].")] = None,
+    index: Annotated[str, typer.Option(help="Vector index for a new collection: hnsw, ivfflat or exact.")] = "hnsw",
+    window: Annotated[int, typer.Option(help="Chunk window in embedder tokens (new collection).")] = 256,
+    overlap: Annotated[int, typer.Option(help="Chunk overlap in tokens (new collection).")] = 32,
+    embedder: Annotated[str | None, typer.Option(help="Embedder for a new collection (default all-MiniLM-L6-v2).")] = None,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest a corpus into a new snapshot of COLLECTION and activate it."""
+    from .settings import ChunkerParams
+
+    with engine(dsn, home) as eng:
+        create = {
+            "language": language,
+            "accent": accent,
+            "fields": field or [],
+            "index": index,
+            "chunker": ChunkerParams(window=window, overlap=overlap),
+            "embedder": embedder,
+        }
+        with progress_bar(not as_json) as prog:
+            report = eng.ingest(collection, path, replace=replace, activate=not no_activate, progress=prog, create=create)
+    d = report.as_dict()
+    if as_json:
+        print_json(d)
+        return
+    s = report.seconds
+    console.print(
+        f"[bold]{collection}[/]: snapshot {report.snapshot_id} "
+        f"({'active' if report.activated else 'not activated'}), {report.documents} documents, "
+        f"{report.chunks} chunks; added {report.added}, changed {report.changed}, removed {report.removed}, "
+        f"unchanged {report.unchanged}; embedded {report.embedded}, reused {report.reused} cached vectors; "
+        f"{s.get('total', 0):.1f}s (embedding {s.get('embed', 0):.1f}s, database "
+        f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
+    )
+    console.print(f"corpus digest {report.corpus_digest[:16]}…  manifest {report.manifest_hash[:16]}…")
+
+
+@app.command()
+def search(
+    collection: Annotated[str, typer.Argument(help="Collection name.")],
+    query: Annotated[str, typer.Argument(help="The query text.")],
+    k: Annotated[int, typer.Option("-k", "--k", help="Number of documents to return.")] = 10,
+    mode: Annotated[str, typer.Option(help="hybrid, lexical or semantic.")] = "hybrid",
+    filter: Annotated[str | None, typer.Option("--filter", help="Hard constraints, e.g. 'year >= 2020'.")] = None,
+    snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
+    as_of: Annotated[str | None, typer.Option("--as-of", help="ISO timestamp: documents in force then.")] = None,
+    depth: Annotated[int | None, typer.Option(help="Candidates per branch.")] = None,
+    ef_search: Annotated[int | None, typer.Option(help="HNSW ef_search.")] = None,
+    ranker: Annotated[str | None, typer.Option(help="Lexical ranker: bm25 or ts_rank_cd.")] = None,
+    syntax: Annotated[str | None, typer.Option(help="Lexical query syntax: natural or websearch.")] = None,
+    timings: Annotated[bool, typer.Option(help="Include timings in the JSON output.")] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search COLLECTION: keyword and vector branches fused by RRF."""
+    with engine(dsn, home) as eng:
+        res = eng.search(
+            collection,
+            query,
+            k=k,
+            mode=mode,
+            filter=filter,
+            snapshot=snapshot,
+            as_of=as_of,
+            depth=depth,
+            ef_search=ef_search,
+            lexical_ranker=ranker,
+            query_syntax=syntax,
+        )
+    if as_json:
+        sys.stdout.write(res.to_json(timings=timings) + "\n")
+        return
+    table = Table("#", "doc", "chunk", "score", "lex", "lex score", "sem", "distance", "text", show_lines=False)
+    for h in res.hits:
+        snippet = h.text.replace("\n", " ")
+        table.add_row(
+            str(h.rank),
+            h.doc_id,
+            str(h.chunk),
+            f"{h.score:.5f}",
+            "-" if h.lexical_rank is None else str(h.lexical_rank),
+            "-" if h.lexical_score is None else f"{h.lexical_score:.4f}",
+            "-" if h.semantic_rank is None else str(h.semantic_rank),
+            "-" if h.semantic_distance is None else f"{h.semantic_distance:.4f}",
+            snippet[:80] + ("…" if len(snippet) > 80 else ""),
+        )
+    console.print(table)
+    extra = ""
+    if res.matching_count is not None:
+        extra = f"; {res.matching_count} documents match the filter, complete={res.complete}"
+        if res.truncation:
+            extra += f" (truncated: {res.truncation})"
+    console.print(
+        f"{len(res.hits)} of k={k} from snapshot {res.snapshot.id}{extra}; "
+        f"{res.timings.get('total_ms', 0):.0f} ms (query embedding {res.timings.get('embed_ms', 0):.0f} ms)"
+    )
+    for w in res.warnings:
+        err_console.print(f"[yellow]note:[/] {w}")
+
+
+@app.command()
+def demo(
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Ingest a small bundled corpus and run a few searches on it."""
+    from .demo import run_demo
+
+    with engine(dsn, home) as eng:
+        run_demo(eng, console, progress_bar)
+
+
+@db_app.command("stop")
+def db_stop(home: HomeOpt = None) -> None:
+    """Stop the embedded PostgreSQL server."""
+    from .settings import Settings
+    from .store.server import EmbeddedServer
+
+    h = home or Settings().home
+    stopped = EmbeddedServer(h).stop()
+    console.print("stopped" if stopped else "not running")
+
+
+@db_app.command("status")
+def db_status(home: HomeOpt = None) -> None:
+    """Say whether the embedded server runs."""
+    from .settings import Settings
+    from .store.server import EmbeddedServer
+
+    h = home or Settings().home
+    console.print("running" if EmbeddedServer(h).running() else "not running")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""Embedders: the protocol and its implementations."""
+
+from __future__ import annotations
+
+from ..errors import EmbedderError
+from .base import Embedder, Tokenizer, normalize_rows, vector_digest
+
+__all__ = ["Embedder", "Tokenizer", "normalize_rows", "resolve_embedder", "vector_digest"]
+
+
+def resolve_embedder(spec: str | None) -> Embedder:
+    """Build an embedder from a spec string.
+
+    ``None`` or ``"default"`` or the MiniLM id: the bundled all-MiniLM-L6-v2.
+    A local directory path: any sentence-transformers model.
+    ``openai:<model>@<base_url>``: an OpenAI-compatible HTTP endpoint.
+    """
+    from .sentence import MINILM_ID, SentenceTransformerEmbedder, default_embedder
+
+    if spec in (None, "", "default", MINILM_ID, "all-MiniLM-L6-v2"):
+        return default_embedder()
+    assert spec is not None
+    if spec.startswith("openai:"):
+        from .http import OpenAIEmbedder
+
+        return OpenAIEmbedder.from_spec(spec)
+    import os
+
+    if os.path.isdir(spec):
+        return SentenceTransformerEmbedder(spec)
+    raise EmbedderError(
+        f"unknown embedder {spec!r}: use 'default' (all-MiniLM-L6-v2), a local sentence-transformers "
+        "model directory, or 'openai:<model>@<base_url>' for an OpenAI-compatible endpoint."
+    )

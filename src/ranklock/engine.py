@@ -1,0 +1,627 @@
+"""The Engine: one object that owns the database, the embedders and every operation.
+
+The CLI and the HTTP service are thin shells over it::
+
+    >>> from ranklock import Engine
+    >>> eng = Engine()                                    # embedded PostgreSQL in ./.ranklock
+    >>> eng.ingest("docs", "corpus.jsonl")                # creates the collection if needed
+    >>> res = eng.search("docs", "how do vaccines work", k=5)
+    >>> [h.doc_id for h in res.hits]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .collection import CollectionInfo, FieldSpec, parse_field_spec, validate_name
+from .embed import Embedder, resolve_embedder
+from .errors import ConfigError, EmbedderError, NotFound, QueryError, SnapshotError
+from .ingest.loaders import Document, load_corpus
+from .ingest.normalize import NORMALIZATION
+from .search.hybrid import MODES, SearchPlan, build_search_sql
+from .search.results import Hit, SearchResult, SnapshotRef
+from .settings import ChunkerParams, SearchParams, Settings
+from .snapshot.build import BuildReport, Progress, build_snapshot, chunk_table, reap_dead_builds
+from .store.database import Database, Tracer
+
+__all__ = ["Engine", "IngestReport"]
+
+
+@dataclass
+class IngestReport:
+    collection: str
+    snapshot_id: int
+    activated: bool
+    documents: int
+    added: int
+    changed: int
+    removed: int
+    unchanged: int
+    chunks: int
+    embedded: int
+    reused: int
+    corpus_digest: str
+    manifest_hash: str
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class Engine:
+    """Everything ranklock does, over one PostgreSQL database."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        home: str | Path | None = None,
+        embedder: Embedder | None = None,
+        tracer: Tracer | None = None,
+        log_queries: bool | None = None,
+    ) -> None:
+        settings = Settings()
+        if home is not None:
+            settings.home = Path(home)
+        if dsn is not None:
+            settings.dsn = dsn
+        if log_queries is not None:
+            settings.log_queries = log_queries
+        self.settings = settings
+        if settings.dsn:
+            uri = settings.dsn
+        else:
+            from .store.server import EmbeddedServer
+
+            uri = EmbeddedServer(settings.home).uri()
+        self.db = Database(uri, tracer=tracer)
+        self._embedders: dict[str, Embedder] = {}
+        if embedder is not None:
+            self._embedders[embedder.id] = embedder
+        self._default_embedder = embedder
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- embedders ----------------------------------------------------------------
+
+    def embedder_for(self, spec: str | None) -> Embedder:
+        key = spec or "default"
+        if spec is None and self._default_embedder is not None:
+            return self._default_embedder
+        if key not in self._embedders:
+            emb = resolve_embedder(spec)
+            self._embedders[key] = emb
+            self._embedders[emb.id] = emb
+        return self._embedders[key]
+
+    def _collection_embedder(self, coll: CollectionInfo) -> Embedder:
+        emb = self.embedder_for(coll.embedder_id)
+        if emb.sha256 != coll.embedder_sha256:
+            raise EmbedderError(
+                f"collection {coll.name!r} was embedded with {coll.embedder_id} weights "
+                f"{coll.embedder_sha256[:12]}…, but the embedder loaded now has weights "
+                f"{emb.sha256[:12]}…; vectors of two models are never compared. Reinstall the "
+                "original model, or re-ingest into a new collection with the new model."
+            )
+        return emb
+
+    # -- collections ----------------------------------------------------------------
+
+    def create_collection(
+        self,
+        name: str,
+        *,
+        language: str = "english",
+        accent: str = "sensitive",
+        fields: Sequence[str | FieldSpec] = (),
+        index: str = "hnsw",
+        index_params: dict[str, Any] | None = None,
+        chunker: ChunkerParams | None = None,
+        embedder: str | None = None,
+        search_defaults: dict[str, Any] | None = None,
+    ) -> CollectionInfo:
+        """Create a collection; its language, fields, index and embedder are fixed for its lifetime."""
+        validate_name("collection", name)
+        if accent not in ("sensitive", "insensitive"):
+            raise ConfigError(f"accent policy {accent!r} is not valid; use 'sensitive' or 'insensitive'.")
+        if index not in ("hnsw", "ivfflat", "exact"):
+            raise ConfigError(f"index type {index!r} is not valid; use one of exact, hnsw, ivfflat.")
+        specs = [f if isinstance(f, FieldSpec) else parse_field_spec(f) for f in fields]
+        names = [f.name for f in specs]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"field(s) declared twice: {', '.join(dupes)}; declare each field once.")
+        configs = [r["cfgname"] for r in self.db.fetchall("SELECT cfgname FROM pg_ts_config ORDER BY cfgname")]
+        if language not in configs:
+            raise ConfigError(
+                f"text-search language {language!r} is not a PostgreSQL text-search configuration; "
+                f"available: {', '.join(configs)}."
+            )
+        params = dict(index_params or {})
+        allowed = {"hnsw": {"m", "ef_construction"}, "ivfflat": {"lists"}, "exact": set()}[index]
+        unknown = sorted(set(params) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"index parameter(s) {', '.join(unknown)} do not apply to {index}; "
+                f"valid: {', '.join(sorted(allowed)) or 'none'}."
+            )
+        if index == "hnsw":
+            params = {"m": int(params.get("m", 16)), "ef_construction": int(params.get("ef_construction", 64))}
+        elif index == "ivfflat":
+            params = {"lists": int(params.get("lists", 100))}
+        sdefaults = SearchParams(**(search_defaults or {})).model_dump(exclude_defaults=True)
+        emb = self.embedder_for(embedder)
+        ch = chunker or ChunkerParams()
+        existing = self.db.fetchone("SELECT 1 FROM ranklock.collections WHERE name = %s", [name])
+        if existing:
+            raise ConfigError(f"collection {name!r} already exists; pick another name or ingest into it.")
+        self.db.execute(
+            "INSERT INTO ranklock.collections (name, language, accent, embedder_id, embedder_sha256, dim, "
+            "fields, index_kind, index_params, chunker, normalization, search_defaults) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [
+                name,
+                language,
+                accent,
+                emb.id,
+                emb.sha256,
+                emb.dim,
+                Jsonb([f.model_dump() for f in specs]),
+                index,
+                Jsonb(params),
+                Jsonb(ch.model_dump()),
+                NORMALIZATION,
+                Jsonb(sdefaults),
+            ],
+        )
+        return self.collection(name)
+
+    def collection(self, name: str) -> CollectionInfo:
+        row = self.db.fetchone("SELECT * FROM ranklock.collections WHERE name = %s", [name])
+        if row is None:
+            names = [r["name"] for r in self.db.fetchall("SELECT name FROM ranklock.collections ORDER BY name")]
+            raise NotFound(
+                f"no collection named {name!r}; existing: {', '.join(names) or '(none)'}. "
+                "Create one with `ranklock ingest NAME PATH`."
+            )
+        row.pop("created_at", None)
+        return CollectionInfo(**row)
+
+    def collections(self) -> list[dict[str, Any]]:
+        return self.db.fetchall(
+            "SELECT c.name, c.language, c.accent, c.embedder_id, c.dim, c.index_kind, c.active_snapshot_id, "
+            "s.doc_count AS documents, s.chunk_count AS chunks, s.manifest_hash "
+            "FROM ranklock.collections c LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id "
+            "ORDER BY c.name"
+        )
+
+    # -- ingest -----------------------------------------------------------------------
+
+    def ingest(
+        self,
+        name: str,
+        source: str | Path | Sequence[Document],
+        *,
+        replace: bool = False,
+        activate: bool = True,
+        progress: Progress | None = None,
+        create: dict[str, Any] | None = None,
+    ) -> IngestReport:
+        """Ingest documents into a new snapshot of ``name`` (created if missing) and activate it.
+
+        By default the new snapshot holds the active snapshot's documents plus
+        those given (same id: the given version wins).  ``replace=True`` makes
+        the snapshot hold exactly the given documents.
+        """
+        t0 = time.perf_counter()
+        docs = list(source) if not isinstance(source, (str, Path)) else load_corpus(source)
+        seconds = {"load": time.perf_counter() - t0}
+        try:
+            coll = self.collection(name)
+        except NotFound:
+            coll = self.create_collection(name, **(create or {}))
+        emb = self._collection_embedder(coll)
+        reap_dead_builds(self.db, coll.id)
+
+        # The new document set: previous active set, updated by the given docs.
+        previous: dict[str, str] = {}
+        if coll.active_snapshot_id is not None:
+            for r in self.db.fetchall(
+                "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s",
+                [coll.active_snapshot_id],
+            ):
+                previous[r["doc_id"]] = r["content_hash"]
+        given = {d.doc_id: d for d in docs}
+        final: dict[str, Document] = {}
+        if not replace and previous:
+            keep = [i for i in previous if i not in given]
+            for d in self._load_versions(coll.id, [(i, previous[i]) for i in keep]):
+                final[d.doc_id] = d
+        final.update(given)
+        added = sum(1 for i in given if i not in previous)
+        changed = sum(1 for i, d in given.items() if i in previous and previous[i] != d.content_hash)
+        unchanged = sum(1 for i, d in given.items() if i in previous and previous[i] == d.content_hash)
+        removed = sum(1 for i in previous if i not in final)
+        # Validate typed fields before writing anything, so a bad document
+        # never half-applies.
+        from .fields import coerce_document_fields
+
+        for d in final.values():
+            coerce_document_fields(coll, d)
+        self._store_versions(coll.id, list(given.values()))
+        report = build_snapshot(
+            self.db, coll, list(final.values()), emb, parent_id=coll.active_snapshot_id, progress=progress or _noop
+        )
+        manifest = self._finish_snapshot(coll, emb, report)
+        if activate:
+            self.activate(name, report.snapshot_id)
+        seconds.update(report.seconds)
+        seconds["total"] = time.perf_counter() - t0
+        return IngestReport(
+            collection=name,
+            snapshot_id=report.snapshot_id,
+            activated=activate,
+            documents=report.documents,
+            added=added,
+            changed=changed,
+            removed=removed,
+            unchanged=unchanged,
+            chunks=report.chunks,
+            embedded=report.embedded,
+            reused=report.reused,
+            corpus_digest=manifest["corpus"]["digest"],
+            manifest_hash=manifest["manifest_hash"],
+            seconds=seconds,
+        )
+
+    def _store_versions(self, collection_id: int, docs: list[Document]) -> None:
+        with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS doc_stage (LIKE ranklock.documents INCLUDING DEFAULTS) "
+                "ON COMMIT DROP"
+            )
+            with cur.copy(
+                "COPY doc_stage (collection_id, doc_id, content_hash, title, body, metadata, display) FROM STDIN"
+            ) as cp:
+                for d in docs:
+                    cp.write_row(
+                        [collection_id, d.doc_id, d.content_hash, d.title, d.body, Jsonb(d.metadata), Jsonb(d.display)]
+                    )
+            cur.execute(
+                "INSERT INTO ranklock.documents (collection_id, doc_id, content_hash, title, body, metadata, display) "
+                "SELECT collection_id, doc_id, content_hash, title, body, metadata, display FROM doc_stage "
+                "ON CONFLICT DO NOTHING"
+            )
+
+    def _load_versions(self, collection_id: int, pairs: list[tuple[str, str]]) -> list[Document]:
+        if not pairs:
+            return []
+        rows = self.db.fetchall(
+            "SELECT d.doc_id, d.title, d.body, d.metadata, d.display FROM ranklock.documents d "
+            "JOIN unnest(%s::text[], %s::text[]) AS p(doc_id, content_hash) "
+            "ON d.doc_id = p.doc_id AND d.content_hash = p.content_hash WHERE d.collection_id = %s",
+            [[p[0] for p in pairs], [p[1] for p in pairs], collection_id],
+        )
+        return [Document(r["doc_id"], r["title"], r["body"], r["metadata"], r["display"]) for r in rows]
+
+    def _finish_snapshot(self, coll: CollectionInfo, emb: Embedder, report: BuildReport) -> dict[str, Any]:
+        from .snapshot.manifest import build_manifest
+
+        sid = report.snapshot_id
+        pairs = [
+            (r["doc_id"], r["content_hash"])
+            for r in self.db.fetchall(
+                "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [sid]
+            )
+        ]
+        digest_row = self.db.fetchone(
+            sql.SQL(
+                "SELECT encode(sha256(convert_to(coalesce(string_agg(vec_digest, '' ORDER BY row_id), ''), 'UTF8')), "
+                "'hex') AS d FROM {}"
+            ).format(chunk_table(sid))
+        )
+        stats_row = self.db.fetchone("SELECT stats FROM ranklock.snapshots WHERE id = %s", [sid])
+        assert digest_row is not None and stats_row is not None
+        manifest = build_manifest(
+            coll,
+            emb,
+            snapshot_id=sid,
+            doc_hashes=pairs,
+            documents=report.documents,
+            chunks=report.chunks,
+            vectors_digest=digest_row["d"],
+            lexical_stats=stats_row["stats"],
+        )
+        self.db.execute(
+            "UPDATE ranklock.snapshots SET status = 'ready', manifest = %s, manifest_hash = %s, doc_count = %s, "
+            "chunk_count = %s, built_at = now(), stats = stats || %s WHERE id = %s",
+            [
+                Jsonb(manifest),
+                manifest["manifest_hash"],
+                report.documents,
+                report.chunks,
+                Jsonb({"embedded": report.embedded, "reused": report.reused, "seconds": report.seconds}),
+                sid,
+            ],
+        )
+        return manifest
+
+    # -- snapshots -------------------------------------------------------------------
+
+    def activate(self, name: str, snapshot_id: int) -> None:
+        """Make ``snapshot_id`` the active snapshot of ``name``, atomically."""
+        with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT c.id, c.active_snapshot_id, s.status FROM ranklock.collections c "
+                "LEFT JOIN ranklock.snapshots s ON s.id = %s AND s.collection_id = c.id "
+                "WHERE c.name = %s FOR UPDATE OF c",
+                [snapshot_id, name],
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no collection named {name!r}.")
+            cid, active, status = row
+            if status is None:
+                raise NotFound(f"collection {name!r} has no snapshot {snapshot_id}; see `ranklock snapshot list {name}`.")
+            if status != "ready":
+                raise SnapshotError(f"snapshot {snapshot_id} is {status}, not ready; only a built snapshot can serve.")
+            if active == snapshot_id:
+                return
+            conn.execute(
+                "UPDATE ranklock.collections SET previous_snapshot_id = active_snapshot_id, "
+                "active_snapshot_id = %s WHERE id = %s",
+                [snapshot_id, cid],
+            )
+
+    def _snapshot_for(self, coll: CollectionInfo, snapshot: int | None) -> dict[str, Any]:
+        sid = snapshot if snapshot is not None else coll.active_snapshot_id
+        if sid is None:
+            raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")
+        row = self.db.fetchone(
+            "SELECT id, status, manifest_hash, manifest, stats FROM ranklock.snapshots "
+            "WHERE id = %s AND collection_id = %s",
+            [sid, coll.id],
+        )
+        if row is None:
+            raise NotFound(f"collection {coll.name!r} has no snapshot {sid}; see `ranklock snapshot list {coll.name}`.")
+        if row["status"] != "ready":
+            raise SnapshotError(f"snapshot {sid} of {coll.name!r} is {row['status']}; it cannot be searched.")
+        return row
+
+    # -- search ------------------------------------------------------------------------
+
+    def _plan(
+        self,
+        name: str,
+        query: str,
+        *,
+        k: int,
+        mode: str,
+        filter: Any,
+        snapshot: int | None,
+        as_of: datetime | str | None,
+        params: dict[str, Any],
+    ) -> tuple[SearchPlan, CollectionInfo, dict[str, Any], SearchParams, dict[str, float], list[str]]:
+        if not isinstance(query, str) or not query.strip():
+            raise QueryError("the query is empty; pass the words or question to search for.")
+        if mode not in MODES:
+            raise QueryError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}.")
+        if not isinstance(k, int) or k < 1 or k > 10000:
+            raise QueryError(f"k must be an integer from 1 to 10000, got {k!r}.")
+        coll = self.collection(name)
+        snap = self._snapshot_for(coll, snapshot)
+        try:
+            sp = SearchParams(**{**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
+        except Exception as exc:  # pydantic ValidationError
+            raise QueryError(f"bad search parameter: {exc}") from exc
+        timings: dict[str, float] = {}
+        warnings: list[str] = []
+        from .ingest.normalize import normalize
+
+        q = normalize(query)
+        as_of_dt = _parse_as_of(as_of)
+        plan = SearchPlan(
+            table=chunk_table(int(snap["id"])),
+            mode=mode,
+            k=k,
+            depth=max(sp.depth, k) if mode != "hybrid" else sp.depth,
+            rrf_k=sp.rrf_k,
+            query=q,
+            language=coll.language,
+            accent=coll.accent,
+            syntax=sp.query_syntax,
+            lexical_ranker=sp.lexical_ranker,
+            k1=sp.k1,
+            b=sp.b,
+            as_of=as_of_dt,
+        )
+        if filter is not None:
+            from .search.filters import compile_filter
+
+            compiled = compile_filter(coll, filter)
+            plan.filter_sql, plan.filter_params = compiled.sql, compiled.params
+        if plan.uses_lexical:
+            row = self.db.fetchone(
+                "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n",
+                [coll.language, coll.accent, sp.query_syntax, q],
+            )
+            if row is None or row["n"] == 0:
+                if mode == "lexical":
+                    raise QueryError(
+                        f"the query {query!r} has no searchable words in {coll.language} (only stop words or "
+                        "punctuation); add content words, or use --mode semantic."
+                    )
+                plan.lexical_branch = False
+                warnings.append("query has only stop words: the lexical branch was skipped")
+        if plan.uses_semantic:
+            t = time.perf_counter()
+            plan.qvec = self._query_vector(coll, q)
+            timings["embed_ms"] = (time.perf_counter() - t) * 1000
+            if coll.index_kind == "exact":
+                plan.vector_strategy = "exact"
+            else:
+                plan.vector_strategy = coll.index_kind
+            max_chunks = int((snap.get("stats") or {}).get("max_chunks_per_doc", 1) or 1)
+            plan.sem_fetch = max(plan.depth, plan.depth * min(max_chunks, 4))
+        return plan, coll, snap, sp, timings, warnings
+
+    def _query_vector(self, coll: CollectionInfo, text: str) -> np.ndarray:
+        """The query's embedding, from the cache when this exact text was embedded before."""
+        from .ingest.normalize import text_sha256
+
+        h = text_sha256(text)
+        row = self.db.fetchone(
+            "SELECT embedding FROM ranklock.embedding_cache WHERE embedder_sha256 = %s AND text_sha256 = %s",
+            [coll.embedder_sha256, h],
+        )
+        if row is not None:
+            return np.asarray(row["embedding"].to_numpy(), dtype=np.float32)
+        emb = self._collection_embedder(coll)
+        vec = emb.embed([text])[0]
+        if vec.shape != (coll.dim,):
+            raise EmbedderError(
+                f"query vector has dimension {vec.shape[0]}, collection {coll.name!r} expects {coll.dim}."
+            )
+        from pgvector import Vector
+
+        self.db.execute(
+            "INSERT INTO ranklock.embedding_cache (embedder_sha256, text_sha256, embedding) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            [coll.embedder_sha256, h, Vector(vec)],
+        )
+        return vec
+
+    def search_sql(
+        self,
+        name: str,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        filter: Any = None,
+        snapshot: int | None = None,
+        as_of: datetime | str | None = None,
+        **params: Any,
+    ) -> tuple[str, dict[str, Any]]:
+        """The SQL and parameters :meth:`search` would run, without running it."""
+        plan, *_ = self._plan(
+            name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, params=params
+        )
+        q, p = build_search_sql(plan)
+        with self.db.connection() as conn:
+            text = q.as_string(conn)
+        return text, p
+
+    def search(
+        self,
+        name: str,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        filter: Any = None,
+        snapshot: int | None = None,
+        as_of: datetime | str | None = None,
+        **params: Any,
+    ) -> SearchResult:
+        """Search ``name`` and return the fused, tie-broken top ``k`` documents."""
+        t0 = time.perf_counter()
+        plan, coll, snap, sp, timings, warnings = self._plan(
+            name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, params=params
+        )
+        q, p = build_search_sql(plan)
+        self.db.trace(q, p)
+        t1 = time.perf_counter()
+        with self.db.connection() as conn, conn.transaction():
+            if plan.uses_semantic and plan.vector_strategy == "hnsw":
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(sp.ef_search)])
+                conn.execute("SELECT set_config('hnsw.iterative_scan', %s, true)", [sp.iterative_scan])
+                conn.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(sp.max_scan_tuples)])
+            elif plan.uses_semantic and plan.vector_strategy == "ivfflat":
+                conn.execute("SELECT set_config('ivfflat.probes', %s, true)", [str(sp.probes)])
+                conn.execute("SELECT set_config('ivfflat.iterative_scan', %s, true)", [
+                    "relaxed_order" if sp.iterative_scan != "off" else "off"])
+            rows = conn.execute(q, p).fetchall()
+        timings["sql_ms"] = (time.perf_counter() - t1) * 1000
+        hits = [
+            Hit(
+                rank=int(r[0]),
+                doc_id=r[1],
+                chunk=int(r[2]),
+                score=float(r[3]),
+                lexical_rank=None if r[4] is None else int(r[4]),
+                lexical_score=None if r[5] is None else float(r[5]),
+                semantic_rank=None if r[6] is None else int(r[6]),
+                semantic_distance=None if r[7] is None else float(r[7]),
+                char_start=int(r[8]),
+                char_end=int(r[9]),
+                text=r[10],
+            )
+            for r in rows
+        ]
+        emb_meta = {"embedder_id": coll.embedder_id, "embedder_sha256": coll.embedder_sha256}
+        out_params: dict[str, Any] = {
+            "depth": plan.depth,
+            "rrf_k": plan.rrf_k,
+            "lexical_ranker": plan.lexical_ranker,
+            "query_syntax": plan.syntax,
+            "language": coll.language,
+            "accent": coll.accent,
+            "vector_strategy": plan.vector_strategy if plan.uses_semantic else None,
+            "ef_search": sp.ef_search if plan.vector_strategy == "hnsw" else None,
+            "iterative_scan": sp.iterative_scan if plan.vector_strategy in ("hnsw", "ivfflat") else None,
+            "max_scan_tuples": sp.max_scan_tuples if plan.vector_strategy == "hnsw" else None,
+            "probes": sp.probes if plan.vector_strategy == "ivfflat" else None,
+            **emb_meta,
+        }
+        if plan.lexical_ranker == "bm25":
+            out_params.update({"k1": plan.k1, "b": plan.b})
+        timings["total_ms"] = (time.perf_counter() - t0) * 1000
+        result = SearchResult(
+            query=query,
+            collection=name,
+            mode=mode,
+            k=k,
+            hits=hits,
+            params=out_params,
+            snapshot=SnapshotRef(id=int(snap["id"]), manifest_hash=snap["manifest_hash"]),
+            filter=filter if filter is None or isinstance(filter, (str, dict, list)) else str(filter),
+            as_of=plan.as_of.isoformat() if plan.as_of is not None else None,
+            warnings=warnings,
+            timings=timings,
+        )
+        return result
+
+
+def _noop(stage: str, done: int, total: int) -> None:
+    return None
+
+
+def _parse_as_of(value: datetime | str | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        if isinstance(value, datetime) and value.tzinfo is None:
+            raise QueryError(f"as_of {value.isoformat()} has no time zone; pass an aware datetime (e.g. UTC).")
+        return value
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise QueryError(f"as_of {value!r} is not an ISO 8601 timestamp; e.g. 2026-01-31T00:00:00Z.") from exc
+    if dt.tzinfo is None:
+        raise QueryError(f"as_of {value!r} has no time zone; append Z or an offset like +01:00.")
+    return dt
+

@@ -1,0 +1,87 @@
+"""The ranklock exception tree.
+
+Every error ranklock raises on purpose derives from :class:`RanklockError`.
+Messages state the facts (the bad value, the allowed ones, sorted so the
+message is stable) and end with what to do about it::
+
+    RanklockError
+    ├── ConfigError            bad setting, bad parameter value
+    ├── DatabaseError          cannot reach or use PostgreSQL
+    │   ├── DatabaseUnavailable    the server cannot be reached or started
+    │   └── ExtensionError         pgvector missing or too old
+    ├── NotFound               unknown collection, snapshot, query id
+    ├── InputError             a document, file or query that cannot be used
+    │   ├── IngestError            a corpus file or document is broken
+    │   ├── QueryError             empty query, bad mode, bad k
+    │   └── FilterError            malformed filter, unknown field, type mismatch
+    ├── EmbedderError          model cannot load, checksum or dimension mismatch
+    └── SnapshotError          a snapshot cannot be built, activated or rolled back
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DatabaseError",
+    "DatabaseUnavailable",
+    "EmbedderError",
+    "ExtensionError",
+    "FilterError",
+    "IngestError",
+    "InputError",
+    "NotFound",
+    "QueryError",
+    "RanklockError",
+    "SnapshotError",
+]
+
+
+class RanklockError(Exception):
+    """Root of every error ranklock raises on purpose."""
+
+    #: HTTP status the HTTP layer maps this error to.
+    http_status = 500
+
+
+class ConfigError(RanklockError):
+    http_status = 400
+
+
+class DatabaseError(RanklockError):
+    http_status = 503
+
+
+class DatabaseUnavailable(DatabaseError):
+    pass
+
+
+class ExtensionError(DatabaseError):
+    pass
+
+
+class NotFound(RanklockError):
+    http_status = 404
+
+
+class InputError(RanklockError):
+    http_status = 400
+
+
+class IngestError(InputError):
+    pass
+
+
+class QueryError(InputError):
+    pass
+
+
+class FilterError(InputError):
+    pass
+
+
+class EmbedderError(RanklockError):
+    http_status = 409
+
+
+class SnapshotError(RanklockError):
+    http_status = 409

@@ -1,0 +1,77 @@
+"""Typed document fields: validation and coercion of metadata values."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from .collection import CollectionInfo, FieldSpec
+from .errors import IngestError
+from .ingest.loaders import Document
+
+__all__ = ["coerce_document_fields", "coerce_value"]
+
+
+def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
+    """Turn a JSON value into the Python value of the field's SQL type, or raise IngestError."""
+    t = spec.type
+
+    def bad(expected: str) -> IngestError:
+        return IngestError(
+            f"{where}: field {spec.name!r} must be {expected}, got {value!r} ({type(value).__name__}); "
+            "fix the document's metadata."
+        )
+
+    if value is None:
+        return None
+    if t == "int":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            raise bad("an integer")
+        return int(value)
+    if t == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        return float(value)
+    if t == "bool":
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if t == "keyword":
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            raise bad("a string")
+        return str(value)
+    if t == "keyword[]":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad("a list of strings")
+        # Stored sorted and de-duplicated: a set, so order in the source never matters.
+        return sorted(set(value))
+    if t == "date":
+        try:
+            return value if isinstance(value, date) else date.fromisoformat(str(value))
+        except ValueError:
+            raise bad("an ISO date (YYYY-MM-DD)") from None
+    if t == "timestamp":
+        try:
+            ts = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise bad("an ISO 8601 timestamp") from None
+        if ts.tzinfo is None:
+            raise bad("a timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)")
+        return ts
+    raise bad(t)  # pragma: no cover - FieldSpec restricts the type
+
+
+def coerce_document_fields(coll: CollectionInfo, doc: Document) -> list[Any]:
+    out = []
+    for spec in coll.fields:
+        where = f"document {doc.doc_id!r}"
+        if spec.name not in doc.metadata or doc.metadata[spec.name] is None:
+            if spec.required:
+                raise IngestError(
+                    f"{where}: required field {spec.name!r} ({spec.type}) is missing from its metadata; "
+                    "add it, or declare the field optional."
+                )
+            out.append(None)
+            continue
+        out.append(coerce_value(spec, doc.metadata[spec.name], where=where))
+    return out

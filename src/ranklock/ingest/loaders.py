@@ -1,0 +1,122 @@
+"""Corpus loaders: BEIR ``corpus.jsonl``, plain JSONL, and folders of text files.
+
+Every loader yields :class:`Document` objects already normalised.  A broken
+file is an :class:`IngestError` naming the file, the line and the fix, raised
+before anything is written, so a bad corpus never half-applies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import IngestError
+from .normalize import content_hash, normalize
+
+__all__ = ["Document", "load_corpus"]
+
+TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    title: str
+    body: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    display: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.title, self.body, self.metadata)
+
+
+def _jsonl_documents(path: Path) -> Iterator[Document]:
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise IngestError(f"cannot read {path}: {exc.strerror}; check the path and permissions.") from exc
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise IngestError(
+                    f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                    "each line must be one JSON object. Fix or remove the line and ingest again."
+                ) from exc
+            except UnicodeDecodeError as exc:
+                raise IngestError(f"{path}:{lineno}: not UTF-8 text; re-encode the file as UTF-8.") from exc
+            if not isinstance(rec, dict):
+                raise IngestError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}.")
+            raw_id = rec.get("_id", rec.get("id"))
+            if raw_id is None or str(raw_id).strip() == "":
+                raise IngestError(f"{path}:{lineno}: the record has no `_id` (BEIR) or `id` field; add one.")
+            text = rec.get("text", rec.get("body"))
+            if not isinstance(text, str):
+                raise IngestError(
+                    f"{path}:{lineno}: document {raw_id!r} has no string `text` field; add the document text."
+                )
+            title = rec.get("title") or ""
+            if not isinstance(title, str):
+                raise IngestError(f"{path}:{lineno}: document {raw_id!r} has a non-string `title`.")
+            metadata = rec.get("metadata") or {}
+            if not isinstance(metadata, dict):
+                raise IngestError(f"{path}:{lineno}: document {raw_id!r}: `metadata` must be a JSON object.")
+            display = rec.get("display") or {}
+            if not isinstance(display, dict):
+                raise IngestError(f"{path}:{lineno}: document {raw_id!r}: `display` must be a JSON object.")
+            yield Document(normalize(str(raw_id)), normalize(title), normalize(text), metadata, display)
+
+
+def _folder_documents(root: Path) -> Iterator[Document]:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+    for p in files:
+        try:
+            raw = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise IngestError(f"{p}: not UTF-8 text; re-encode it as UTF-8 or remove it.") from exc
+        text = normalize(raw)
+        title = p.stem
+        first = text.split("\n", 1)[0]
+        if p.suffix.lower() != ".txt" and first.startswith("#"):
+            title = first.lstrip("#").strip()
+            text = text.split("\n", 1)[1].strip() if "\n" in text else ""
+        yield Document(p.relative_to(root).as_posix(), normalize(title), text)
+
+
+def load_corpus(path: str | Path) -> list[Document]:
+    """Load every document at ``path`` (a BEIR folder, a ``.jsonl`` file or a folder of texts)."""
+    p = Path(path)
+    if not p.exists():
+        raise IngestError(f"{p} does not exist; pass a corpus.jsonl, a BEIR folder, or a folder of .txt/.md files.")
+    if p.is_dir() and (p / "corpus.jsonl").exists():
+        docs = list(_jsonl_documents(p / "corpus.jsonl"))
+    elif p.is_dir():
+        docs = list(_folder_documents(p))
+        if not docs:
+            raise IngestError(f"{p} holds no .txt, .md or corpus.jsonl files; nothing to ingest.")
+    elif p.suffix.lower() in (".jsonl", ".ndjson"):
+        docs = list(_jsonl_documents(p))
+    elif p.suffix.lower() in TEXT_SUFFIXES:
+        docs = list(_folder_documents(p.parent))
+        docs = [d for d in docs if d.doc_id == p.name]
+    else:
+        raise IngestError(
+            f"{p}: unknown corpus format {p.suffix!r}; use a .jsonl file, a BEIR folder with corpus.jsonl, "
+            "or a folder of .txt/.md files."
+        )
+    seen: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        if d.doc_id in seen:
+            raise IngestError(
+                f"{p}: document id {d.doc_id!r} appears twice (records {seen[d.doc_id] + 1} and {i + 1}); "
+                "ids must be unique within one ingest."
+            )
+        seen[d.doc_id] = i
+    return docs

@@ -1,0 +1,1 @@
+"""Search: SQL for the branches, fusion, filters, results."""

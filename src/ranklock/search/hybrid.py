@@ -1,0 +1,189 @@
+"""The hybrid search statement: lexical branch, semantic branch, RRF fusion.
+
+One SQL statement, composed with :mod:`psycopg.sql`, every value bound as a
+named parameter.  Ties break by ``doc_id`` (byte order, ``COLLATE "C"``) and
+then chunk number at every step: in the per-document window, at each branch's
+LIMIT and in the outer ORDER BY, so equal scores can never reorder between
+runs.  The same filter predicate is placed in both branches.
+
+Each branch first keeps one chunk per document (its best), then ranks
+documents; fusion is Reciprocal Rank Fusion, ``sum 1 / (rrf_k + rank)`` with
+ranks counted from 1.  The hit's chunk is the one from the branch that
+ranked the document higher (the lower chunk number when both ranked it equal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import sql
+
+__all__ = ["SearchPlan", "build_search_sql", "time_predicate"]
+
+MODES = ("hybrid", "lexical", "semantic")
+
+
+@dataclass
+class SearchPlan:
+    table: sql.Composable
+    mode: str
+    k: int
+    depth: int
+    rrf_k: int
+    query: str
+    language: str
+    accent: str
+    syntax: str = "natural"
+    lexical_ranker: str = "bm25"
+    k1: float = 1.2
+    b: float = 0.75
+    #: "hnsw"/"ivfflat": index scan with over-fetch; "exact": full scan of the filtered set.
+    vector_strategy: str = "exact"
+    sem_fetch: int = 40
+    qvec: Any = None
+    filter_sql: sql.Composable = field(default_factory=lambda: sql.SQL("TRUE"))
+    filter_params: dict[str, Any] = field(default_factory=dict)
+    as_of: Any = None
+    lexical_branch: bool = True
+    bm25_sql: Any = None  # set by the lexical module when BM25 statistics exist
+
+    @property
+    def uses_lexical(self) -> bool:
+        return self.mode in ("hybrid", "lexical") and self.lexical_branch
+
+    @property
+    def uses_semantic(self) -> bool:
+        return self.mode in ("hybrid", "semantic")
+
+
+def time_predicate(plan: SearchPlan, alias: str = "c") -> sql.Composable:
+    """Documents in force at ``as_of``; no time restriction when ``as_of`` is None."""
+    if plan.as_of is None:
+        return sql.SQL("TRUE")
+    a = sql.Identifier(alias)
+    return sql.SQL(
+        "({a}.effective_from IS NULL OR {a}.effective_from <= %(as_of)s) "
+        "AND ({a}.effective_to IS NULL OR {a}.effective_to > %(as_of)s)"
+    ).format(a=a)
+
+
+def _where(plan: SearchPlan) -> sql.Composable:
+    return sql.SQL("({}) AND ({})").format(plan.filter_sql, time_predicate(plan))
+
+
+def _lexical_cte(plan: SearchPlan) -> sql.Composable:
+    from .lexical import lexical_hits_sql
+
+    hits = lexical_hits_sql(plan, _where(plan))
+    return sql.SQL(
+        """lex_hits AS ({hits}),
+lex_best AS (
+    SELECT doc_id, chunk, score,
+           row_number() OVER (PARTITION BY doc_id ORDER BY score DESC, chunk) AS rn
+    FROM lex_hits
+),
+lex AS (
+    SELECT doc_id, chunk, score,
+           row_number() OVER (ORDER BY score DESC, doc_id, chunk) AS rank
+    FROM lex_best WHERE rn = 1
+    ORDER BY score DESC, doc_id, chunk
+    LIMIT %(depth)s
+)"""
+    ).format(hits=hits)
+
+
+def _semantic_cte(plan: SearchPlan) -> sql.Composable:
+    if plan.vector_strategy == "exact":
+        # Every filtered chunk is scored: exact and complete by construction.
+        cand = sql.SQL(
+            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where}"
+        ).format(table=plan.table, where=_where(plan))
+    else:
+        # ORDER BY the bare distance so the planner can use the ANN index; the
+        # over-fetch leaves room for several chunks of one document.  Ties
+        # are broken after the index returns, below.
+        cand = sql.SQL(
+            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
+            "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s"
+        ).format(table=plan.table, where=_where(plan))
+    return sql.SQL(
+        """sem_cand AS MATERIALIZED ({cand}),
+sem_best AS (
+    SELECT doc_id, chunk, dist,
+           row_number() OVER (PARTITION BY doc_id ORDER BY dist, chunk) AS rn
+    FROM sem_cand
+),
+sem AS (
+    SELECT doc_id, chunk, dist,
+           row_number() OVER (ORDER BY dist, doc_id, chunk) AS rank
+    FROM sem_best WHERE rn = 1
+    ORDER BY dist, doc_id, chunk
+    LIMIT %(depth)s
+)"""
+    ).format(cand=cand)
+
+
+def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
+    params: dict[str, Any] = {
+        "depth": plan.depth,
+        "rrf_k": plan.rrf_k,
+        "k": plan.k,
+    }
+    params.update(plan.filter_params)
+    if plan.as_of is not None:
+        params["as_of"] = plan.as_of
+    ctes: list[sql.Composable] = []
+    if plan.uses_lexical:
+        params.update({"q": plan.query, "cfg": plan.language, "accent": plan.accent, "syntax": plan.syntax})
+        if plan.lexical_ranker == "bm25":
+            params.update({"k1": plan.k1, "b": plan.b})
+        ctes.append(_lexical_cte(plan))
+    if plan.uses_semantic:
+        params["qvec"] = plan.qvec
+        if plan.vector_strategy != "exact":
+            params["sem_fetch"] = plan.sem_fetch
+        ctes.append(_semantic_cte(plan))
+
+    if plan.uses_lexical and plan.uses_semantic:
+        fused = sql.SQL(
+            """fused AS (
+    SELECT coalesce(l.doc_id, s.doc_id) AS doc_id,
+           CASE WHEN s.rank IS NULL OR l.rank < s.rank THEN l.chunk
+                WHEN l.rank IS NULL OR s.rank < l.rank THEN s.chunk
+                ELSE least(l.chunk, s.chunk) END AS chunk,
+           coalesce(1.0::float8 / (%(rrf_k)s + l.rank), 0) + coalesce(1.0::float8 / (%(rrf_k)s + s.rank), 0) AS score,
+           l.rank AS lexical_rank, l.score AS lexical_score,
+           s.rank AS semantic_rank, s.dist AS semantic_distance
+    FROM lex AS l FULL OUTER JOIN sem AS s ON s.doc_id = l.doc_id
+)"""
+        )
+    elif plan.uses_lexical:
+        fused = sql.SQL(
+            """fused AS (
+    SELECT l.doc_id, l.chunk, 1.0::float8 / (%(rrf_k)s + l.rank) AS score,
+           l.rank AS lexical_rank, l.score AS lexical_score,
+           NULL::bigint AS semantic_rank, NULL::float8 AS semantic_distance
+    FROM lex AS l
+)"""
+        )
+    else:
+        fused = sql.SQL(
+            """fused AS (
+    SELECT s.doc_id, s.chunk, 1.0::float8 / (%(rrf_k)s + s.rank) AS score,
+           NULL::bigint AS lexical_rank, NULL::float8 AS lexical_score,
+           s.rank AS semantic_rank, s.dist AS semantic_distance
+    FROM sem AS s
+)"""
+        )
+    ctes.append(fused)
+    query = sql.SQL(
+        """WITH {ctes}
+SELECT row_number() OVER (ORDER BY f.score DESC, f.doc_id, f.chunk) AS rank,
+       f.doc_id, f.chunk, f.score, f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_distance,
+       c.char_start, c.char_end, c.text
+FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk
+ORDER BY f.score DESC, f.doc_id, f.chunk
+LIMIT %(k)s"""
+    ).format(ctes=sql.SQL(",\n").join(ctes), table=plan.table)
+    return query, params

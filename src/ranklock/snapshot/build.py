@@ -1,0 +1,364 @@
+"""Building a snapshot: chunks, vectors, lexical data and indexes, once.
+
+A snapshot's chunks live in their own table ``ranklock_data.chunks_<id>``.
+It is written once, indexed once, and never modified afterwards: readers of
+an active snapshot cannot be disturbed by a build, and an HNSW graph is never
+rebuilt under a query.
+
+The builder holds a session-level advisory lock on the snapshot id for the
+whole build.  A build killed mid-way (kill -9) loses its connection, and with
+it the lock; :func:`reap_dead_builds` finds such snapshots (status
+``building``, lock free), drops their partial tables and marks them failed.
+Embeddings already computed were committed to the embedding cache batch by
+batch, so the next build resumes instead of re-embedding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from psycopg import sql
+
+from ..collection import CollectionInfo
+from ..embed.base import Embedder, vector_digest
+from ..errors import SnapshotError
+from ..ingest.chunker import chunk_text, document_text
+from ..ingest.loaders import Document
+from ..ingest.normalize import text_sha256
+from ..store.database import Database
+
+__all__ = ["BuildReport", "Progress", "build_snapshot", "chunk_table", "reap_dead_builds"]
+
+Progress = Callable[[str, int, int], None]
+_LOCK_CLASS = 7_142_002  # advisory lock namespace for snapshot builds
+EMBED_BATCH = 256
+
+
+def chunk_table(snapshot_id: int) -> sql.Identifier:
+    return sql.Identifier("ranklock_data", f"chunks_{snapshot_id}")
+
+
+def _noop(stage: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass
+class BuildReport:
+    snapshot_id: int
+    documents: int
+    chunks: int
+    embedded: int
+    reused: int
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int]:
+    """Discard snapshots whose builder died; return their ids."""
+    reaped: list[int] = []
+    rows = db.fetchall(
+        "SELECT id FROM ranklock.snapshots WHERE status = 'building'"
+        + (" AND collection_id = %s" if collection_id is not None else "")
+        + " ORDER BY id",
+        [collection_id] if collection_id is not None else None,
+    )
+    for row in rows:
+        sid = int(row["id"])
+        with db.connection() as conn:
+            got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, sid]).fetchone()
+            if not got or not got[0]:
+                continue  # a live builder holds it
+            try:
+                with conn.transaction():
+                    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(chunk_table(sid)))
+                    conn.execute(
+                        "UPDATE ranklock.snapshots SET status = 'failed', "
+                        "stats = stats || '{\"failure\": \"builder died\"}'::jsonb WHERE id = %s",
+                        [sid],
+                    )
+                reaped.append(sid)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, sid])
+    return reaped
+
+
+def _coerce_fields(coll: CollectionInfo, doc: Document) -> list[Any]:
+    """Typed field values for a document, validated (see ranklock.search.filters for the language)."""
+    from ..fields import coerce_document_fields
+
+    return coerce_document_fields(coll, doc)
+
+
+def build_snapshot(
+    db: Database,
+    coll: CollectionInfo,
+    docs: Sequence[Document],
+    embedder: Embedder,
+    *,
+    parent_id: int | None,
+    progress: Progress = _noop,
+) -> BuildReport:
+    """Build (but do not activate) a snapshot holding exactly ``docs``."""
+    t_all = time.perf_counter()
+    seconds: dict[str, float] = {}
+    field_values = {d.doc_id: _coerce_fields(coll, d) for d in docs}  # validate before writing anything
+    ordered = sorted(docs, key=lambda d: d.doc_id.encode("utf-8"))
+
+    with db.connection() as lock_conn:
+        row = lock_conn.execute(
+            "INSERT INTO ranklock.snapshots (collection_id, parent_id, status, builder_pid) "
+            "VALUES (%s, %s, 'building', pg_backend_pid()) RETURNING id",
+            [coll.id, parent_id],
+        ).fetchone()
+        assert row is not None
+        sid = int(row[0])
+        lock_conn.execute("SELECT pg_advisory_lock(%s, %s)", [_LOCK_CLASS, sid])
+        try:
+            report = _build(db, coll, ordered, field_values, embedder, sid, progress, seconds)
+        except BaseException:
+            # Leave nothing half-built behind: drop the table, mark the row failed.
+            try:
+                with db.connection() as conn, conn.transaction():
+                    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(chunk_table(sid)))
+                    conn.execute("UPDATE ranklock.snapshots SET status = 'failed' WHERE id = %s", [sid])
+            finally:
+                lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, sid])
+            raise
+        lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, sid])
+    seconds["total"] = time.perf_counter() - t_all
+    report.seconds = seconds
+    return report
+
+
+def _embed_missing(
+    db: Database, embedder: Embedder, texts: dict[str, str], progress: Progress, seconds: dict[str, float]
+) -> tuple[dict[str, np.ndarray], int]:
+    """Vectors for every text hash, from the cache where possible; returns (vectors, newly embedded)."""
+    t0 = time.perf_counter()
+    hashes = sorted(texts)
+    vectors: dict[str, np.ndarray] = {}
+    for start in range(0, len(hashes), 5000):
+        part = hashes[start : start + 5000]
+        with db.connection() as conn:
+            cur = conn.execute(
+                "SELECT text_sha256, embedding FROM ranklock.embedding_cache "
+                "WHERE embedder_sha256 = %s AND text_sha256 = ANY(%s)",
+                [embedder.sha256, part],
+            )
+            for h, v in cur.fetchall():
+                vectors[h] = np.asarray(v.to_numpy(), dtype=np.float32)
+    missing = [h for h in hashes if h not in vectors]
+    seconds["cache_lookup"] = time.perf_counter() - t0
+    t_embed = 0.0
+    t_db = 0.0
+    progress("embed", 0, len(missing))
+    for start in range(0, len(missing), EMBED_BATCH):
+        part = missing[start : start + EMBED_BATCH]
+        t1 = time.perf_counter()
+        mat = embedder.embed([texts[h] for h in part])
+        t2 = time.perf_counter()
+        if mat.shape[1] != embedder.dim:
+            raise SnapshotError(f"embedder {embedder.id} returned dimension {mat.shape[1]}, declared {embedder.dim}.")
+        # Committed batch by batch so a killed build resumes from here.
+        with db.connection() as conn, conn.cursor() as cur:
+            with cur.copy(
+                "COPY ranklock.embedding_cache (embedder_sha256, text_sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            ) as cp:
+                cp.set_types(["text", "text", "vector"])
+                for h, v in zip(part, mat, strict=True):
+                    cp.write_row([embedder.sha256, h, v])
+        t_db += time.perf_counter() - t2
+        t_embed += t2 - t1
+        for h, v in zip(part, mat, strict=True):
+            vectors[h] = v
+        progress("embed", min(start + EMBED_BATCH, len(missing)), len(missing))
+    seconds["embed"] = t_embed
+    seconds["embed_cache_write"] = t_db
+    return vectors, len(missing)
+
+
+def _build(
+    db: Database,
+    coll: CollectionInfo,
+    docs: list[Document],
+    field_values: dict[str, list[Any]],
+    embedder: Embedder,
+    sid: int,
+    progress: Progress,
+    seconds: dict[str, float],
+) -> BuildReport:
+    table = chunk_table(sid)
+    t0 = time.perf_counter()
+    # 1. chunk
+    rows: list[tuple[Document, int, int, int, str, str]] = []
+    texts: dict[str, str] = {}
+    progress("chunk", 0, len(docs))
+    for i, d in enumerate(docs):
+        full = document_text(d.title, d.body)
+        for ch in chunk_text(full, embedder.tokenizer, coll.chunker.window, coll.chunker.overlap):
+            h = text_sha256(ch.text)
+            texts[h] = ch.text
+            rows.append((d, ch.number, ch.start, ch.end, ch.text, h))
+        if i % 500 == 0:
+            progress("chunk", i, len(docs))
+    progress("chunk", len(docs), len(docs))
+    seconds["chunk"] = time.perf_counter() - t0
+
+    # 2. embed what the cache lacks
+    vectors, embedded = _embed_missing(db, embedder, texts, progress, seconds)
+
+    # 3. write the table
+    t1 = time.perf_counter()
+    field_cols = [sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(f.sql_type())) for f in coll.fields]
+    with db.connection() as conn:
+        with conn.transaction():
+            conn.execute(
+                sql.SQL(
+                    """CREATE TABLE {table} (
+                        row_id bigint PRIMARY KEY,
+                        doc_id text COLLATE "C" NOT NULL,
+                        chunk integer NOT NULL,
+                        char_start integer NOT NULL,
+                        char_end integer NOT NULL,
+                        content_hash text NOT NULL,
+                        text text NOT NULL,
+                        text_sha256 text NOT NULL,
+                        tsv tsvector NOT NULL,
+                        doc_len integer NOT NULL,
+                        embedding vector({dim}) NOT NULL,
+                        embedder_id text NOT NULL,
+                        vec_digest text NOT NULL,
+                        effective_from timestamptz,
+                        effective_to timestamptz{comma}{fields},
+                        UNIQUE (doc_id, chunk)
+                    )"""
+                ).format(
+                    table=table,
+                    dim=sql.Literal(coll.dim),
+                    comma=sql.SQL(", ") if field_cols else sql.SQL(""),
+                    fields=sql.SQL(", ").join(field_cols),
+                )
+            )
+            conn.execute(
+                "INSERT INTO ranklock.snapshot_documents (snapshot_id, doc_id, content_hash) "
+                "SELECT %s, d.doc_id, d.content_hash FROM unnest(%s::text[], %s::text[]) AS d(doc_id, content_hash)",
+                [sid, [d.doc_id for d in docs], [d.content_hash for d in docs]],
+            )
+        stage = sql.Identifier(f"stage_{sid}")
+        conn.execute(sql.SQL("CREATE TEMP TABLE {} AS SELECT * FROM {} WITH NO DATA").format(stage, table))
+        types = ["bigint", "text", "integer", "integer", "integer", "text", "text", "text", "vector", "text", "text"]
+        types += ["timestamptz", "timestamptz"] + [f.sql_type() for f in coll.fields]
+        cols = [
+            "row_id",
+            "doc_id",
+            "chunk",
+            "char_start",
+            "char_end",
+            "content_hash",
+            "text",
+            "text_sha256",
+            "embedding",
+            "embedder_id",
+            "vec_digest",
+            "effective_from",
+            "effective_to",
+        ] + [f.name for f in coll.fields]
+        progress("write", 0, len(rows))
+        with conn.cursor() as cur:
+            with cur.copy(
+                sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(
+                    stage, sql.SQL(", ").join(sql.Identifier(c) for c in cols)
+                )
+            ) as cp:
+                cp.set_types(types)
+                for n, (d, number, start, end, text, h) in enumerate(rows):
+                    v = vectors[h]
+                    eff = d.metadata.get("effective_from"), d.metadata.get("effective_to")
+                    cp.write_row(
+                        [n, d.doc_id, number, start, end, d.content_hash, text, h, v, embedder.id, vector_digest(v)]
+                        + [_ts(eff[0]), _ts(eff[1])]
+                        + field_values[d.doc_id]
+                    )
+                    if n % 5000 == 0:
+                        progress("write", n, len(rows))
+        progress("write", len(rows), len(rows))
+        # The tsvector is computed by the same SQL function the query side uses.
+        col_list = sql.SQL(", ").join(sql.Identifier(c) for c in cols)
+        with conn.transaction():
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {table} ({cols}, tsv, doc_len) "
+                    "SELECT {cols}, t.tsv, (SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) "
+                    "                       FROM unnest(t.tsv) AS u) "
+                    "FROM {stage} AS s "
+                    "CROSS JOIN LATERAL (SELECT ranklock.doc_tsvector(%s::regconfig, %s, s.text) AS tsv) AS t "
+                    "ORDER BY s.row_id"
+                ).format(table=table, cols=col_list, stage=stage),
+                [coll.language, coll.accent],
+            )
+        conn.execute(sql.SQL("DROP TABLE {}").format(stage))
+    seconds["write"] = time.perf_counter() - t1
+
+    # 4. indexes, built once
+    t2 = time.perf_counter()
+    progress("index", 0, 1)
+    _create_indexes(db, coll, sid)
+    progress("index", 1, 1)
+    seconds["index"] = time.perf_counter() - t2
+
+    from .lexical_stats import build_lexical_stats
+
+    t3 = time.perf_counter()
+    build_lexical_stats(db, sid)
+    seconds["lexical_stats"] = time.perf_counter() - t3
+
+    reused = len(texts) - embedded
+    return BuildReport(sid, len(docs), len(rows), embedded, reused)
+
+
+def _ts(value: Any) -> Any:
+    if value is None:
+        return None
+    from datetime import datetime
+
+    if isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise SnapshotError(f"bad effective_from/effective_to value {value!r}: use ISO 8601.") from exc
+
+
+def _create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
+    table = chunk_table(sid)
+    name = f"chunks_{sid}"
+    with db.connection() as conn:
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{name}_tsv"), table))
+        if coll.index_kind == "hnsw":
+            m = int(coll.index_params.get("m", 16))
+            efc = int(coll.index_params.get("ef_construction", 64))
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = {}, ef_construction = {})"
+                ).format(sql.Identifier(f"{name}_hnsw"), table, sql.Literal(m), sql.Literal(efc))
+            )
+        elif coll.index_kind == "ivfflat":
+            lists = int(coll.index_params.get("lists", 100))
+            conn.execute(
+                sql.SQL("CREATE INDEX {} ON {} USING ivfflat (embedding vector_cosine_ops) WITH (lists = {})").format(
+                    sql.Identifier(f"{name}_ivf"), table, sql.Literal(lists)
+                )
+            )
+        for f in coll.fields:
+            method = sql.SQL("gin") if f.type == "keyword[]" else sql.SQL("btree")
+            conn.execute(
+                sql.SQL("CREATE INDEX {} ON {} USING {} ({})").format(
+                    sql.Identifier(f"{name}_f_{f.name}"), table, method, sql.Identifier(f.name)
+                )
+            )
+        conn.execute(sql.SQL("ANALYZE {}").format(table))

@@ -1,0 +1,101 @@
+"""The snapshot manifest: everything that shapes retrieval, and its own hash.
+
+The manifest is a versioned JSON document (``schema`` names its version).
+Its hash is the sha256 of its canonical JSON without the ``manifest_hash``
+field, so two snapshots with equal manifests retrieve identically, and a
+diff of two manifests names exactly what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+from ..collection import CollectionInfo
+from ..embed.base import Embedder
+from ..ingest.normalize import NORMALIZATION, canonical_json
+from ..settings import SearchParams
+
+__all__ = ["MANIFEST_SCHEMA", "TOKENIZER_VERSION", "build_manifest", "corpus_digest", "manifest_hash", "diff_manifests"]
+
+MANIFEST_SCHEMA = "ranklock.manifest/1"
+#: Version of the SQL text analysis (ranklock.doc_tsvector / query_tsquery).
+TOKENIZER_VERSION = "pg-ts/1"
+
+
+def corpus_digest(doc_hashes: Iterable[tuple[str, str]]) -> str:
+    """sha256 over the sorted (doc_id, content_hash) pairs."""
+    h = hashlib.sha256()
+    for doc_id, chash in sorted(doc_hashes, key=lambda p: p[0].encode("utf-8")):
+        h.update(doc_id.encode("utf-8"))
+        h.update(b"\x00")
+        h.update(chash.encode("ascii"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def manifest_hash(manifest: dict[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k != "manifest_hash"}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+def build_manifest(
+    coll: CollectionInfo,
+    embedder: Embedder,
+    *,
+    snapshot_id: int,
+    doc_hashes: Iterable[tuple[str, str]],
+    documents: int,
+    chunks: int,
+    vectors_digest: str,
+    lexical_stats: dict[str, Any],
+) -> dict[str, Any]:
+    search = SearchParams(**coll.search_defaults).model_dump()
+    manifest: dict[str, Any] = {
+        "schema": MANIFEST_SCHEMA,
+        "collection": coll.name,
+        "corpus": {"digest": corpus_digest(doc_hashes), "documents": documents, "chunks": chunks},
+        "normalization": NORMALIZATION,
+        "text_search": {
+            "language": coll.language,
+            "accent": coll.accent,
+            "analyzer": TOKENIZER_VERSION,
+            "lexical_stats": lexical_stats,
+        },
+        "chunker": {"tokenizer": embedder.tokenizer.id, **coll.chunker.model_dump()},
+        "embedder": {
+            "id": coll.embedder_id,
+            "weights_sha256": coll.embedder_sha256,
+            "dimension": coll.dim,
+            "normalization": "l2, float32, at write time",
+            "vectors_digest": vectors_digest,
+        },
+        "index": {"type": coll.index_kind, "params": coll.index_params},
+        "search": search,
+        "time_policy": "as_of is an explicit query parameter; documents carry effective_from/effective_to; "
+        "ranking never calls now()",
+    }
+    manifest["manifest_hash"] = manifest_hash(manifest)
+    return manifest
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def diff_manifests(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Fields (dotted paths) whose values differ, with both values."""
+    fa, fb = _flatten(a), _flatten(b)
+    return {
+        k: {"old": fa.get(k), "new": fb.get(k)}
+        for k in sorted(set(fa) | set(fb))
+        if fa.get(k) != fb.get(k) and k != "manifest_hash"
+    }

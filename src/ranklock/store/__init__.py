@@ -1,0 +1,1 @@
+"""Storage: the embedded server, connections and migrations."""

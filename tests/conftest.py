@@ -1,0 +1,36 @@
+"""Test fixtures: a real PostgreSQL (embedded by default, or RANKLOCK_TEST_DSN), never a mock."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ranklock import Engine
+
+
+@pytest.fixture(scope="session")
+def rl_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("ranklock-home")
+    yield home
+    if not os.environ.get("RANKLOCK_TEST_DSN"):
+        from ranklock.store.server import EmbeddedServer
+
+        EmbeddedServer(home).stop()
+
+
+@pytest.fixture(scope="session")
+def engine(rl_home: Path) -> Iterator[Engine]:
+    eng = Engine(dsn=os.environ.get("RANKLOCK_TEST_DSN") or None, home=rl_home, log_queries=True)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture
+def cname(request: pytest.FixtureRequest) -> str:
+    """A collection name unique to the test."""
+    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())
+    return ("t_" + name)[:55] + f"_{abs(hash(request.node.nodeid)) % 10000}"
