@@ -272,3 +272,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# Command groups live in their own modules; importing them registers them on `app`.
+from . import cli_eval, cli_filters, cli_http, cli_plan, cli_snapshot  # noqa: E402
+
+__all__ = ["app", "cli_eval", "cli_filters", "cli_http", "cli_plan", "cli_snapshot", "main"]

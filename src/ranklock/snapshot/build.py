@@ -163,13 +163,20 @@ def _embed_missing(
         if mat.shape[1] != embedder.dim:
             raise SnapshotError(f"embedder {embedder.id} returned dimension {mat.shape[1]}, declared {embedder.dim}.")
         # Committed batch by batch so a killed build resumes from here.
-        with db.connection() as conn, conn.cursor() as cur:
-            with cur.copy(
-                "COPY ranklock.embedding_cache (embedder_sha256, text_sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
-            ) as cp:
+        # Staged and merged with ON CONFLICT: two builds embedding the same
+        # text at once must not fail on the primary key.
+        with db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS emb_stage (embedder_sha256 text, text_sha256 text, embedding vector) "
+                "ON COMMIT DELETE ROWS"
+            )
+            with cur.copy("COPY emb_stage (embedder_sha256, text_sha256, embedding) FROM STDIN WITH (FORMAT BINARY)") as cp:
                 cp.set_types(["text", "text", "vector"])
                 for h, v in zip(part, mat, strict=True):
                     cp.write_row([embedder.sha256, h, v])
+            cur.execute(
+                "INSERT INTO ranklock.embedding_cache SELECT * FROM emb_stage ORDER BY text_sha256 ON CONFLICT DO NOTHING"
+            )
         t_db += time.perf_counter() - t2
         t_embed += t2 - t1
         for h, v in zip(part, mat, strict=True):
@@ -336,7 +343,9 @@ def _create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
     table = chunk_table(sid)
     name = f"chunks_{sid}"
     with db.connection() as conn:
-        conn.execute("SET maintenance_work_mem = '1GB'")
+        # Enough for the HNSW graph of a few million 384-d vectors to stay in
+        # memory during the build; a graph that spills builds many times slower.
+        conn.execute("SET maintenance_work_mem = '3GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
         conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{name}_tsv"), table))
         if coll.index_kind == "hnsw":

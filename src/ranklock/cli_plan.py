@@ -1,0 +1,3 @@
+"""CLI commands for the plan area, registered on :data:`ranklock.cli.app`."""
+
+from __future__ import annotations
