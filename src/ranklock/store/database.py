@@ -34,7 +34,8 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def _redact(dsn: str) -> str:
-    return re.sub(r"(password=|:)[^@\s]*@", r"\1***@", dsn)
+    dsn = re.sub(r"(//[^:/@\s]+):[^@/\s]*@", r"\1:***@", dsn)
+    return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
 
 
 class Database:

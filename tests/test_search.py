@@ -1,0 +1,170 @@
+"""Hybrid search on a real embedded PostgreSQL: RRF, ties, determinism, the SQL twin."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ranklock import Document, Engine, NotFound, QueryError
+from ranklock.demo import demo_corpus_path
+from ranklock.snapshot.build import chunk_table
+
+RRF_K = 60
+
+
+@pytest.fixture(scope="module")
+def demo(engine: Engine) -> str:
+    engine.ingest("t_search_demo", demo_corpus_path(), replace=True)
+    return "t_search_demo"
+
+
+def test_rrf_scores_are_the_formula(engine: Engine, demo: str) -> None:
+    res = engine.search(demo, "approximate nearest neighbour index for vectors", k=10)
+    assert len(res.hits) == 10
+    for h in res.hits:
+        expected = 0.0
+        if h.lexical_rank is not None:
+            expected += 1 / (RRF_K + h.lexical_rank)
+        if h.semantic_rank is not None:
+            expected += 1 / (RRF_K + h.semantic_rank)
+        assert h.score == pytest.approx(expected, abs=1e-15)
+    top = res.hits[0]
+    # pg-002 is first in both branches: 1/(60+1) + 1/(60+1).
+    assert top.doc_id == "pg-002"
+    assert (top.lexical_rank, top.semantic_rank) == (1, 1)
+    assert top.score == pytest.approx(1 / (60 + 1) + 1 / (60 + 1))
+    # Ranks are 1..n in order of (score desc, doc_id).
+    assert [h.rank for h in res.hits] == list(range(1, 11))
+    keys = [(-h.score, h.doc_id.encode(), h.chunk) for h in res.hits]
+    assert keys == sorted(keys)
+
+
+def test_hybrid_equals_python_fusion_of_the_two_branches(engine: Engine, demo: str) -> None:
+    """The fast path (one SQL statement) against an exhaustive reference, result for result."""
+    q = "immune system memory cells"
+    depth = 40
+    lex = engine.search(demo, q, k=depth, mode="lexical", depth=depth)
+    sem = engine.search(demo, q, k=depth, mode="semantic", depth=depth)
+    hyb = engine.search(demo, q, k=25, mode="hybrid", depth=depth)
+    fused: dict[str, float] = {}
+    for branch in (lex, sem):
+        for h in branch.hits:
+            fused[h.doc_id] = fused.get(h.doc_id, 0.0) + 1.0 / (RRF_K + h.rank)
+    expected = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0].encode()))
+    assert [(h.doc_id, pytest.approx(h.score)) for h in hyb.hits] == [(d, pytest.approx(s)) for d, s in expected]
+    lex_ranks = {h.doc_id: h.rank for h in lex.hits}
+    sem_ranks = {h.doc_id: h.rank for h in sem.hits}
+    for h in hyb.hits:
+        assert h.lexical_rank == lex_ranks.get(h.doc_id)
+        assert h.semantic_rank == sem_ranks.get(h.doc_id)
+
+
+def test_semantic_branch_matches_exact_numpy_reference(engine: Engine, demo: str) -> None:
+    q = "bread fermentation with wild yeast"
+    res = engine.search(demo, q, k=25, mode="semantic", depth=25)
+    info = engine.collection(demo)
+    rows = engine.db.fetchall(
+        __import__("psycopg").sql.SQL("SELECT doc_id, chunk, embedding FROM {} ORDER BY row_id").format(
+            chunk_table(int(info.active_snapshot_id or 0))
+        )
+    )
+    qv = engine._query_vector(info, q)
+    best: dict[str, tuple[float, int]] = {}
+    for r in rows:
+        v = np.asarray(r["embedding"].to_numpy(), dtype=np.float64)
+        dist = 1.0 - float(np.dot(v, qv.astype(np.float64)) / (np.linalg.norm(v) * np.linalg.norm(qv)))
+        cur = best.get(r["doc_id"])
+        if cur is None or (dist, r["chunk"]) < cur:
+            best[r["doc_id"]] = (dist, r["chunk"])
+    expected = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0].encode()))
+    got = [(h.doc_id, h.semantic_distance) for h in res.hits]
+    assert [d for d, _ in got] == [d for d, _ in expected]
+    for (_, dist), (_, (edist, _)) in zip(got, expected, strict=True):
+        assert dist == pytest.approx(edist, abs=1e-6)
+
+
+def test_duplicated_texts_tie_break_by_doc_id(engine: Engine, cname: str) -> None:
+    text = "Identical body text about lighthouse keepers and their lamps."
+    docs = [Document(i, "Same title", text) for i in ("dup-c", "dup-a", "dup-b", "other")]
+    docs[3] = Document("other", "Different", "Completely unrelated text about tax law.")
+    engine.ingest(cname, docs, replace=True)
+    for mode in ("hybrid", "lexical", "semantic"):
+        res = engine.search(cname, "lighthouse keepers lamps", k=3, mode=mode)
+        assert [h.doc_id for h in res.hits] == ["dup-a", "dup-b", "dup-c"], mode
+        # Raw signals are identical; ranks are still distinct and consecutive because
+        # row_number() breaks the tie by doc_id, so the fused scores follow doc_id order.
+        assert len({(h.lexical_score, h.semantic_distance) for h in res.hits}) == 1
+        assert [h.rank for h in res.hits] == [1, 2, 3]
+        assert res.hits[0].score > res.hits[1].score > res.hits[2].score
+
+
+def test_same_search_fifty_times_is_byte_identical(engine: Engine, demo: str) -> None:
+    outputs = {engine.search(demo, "how do we evaluate a ranking", k=10).to_json() for _ in range(50)}
+    assert len(outputs) == 1
+
+
+def test_json_has_the_documented_shape(engine: Engine, demo: str) -> None:
+    import json
+
+    res = json.loads(engine.search(demo, "pgvector", k=3).to_json())
+    for key in ("query", "collection", "mode", "k", "hits", "params", "snapshot"):
+        assert key in res
+    for key in ("depth", "rrf_k", "ef_search", "embedder_id", "embedder_sha256"):
+        assert key in res["params"]
+    assert res["params"]["depth"] == 40 and res["params"]["rrf_k"] == 60
+    hit = res["hits"][0]
+    for key in (
+        "rank",
+        "doc_id",
+        "chunk",
+        "score",
+        "lexical_rank",
+        "lexical_score",
+        "semantic_rank",
+        "semantic_distance",
+        "text",
+    ):
+        assert key in hit
+
+
+def test_search_sql_twin_binds_every_value(engine: Engine, demo: str) -> None:
+    q = "robert'); DROP TABLE ranklock.collections; --"
+    text, params = engine.search_sql(demo, q, k=7)
+    assert q not in text
+    assert params["q"] == q and params["k"] == 7 and params["depth"] == 40
+    assert "%(q)s" in text and "%(qvec)s" in text
+    # Every ranking step tie-breaks by doc_id then chunk.
+    assert "ORDER BY score DESC, doc_id, chunk" in text
+    assert "ORDER BY dist, doc_id, chunk" in text
+    assert "ORDER BY f.score DESC, f.doc_id, f.chunk" in text
+    # And the injection attempt is inert when run.
+    engine.search(demo, q, k=7)
+    assert engine.collection(demo).name == demo
+
+
+@pytest.mark.parametrize(
+    ("query", "kwargs", "message"),
+    [
+        ("", {}, "the query is empty; pass the words or question to search for."),
+        ("   ", {}, "the query is empty; pass the words or question to search for."),
+        ("x", {"mode": "fuzzy"}, "unknown mode 'fuzzy'; use one of hybrid, lexical, semantic."),
+        ("x", {"k": 0}, "k must be an integer from 1 to 10000, got 0."),
+    ],
+)
+def test_bad_queries_have_clear_errors(engine: Engine, demo: str, query: str, kwargs: dict, message: str) -> None:
+    with pytest.raises(QueryError) as exc:
+        engine.search(demo, query, **kwargs)
+    assert str(exc.value) == message
+
+
+def test_stop_word_only_query(engine: Engine, demo: str) -> None:
+    with pytest.raises(QueryError, match="has no searchable words in english"):
+        engine.search(demo, "the of and", mode="lexical")
+    res = engine.search(demo, "the of and", k=3)
+    assert res.warnings == ["query has only stop words: the lexical branch was skipped"]
+    assert all(h.lexical_rank is None for h in res.hits) and len(res.hits) == 3
+
+
+def test_unknown_collection(engine: Engine) -> None:
+    with pytest.raises(NotFound, match=r"no collection named 'nope'; existing: .*Create one with `ranklock ingest"):
+        engine.search("nope", "anything")
