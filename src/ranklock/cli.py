@@ -270,10 +270,6 @@ def main() -> None:
     app()
 
 
-if __name__ == "__main__":
-    main()
-
-
 # Command groups live in their own modules; importing them registers them on `app`.
 from . import cli_eval, cli_filters, cli_http, cli_plan, cli_snapshot  # noqa: E402
 

@@ -1,0 +1,5 @@
+"""python -m ranklock: the CLI."""
+
+from .cli import main
+
+main()
