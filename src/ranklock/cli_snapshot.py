@@ -1,3 +1,249 @@
-"""CLI commands for the snapshot area, registered on :data:`ranklock.cli.app`."""
+"""CLI commands for the snapshot area, registered on :data:`ranklock.cli.app`.
+
+``ranklock snapshot list | show | activate | rollback | diff | drop | manifest``
+and ``ranklock replay QUERY_ID``.  Each is a thin shell over one Engine method.
+"""
 
 from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, print_json
+
+__all__ = ["snapshot_app"]
+
+snapshot_app = typer.Typer(
+    help="Immutable corpus snapshots: list, inspect, activate, roll back, diff, drop.", no_args_is_help=True
+)
+app.add_typer(snapshot_app, name="snapshot")
+
+CollArg = Annotated[str, typer.Argument(help="Collection name.")]
+
+
+def _short(h: Any) -> str:
+    return "-" if not h else str(h)[:12] + "…"
+
+
+@snapshot_app.command("list")
+def snapshot_list(collection: CollArg, dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """List the snapshots of COLLECTION, oldest first; the active one is marked."""
+    with engine(dsn, home) as eng:
+        rows = eng.list_snapshots(collection)
+    if as_json:
+        print_json({"collection": collection, "snapshots": rows})
+        return
+    table = Table(
+        "id", "status", "", "parent", "documents", "chunks", "embedded", "reused", "corpus", "manifest", "built"
+    )
+    for r in rows:
+        mark = "active" if r["active"] else ("previous" if r["previous"] else "")
+        table.add_row(
+            str(r["id"]),
+            r["status"],
+            mark,
+            str(r["parent_id"] or "-"),
+            str(r["documents"] or 0),
+            str(r["chunks"] or 0),
+            str(r["embedded"] if r["embedded"] is not None else "-"),
+            str(r["reused"] if r["reused"] is not None else "-"),
+            _short(r["corpus_digest"]),
+            _short(r["manifest_hash"]),
+            str(r["built_at"] or "-")[:19],
+        )
+    console.print(table)
+
+
+@snapshot_app.command("show")
+def snapshot_show(
+    collection: CollArg,
+    snapshot_id: Annotated[int | None, typer.Argument(help="Snapshot id (default: the active one).")] = None,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one snapshot with its manifest."""
+    with engine(dsn, home) as eng:
+        info = eng.snapshot_info(collection, snapshot_id)
+    if as_json:
+        print_json(info)
+        return
+    mark = " (active)" if info["active"] else (" (previous)" if info["previous"] else "")
+    console.print(
+        f"[bold]{collection}[/] snapshot {info['id']}{mark}: {info['status']}, "
+        f"{info['documents'] or 0} documents, {info['chunks'] or 0} chunks; "
+        f"embedded {info['embedded']}, reused {info['reused']}"
+    )
+    console.print(f"corpus digest {info['corpus_digest']}\nmanifest {info['manifest_hash']}")
+    if info["manifest"] is not None:
+        from .snapshot.ops import manifest_json
+
+        console.print(manifest_json(info["manifest"]), highlight=False, markup=False)
+
+
+@snapshot_app.command("activate")
+def snapshot_activate(
+    collection: CollArg,
+    snapshot_id: Annotated[int, typer.Argument(help="Snapshot id to make active.")],
+    gate: Annotated[
+        Path | None, typer.Option("--gate", help="Golden set: activate only if the promotion gate passes on it.")
+    ] = None,
+    rsi_threshold: Annotated[float, typer.Option(help="Minimum Retrieval Stability Index for --gate.")] = 0.9,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Make SNAPSHOT_ID the active snapshot of COLLECTION, atomically (optionally behind a gate)."""
+    with engine(dsn, home) as eng:
+        before = eng.collection(collection).active_snapshot_id
+        if gate is not None:
+            out = eng.activate_gated(collection, snapshot_id, gate, rsi_threshold=rsi_threshold)
+        else:
+            eng.activate(collection, snapshot_id)
+            out = {"collection": collection, "snapshot_id": snapshot_id, "activated": True, "gate": None}
+    out["previous"] = before
+    if as_json:
+        print_json(out)
+    elif out["activated"]:
+        console.print(f"[bold]{collection}[/]: snapshot {snapshot_id} is active (was {before}).")
+    else:
+        err_console.print(
+            f"[bold red]refused:[/] the promotion gate did not pass for snapshot {snapshot_id}; "
+            f"snapshot {before} stays active."
+        )
+        err_console.print(json.dumps(out["gate"], indent=2, default=str), highlight=False, markup=False)
+    if not out["activated"]:
+        raise typer.Exit(1)
+
+
+@snapshot_app.command("rollback")
+def snapshot_rollback(collection: CollArg, dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Re-activate the previous snapshot of COLLECTION, atomically."""
+    with engine(dsn, home) as eng:
+        out = eng.rollback(collection)
+    if as_json:
+        print_json(out)
+        return
+    console.print(f"[bold]{collection}[/]: rolled back from snapshot {out['from']} to {out['to']}.")
+
+
+@snapshot_app.command("diff")
+def snapshot_diff(
+    collection: CollArg,
+    old: Annotated[int, typer.Argument(help="The older snapshot id.")],
+    new: Annotated[int, typer.Argument(help="The newer snapshot id.")],
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Documents added, removed and changed, and manifest fields changed, from OLD to NEW."""
+    with engine(dsn, home) as eng:
+        d = eng.diff_snapshots(collection, old, new)
+    if as_json:
+        print_json(d)
+        return
+    docs = d["documents"]
+    console.print(
+        f"[bold]{collection}[/] {old} -> {new}: {len(docs['added'])} added, {len(docs['removed'])} removed, "
+        f"{len(docs['changed'])} changed"
+    )
+    for doc_id in docs["added"]:
+        console.print(f"  + {doc_id}", highlight=False, markup=False)
+    for doc_id in docs["removed"]:
+        console.print(f"  - {doc_id}", highlight=False, markup=False)
+    for c in docs["changed"]:
+        console.print(f"  ~ {c['doc_id']}  {c['old'][:12]} -> {c['new'][:12]}", highlight=False, markup=False)
+    if d["manifest"]:
+        table = Table("manifest field", "old", "new")
+        for k, v in d["manifest"].items():
+            table.add_row(k, json.dumps(v["old"], default=str)[:60], json.dumps(v["new"], default=str)[:60])
+        console.print(table)
+
+
+@snapshot_app.command("drop")
+def snapshot_drop(
+    collection: CollArg,
+    snapshot_id: Annotated[int, typer.Argument(help="Snapshot id to drop (never the active one).")],
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drop a non-active snapshot and collect document versions no snapshot references."""
+    with engine(dsn, home) as eng:
+        out = eng.drop_snapshot(collection, snapshot_id)
+    if as_json:
+        print_json(out)
+        return
+    console.print(
+        f"[bold]{collection}[/]: dropped snapshot {snapshot_id} ({', '.join(out['tables'])}); "
+        f"document versions collected: {out['versions_deleted']} ({out['versions_gc']})."
+    )
+
+
+@snapshot_app.command("manifest")
+def snapshot_manifest(
+    collection: CollArg,
+    snapshot_id: Annotated[int | None, typer.Argument(help="Snapshot id (default: the active one).")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o", "--output", help="Write the manifest to this file (stable JSON, sorted keys, meant for git)."
+        ),
+    ] = None,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print or write the manifest of a snapshot: everything that shapes its retrieval."""
+    from .snapshot.ops import manifest_json, write_manifest
+
+    with engine(dsn, home) as eng:
+        m = eng.manifest(collection, snapshot_id)
+        if output is not None:
+            write_manifest(m, output)
+    if output is None:
+        sys.stdout.write(manifest_json(m))
+    elif as_json:
+        print_json({"collection": collection, "manifest_hash": m["manifest_hash"], "path": str(output)})
+    else:
+        console.print(f"wrote manifest {m['manifest_hash'][:12]}… to {output}")
+
+
+@app.command()
+def replay(
+    query_id: Annotated[int, typer.Argument(help="Id of a logged query (SearchResult.query_id).")],
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-run a logged query against its snapshot; exit 1 unless the result is identical."""
+    with engine(dsn, home) as eng:
+        report = eng.replay(query_id)
+    d = report.to_dict()
+    if as_json:
+        print_json(d)
+    elif report.identical:
+        console.print(
+            f"query {query_id}: identical (snapshot {report.snapshot_id}, digest {report.replayed_digest[:12]}…)"
+        )
+    else:
+        console.print(
+            f"[bold red]query {query_id}: NOT identical[/] (snapshot {report.snapshot_id}): "
+            f"{len(report.differences)} difference(s)"
+        )
+        table = Table("where", "position", "logged", "replayed")
+        for x in report.differences[:50]:
+            table.add_row(
+                x["where"],
+                str(x["position"] or "-"),
+                json.dumps(x["logged"], default=str),
+                json.dumps(x["replayed"], default=str),
+            )
+        console.print(table)
+    if not report.identical:
+        raise typer.Exit(1)

@@ -1,0 +1,345 @@
+"""The query log, and exact replay of a logged query.
+
+Every search (unless ``Settings.log_queries`` is off) writes one row of
+``ranklock.query_log``: the query fingerprint (sha256 of the normalised text
+and the text-search language), the snapshot id and manifest hash it ran
+against, the full request, each branch's candidates with their raw scores,
+the final order, a digest of the canonical result JSON, and the timings.
+
+:func:`replay` re-runs a logged request against the same snapshot, bypassing
+the result cache, and compares every recorded list and the result digest::
+
+    >>> res = eng.search("docs", "how do vaccines work", k=5)
+    >>> eng.replay(res.query_id).identical
+    True
+
+:class:`SearchRecord` is the small object :meth:`Engine.search` drives: it
+serves from the result cache, asks the database for the branch candidates
+inside the search transaction, and logs and caches the finished result.  It
+keeps those concerns out of the (shared) search method.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ..errors import NotFound, QueryError
+from ..ingest.normalize import normalize
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from ..collection import CollectionInfo
+    from ..engine import Engine
+    from ..search.hybrid import SearchPlan
+    from ..search.results import SearchResult
+
+__all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "result_digest"]
+
+
+def fingerprint(query: str, language: str) -> str:
+    """sha256 of the normalised query text and the text-search language."""
+    return hashlib.sha256(f"{language}\x00{normalize(query)}".encode()).hexdigest()
+
+
+def result_digest(result: SearchResult) -> str:
+    """sha256 of the canonical result JSON (no timings, no log id)."""
+    return hashlib.sha256(result.to_json().encode("utf-8")).hexdigest()
+
+
+def final_order(result: SearchResult) -> list[list[Any]]:
+    """The final hits as ``[doc_id, chunk, rank, score, lex rank, lex score, sem rank, sem distance]``."""
+    return [
+        [h.doc_id, h.chunk, h.rank, h.score, h.lexical_rank, h.lexical_score, h.semantic_rank, h.semantic_distance]
+        for h in result.hits
+    ]
+
+
+def _jsonable(value: Any) -> Any:
+    """The request value as JSON, the way the search result echoes it."""
+    if value is None or isinstance(value, (str, int, float, bool, list, dict)):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+# While a replay runs, the search it drives must neither read the result cache
+# (a cached answer would make the comparison meaningless) nor log itself; it
+# hands its record to the replay instead.  A context variable keeps this
+# thread-safe without widening Engine.search's signature.
+_REPLAY: ContextVar[list[dict[str, Any]] | None] = ContextVar("ranklock_replay", default=None)
+
+
+@contextmanager
+def replaying() -> Iterator[list[dict[str, Any]]]:
+    captured: list[dict[str, Any]] = []
+    token = _REPLAY.set(captured)
+    try:
+        yield captured
+    finally:
+        _REPLAY.reset(token)
+
+
+@dataclass
+class SearchRecord:
+    """What one search needs for the query log and the result cache."""
+
+    eng: Engine
+    coll: CollectionInfo
+    plan: SearchPlan
+    snapshot_id: int
+    manifest_hash: str | None
+    request: dict[str, Any]
+    fingerprint: str
+    sql_query: sql.Composable
+    sql_params: dict[str, Any]
+    branches: dict[str, list[list[Any]]] | None = None
+    cache_key: tuple[str, dict[str, Any]] | None = None
+    cached_hit: bool = False
+    branches_ms: float | None = None
+    _capture: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @classmethod
+    def start(
+        cls,
+        eng: Engine,
+        *,
+        coll: CollectionInfo,
+        snap: dict[str, Any],
+        plan: SearchPlan,
+        sql_query: sql.Composable,
+        sql_params: dict[str, Any],
+        request: dict[str, Any],
+    ) -> SearchRecord:
+        req = {k: _jsonable(v) for k, v in request.items() if k != "params"}
+        req["params"] = {k: _jsonable(v) for k, v in sorted(request.get("params", {}).items()) if v is not None}
+        if plan.as_of is not None:
+            req["as_of"] = plan.as_of.isoformat()
+        return cls(
+            eng=eng,
+            coll=coll,
+            plan=plan,
+            snapshot_id=int(snap["id"]),
+            manifest_hash=snap.get("manifest_hash"),
+            request=req,
+            fingerprint=fingerprint(str(request["query"]), coll.language),
+            sql_query=sql_query,
+            sql_params=sql_params,
+            _capture=_REPLAY.get(),
+        )
+
+    # -- policy --------------------------------------------------------------
+
+    @property
+    def logging(self) -> bool:
+        return self._capture is None and bool(self.eng.settings.log_queries)
+
+    @property
+    def caching(self) -> bool:
+        return self._capture is None and bool(getattr(self.eng.settings, "result_cache", False))
+
+    @property
+    def wants_branches(self) -> bool:
+        return self.logging or self._capture is not None
+
+    # -- the three hooks Engine.search calls -------------------------------------
+
+    def cached(self, timings: dict[str, float], t0: float) -> SearchResult | None:
+        """The cached result of this exact request, or None (then search runs)."""
+        if not self.caching:
+            return None
+        from .cache import cache_key, lookup
+
+        t = time.perf_counter()
+        self.cache_key = cache_key(self)
+        found = lookup(self.eng.db, self, self.cache_key[0])
+        if found is None:
+            return None
+        result, branches = found
+        if self.logging and branches is None:
+            return None  # the entry lacks what the log needs: run the search and refresh it
+        self.branches = branches
+        self.cached_hit = True
+        timings["cache_ms"] = (time.perf_counter() - t) * 1000
+        timings["total_ms"] = (time.perf_counter() - t0) * 1000
+        result.timings = timings
+        if self.logging:
+            result.query_id = self._log(result, cached=True)
+        return result
+
+    def capture_branches(self, conn: psycopg.Connection[Any]) -> None:
+        """Inside the search transaction (same GUCs, same snapshot), fetch each branch's candidates."""
+        if not self.wants_branches:
+            return
+        from ..search.hybrid import build_branches_sql
+
+        t = time.perf_counter()
+        q, p = build_branches_sql(self.plan)
+        self.eng.db.trace(q, p)
+        out: dict[str, list[list[Any]]] = {}
+        if self.plan.uses_lexical:
+            out["lexical"] = []
+        if self.plan.uses_semantic:
+            out["semantic"] = []
+        for branch, rank, doc_id, chunk, score in conn.execute(q, p).fetchall():
+            out[branch].append([doc_id, int(chunk), int(rank), float(score)])
+        self.branches = out
+        self.branches_ms = (time.perf_counter() - t) * 1000
+
+    def finish(self, result: SearchResult) -> None:
+        """Log the finished result (sets ``result.query_id``) and store it in the cache."""
+        if self._capture is not None:
+            self._capture.append(self.entry(result))
+            return
+        if self.branches_ms is not None:
+            result.timings["branches_ms"] = self.branches_ms  # part of sql_ms: the cost of logging
+        if self.logging:
+            result.query_id = self._log(result, cached=False)
+        if self.caching:
+            from .cache import cache_key, store
+
+            key = self.cache_key or cache_key(self)
+            store(self.eng.db, self.snapshot_id, key, result, self.branches)
+
+    # -- log rows ---------------------------------------------------------------
+
+    def entry(self, result: SearchResult) -> dict[str, Any]:
+        return {
+            "final": final_order(result),
+            "branches": self.branches,
+            "digest": result_digest(result),
+            "manifest_hash": self.manifest_hash,
+        }
+
+    def _log(self, result: SearchResult, *, cached: bool) -> int:
+        body = {"final": final_order(result), "branches": self.branches, "cached": cached}
+        row = self.eng.db.fetchone(
+            "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
+            "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            [
+                self.coll.name,
+                self.snapshot_id,
+                self.manifest_hash,
+                self.fingerprint,
+                Jsonb(self.request),
+                result_digest(result),
+                Jsonb(body),
+                Jsonb(result.timings),
+            ],
+        )
+        assert row is not None  # INSERT … RETURNING always returns the row
+        return int(row["id"])
+
+
+# -- replay -------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayReport:
+    query_id: int
+    collection: str
+    snapshot_id: int | None
+    identical: bool
+    logged_digest: str
+    replayed_digest: str
+    manifest_hash: dict[str, str | None]
+    differences: list[dict[str, Any]]
+    request: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_id": self.query_id,
+            "collection": self.collection,
+            "snapshot_id": self.snapshot_id,
+            "identical": self.identical,
+            "logged_digest": self.logged_digest,
+            "replayed_digest": self.replayed_digest,
+            "manifest_hash": self.manifest_hash,
+            "differences": self.differences,
+            "request": self.request,
+        }
+
+
+def _diff_lists(where: str, logged: list[Any], replayed: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(max(len(logged), len(replayed))):
+        a = logged[i] if i < len(logged) else None
+        b = replayed[i] if i < len(replayed) else None
+        if a != b:
+            out.append({"where": where, "position": i + 1, "logged": a, "replayed": b})
+    return out
+
+
+def replay(eng: Engine, query_id: int) -> ReplayReport:
+    """Re-run logged query ``query_id`` against its snapshot and compare it with the log."""
+    if not isinstance(query_id, int) or query_id < 1:
+        raise QueryError(f"query id must be a positive integer, got {query_id!r}.")
+    row = eng.db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id])
+    if row is None:
+        last = eng.db.fetchone("SELECT max(id) AS m FROM ranklock.query_log")
+        raise NotFound(
+            f"no logged query with id {query_id} (the log holds ids up to {last['m'] if last else None}); "
+            "searches are logged unless log_queries is off."
+        )
+    req: dict[str, Any] = row["request"]
+    sid = row["snapshot_id"]
+    exists = eng.db.fetchone("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid])
+    if exists is None:
+        raise NotFound(
+            f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped; "
+            "a replay needs the snapshot it ran against."
+        )
+    with replaying() as captured:
+        eng.search(
+            row["collection"],
+            req["query"],
+            k=req["k"],
+            mode=req["mode"],
+            filter=req.get("filter"),
+            snapshot=sid,
+            as_of=req.get("as_of"),
+            **req.get("params", {}),
+        )
+    fresh = captured[-1]
+    logged: dict[str, Any] = row["result"]
+    diffs = _diff_lists("final", logged.get("final") or [], fresh["final"])
+    lb: dict[str, Any] = logged.get("branches") or {}
+    fb: dict[str, Any] = fresh["branches"] or {}
+    for branch in sorted(set(lb) | set(fb)):
+        diffs += _diff_lists(f"branch:{branch}", lb.get(branch) or [], fb.get(branch) or [])
+    if row["manifest_hash"] != fresh["manifest_hash"]:
+        diffs.append(
+            {
+                "where": "manifest_hash",
+                "position": None,
+                "logged": row["manifest_hash"],
+                "replayed": fresh["manifest_hash"],
+            }
+        )
+    if row["result_digest"] != fresh["digest"] and not diffs:
+        # Same ids, ranks and scores but other bytes: texts, warnings or echoed parameters.
+        diffs.append(
+            {"where": "result_json", "position": None, "logged": row["result_digest"], "replayed": fresh["digest"]}
+        )
+    return ReplayReport(
+        query_id=query_id,
+        collection=row["collection"],
+        snapshot_id=sid,
+        identical=not diffs,
+        logged_digest=row["result_digest"],
+        replayed_digest=fresh["digest"],
+        manifest_hash={"logged": row["manifest_hash"], "replayed": fresh["manifest_hash"]},
+        differences=diffs,
+        request=req,
+    )
