@@ -264,10 +264,15 @@ class Engine:
 
         for d in final.values():
             coerce_document_fields(coll, d)
-        self._store_versions(coll.id, list(given.values()))
-        report = build_snapshot(
-            self.db, coll, list(final.values()), emb, parent_id=coll.active_snapshot_id, progress=progress or _noop
-        )
+        from .snapshot.ops import holding_versions
+
+        # Shared version lock: a concurrent `snapshot drop` must not collect the
+        # versions stored here before the new snapshot references them.
+        with holding_versions(self.db, coll.id):
+            self._store_versions(coll.id, list(given.values()))
+            report = build_snapshot(
+                self.db, coll, list(final.values()), emb, parent_id=coll.active_snapshot_id, progress=progress or _noop
+            )
         manifest = self._finish_snapshot(coll, emb, report)
         if activate:
             self.activate(name, report.snapshot_id)
@@ -403,6 +408,58 @@ class Engine:
             raise SnapshotError(f"snapshot {sid} of {coll.name!r} is {row['status']}; it cannot be searched.")
         return row
 
+    # Snapshot operations live in ranklock.snapshot.ops; these are thin doors to them.
+
+    def list_snapshots(self, name: str) -> list[dict[str, Any]]:
+        """Every snapshot of ``name``, oldest first, the active and previous ones marked."""
+        from .snapshot import ops
+
+        return ops.list_snapshots(self, name)
+
+    def snapshot_info(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
+        """One snapshot (default: the active one) with its manifest and build statistics."""
+        from .snapshot import ops
+
+        return ops.snapshot_info(self, name, snapshot_id)
+
+    def rollback(self, name: str) -> dict[str, Any]:
+        """Re-activate the previous snapshot of ``name``, atomically."""
+        from .snapshot import ops
+
+        return ops.rollback(self, name)
+
+    def diff_snapshots(self, name: str, old: int, new: int) -> dict[str, Any]:
+        """Documents added/removed/changed and manifest fields changed from ``old`` to ``new``."""
+        from .snapshot import ops
+
+        return ops.diff_snapshots(self, name, old, new)
+
+    def drop_snapshot(self, name: str, snapshot_id: int) -> dict[str, Any]:
+        """Drop a non-active snapshot and collect document versions no snapshot references."""
+        from .snapshot import ops
+
+        return ops.drop_snapshot(self, name, snapshot_id)
+
+    def manifest(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
+        """The manifest of a snapshot (default: the active one)."""
+        from .snapshot import ops
+
+        return ops.manifest(self, name, snapshot_id)
+
+    def activate_gated(
+        self, name: str, snapshot_id: int, golden: str | Path, *, rsi_threshold: float = 0.9
+    ) -> dict[str, Any]:
+        """Activate ``snapshot_id`` only if the promotion gate on ``golden`` passes; returns the gate report."""
+        from .snapshot import ops
+
+        return ops.activate_gated(self, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
+
+    def replay(self, query_id: int) -> Any:
+        """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical."""
+        from .snapshot.querylog import replay
+
+        return replay(self, query_id)
+
     # -- search ------------------------------------------------------------------------
 
     def _plan(
@@ -484,6 +541,9 @@ class Engine:
         """The query's embedding, from the cache when this exact text was embedded before."""
         from .ingest.normalize import text_sha256
 
+        # Check the loaded embedder's checksum first, even when the vector is
+        # cached: a query must be refused with a model other than the snapshot's.
+        emb = self._collection_embedder(coll)
         h = text_sha256(text)
         row = self.db.fetchone(
             "SELECT embedding FROM ranklock.embedding_cache WHERE embedder_sha256 = %s AND text_sha256 = %s",
@@ -491,7 +551,6 @@ class Engine:
         )
         if row is not None:
             return np.asarray(row["embedding"].to_numpy(), dtype=np.float32)
-        emb = self._collection_embedder(coll)
         vec = emb.embed([text])[0]
         if vec.shape != (coll.dim,):
             raise EmbedderError(
@@ -545,6 +604,17 @@ class Engine:
             name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, params=params
         )
         q, p = build_search_sql(plan)
+        # Query log, replay capture and result cache (ranklock.snapshot.querylog).
+        from .snapshot.querylog import SearchRecord
+
+        record = SearchRecord.start(
+            self, coll=coll, snap=snap, plan=plan, sql_query=q, sql_params=p,
+            request={"collection": name, "query": query, "k": k, "mode": mode, "filter": filter,
+                     "snapshot": snapshot, "as_of": as_of, "params": params},
+        )
+        cached = record.cached(timings, t0)
+        if cached is not None:
+            return cached
         self.db.trace(q, p)
         t1 = time.perf_counter()
         with self.db.connection() as conn, conn.transaction():
@@ -557,6 +627,7 @@ class Engine:
                 conn.execute("SELECT set_config('ivfflat.iterative_scan', %s, true)", [
                     "relaxed_order" if sp.iterative_scan != "off" else "off"])
             rows = conn.execute(q, p).fetchall()
+            record.capture_branches(conn)
         timings["sql_ms"] = (time.perf_counter() - t1) * 1000
         hits = [
             Hit(
@@ -605,6 +676,7 @@ class Engine:
             warnings=warnings,
             timings=timings,
         )
+        record.finish(result)  # after every field is final: the log and cache keep its digest
         return result
 
 

@@ -31,6 +31,11 @@ class Settings(BaseModel):
         default_factory=lambda: os.environ.get("RANKLOCK_LOG_QUERIES", "1") not in ("0", "false", "no"),
         description="Record every search in the query log (RANKLOCK_LOG_QUERIES=0 turns it off).",
     )
+    result_cache: bool = Field(
+        default_factory=lambda: os.environ.get("RANKLOCK_RESULT_CACHE", "0") in ("1", "true", "yes"),
+        description="Serve repeated searches of an immutable snapshot from the result cache "
+        "(RANKLOCK_RESULT_CACHE=1 turns it on; off by default so latency benchmarks measure real searches).",
+    )
 
 
 class ChunkerParams(BaseModel):

@@ -19,7 +19,7 @@ from typing import Any
 
 from psycopg import sql
 
-__all__ = ["SearchPlan", "build_search_sql", "time_predicate"]
+__all__ = ["SearchPlan", "build_branches_sql", "build_search_sql", "time_predicate"]
 
 MODES = ("hybrid", "lexical", "semantic")
 
@@ -186,4 +186,27 @@ FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk
 ORDER BY f.score DESC, f.doc_id, f.chunk
 LIMIT %(k)s"""
     ).format(ctes=sql.SQL(",\n").join(ctes), table=plan.table)
+    return query, params
+
+
+def build_branches_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
+    """Twin of :func:`build_search_sql` returning what each branch handed to fusion.
+
+    Rows are ``(branch, rank, doc_id, chunk, raw score)`` with ``branch`` one
+    of ``lexical``/``semantic`` and the raw score the lexical score or the
+    cosine distance.  It reuses the very CTEs and parameters of the search
+    statement, so the query log records the candidates fusion actually saw.
+    """
+    _, params = build_search_sql(plan)
+    ctes: list[sql.Composable] = []
+    selects: list[sql.Composable] = []
+    if plan.uses_lexical:
+        ctes.append(_lexical_cte(plan))
+        selects.append(sql.SQL("SELECT 'lexical'::text AS branch, rank, doc_id, chunk, score::float8 AS score FROM lex"))
+    if plan.uses_semantic:
+        ctes.append(_semantic_cte(plan))
+        selects.append(sql.SQL("SELECT 'semantic'::text AS branch, rank, doc_id, chunk, dist::float8 AS score FROM sem"))
+    query = sql.SQL("WITH {ctes}\n{selects}\nORDER BY branch, rank").format(
+        ctes=sql.SQL(",\n").join(ctes), selects=sql.SQL("\nUNION ALL\n").join(selects)
+    )
     return query, params
