@@ -578,9 +578,12 @@ class Engine:
         **params: Any,
     ) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`search` would run, without running it."""
-        plan, *_ = self._plan(
+        plan, coll, snap, sp, *_ = self._plan(
             name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, params=params
         )
+        from .search.completeness import prepare_plan
+
+        prepare_plan(self.db, plan, coll.index_kind, snap, sp)  # the strategy search() would pick
         q, p = build_search_sql(plan)
         with self.db.connection() as conn:
             text = q.as_string(conn)
@@ -603,6 +606,10 @@ class Engine:
         plan, coll, snap, sp, timings, warnings = self._plan(
             name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, params=params
         )
+        # Hard constraints: count the matching documents, pick the vector strategy (ranklock.search.completeness).
+        from .search.completeness import execute_search, prepare_plan
+
+        scope = prepare_plan(self.db, plan, coll.index_kind, snap, sp)
         q, p = build_search_sql(plan)
         # Query log, replay capture and result cache (ranklock.snapshot.querylog).
         from .snapshot.querylog import SearchRecord
@@ -615,18 +622,11 @@ class Engine:
         cached = record.cached(timings, t0)
         if cached is not None:
             return cached
-        self.db.trace(q, p)
         t1 = time.perf_counter()
         with self.db.connection() as conn, conn.transaction():
-            if plan.uses_semantic and plan.vector_strategy == "hnsw":
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(sp.ef_search)])
-                conn.execute("SELECT set_config('hnsw.iterative_scan', %s, true)", [sp.iterative_scan])
-                conn.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(sp.max_scan_tuples)])
-            elif plan.uses_semantic and plan.vector_strategy == "ivfflat":
-                conn.execute("SELECT set_config('ivfflat.probes', %s, true)", [str(sp.probes)])
-                conn.execute("SELECT set_config('ivfflat.iterative_scan', %s, true)", [
-                    "relaxed_order" if sp.iterative_scan != "off" else "off"])
-            rows = conn.execute(q, p).fetchall()
+            # Index settings, the search, and an exact rescan if the index came back short.
+            run = execute_search(conn, self.db, plan, sp, scope)
+            rows = run.rows
             record.capture_branches(conn)
         timings["sql_ms"] = (time.perf_counter() - t1) * 1000
         hits = [
@@ -658,6 +658,7 @@ class Engine:
             "iterative_scan": sp.iterative_scan if plan.vector_strategy in ("hnsw", "ivfflat") else None,
             "max_scan_tuples": sp.max_scan_tuples if plan.vector_strategy == "hnsw" else None,
             "probes": sp.probes if plan.vector_strategy == "ivfflat" else None,
+            **run.params,
             **emb_meta,
         }
         if plan.lexical_ranker == "bm25":
@@ -673,7 +674,10 @@ class Engine:
             snapshot=SnapshotRef(id=int(snap["id"]), manifest_hash=snap["manifest_hash"]),
             filter=filter if filter is None or isinstance(filter, (str, dict, list)) else str(filter),
             as_of=plan.as_of.isoformat() if plan.as_of is not None else None,
-            warnings=warnings,
+            matching_count=run.scope.documents,
+            complete=run.complete,
+            truncation=run.truncation,
+            warnings=warnings + run.warnings,
             timings=timings,
         )
         record.finish(result)  # after every field is final: the log and cache keep its digest

@@ -70,6 +70,11 @@ class SearchParams(BaseModel):
         ge=0,
         description="When the filtered set has at most this many chunks the vector branch scans exactly.",
     )
+    exact_fallback: bool = Field(
+        True,
+        description="When the vector index returns fewer documents than min(depth, matching documents), "
+        "rescan the filtered set exactly (true) or return the short result flagged incomplete (false).",
+    )
     lexical_ranker: str = Field("ts_rank_cd", description="Lexical ranking function: bm25 or ts_rank_cd.")
     k1: float = Field(1.2, ge=0, description="BM25 term-frequency saturation.")
     b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation.")

@@ -181,11 +181,18 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
         """WITH {ctes}
 SELECT row_number() OVER (ORDER BY f.score DESC, f.doc_id, f.chunk) AS rank,
        f.doc_id, f.chunk, f.score, f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_distance,
-       c.char_start, c.char_end, c.text
+       c.char_start, c.char_end, c.text, {sem_docs} AS sem_docs
 FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk
 ORDER BY f.score DESC, f.doc_id, f.chunk
 LIMIT %(k)s"""
-    ).format(ctes=sql.SQL(",\n").join(ctes), table=plan.table)
+    ).format(
+        ctes=sql.SQL(",\n").join(ctes),
+        table=plan.table,
+        # How many documents the vector branch handed to fusion: the
+        # completeness check compares it with min(depth, matching documents)
+        # to detect an index scan that came back short.
+        sem_docs=sql.SQL("(SELECT count(*) FROM sem)") if plan.uses_semantic else sql.SQL("NULL::bigint"),
+    )
     return query, params
 
 

@@ -1,0 +1,207 @@
+"""Completeness: how many documents the hard constraints admit, how the vector
+branch is served, and whether the result is the whole answer.
+
+Every search first counts the documents that satisfy its filter and ``as_of``
+(``matching_count``) with the very predicate both branches use.  The count
+picks the vector branch's strategy:
+
+* ``exact``: the filtered set has at most ``exact_threshold`` chunks (or the
+  collection has no ANN index).  Every filtered chunk is scored, so the branch
+  is complete by construction;
+* ``hnsw`` / ``ivfflat``: an index scan with pgvector's iterative scan
+  (``strict_order`` for HNSW), bounded by ``max_scan_tuples`` / probes.
+
+An index scan can still come back short: the budget runs out before enough
+filtered rows were found.  The statement reports how many documents the
+vector branch handed to fusion; when that is fewer than ``min(depth,
+matching_count)`` the branch is re-run exactly (``exact_fallback``, the
+default) or the response says ``complete: false, truncation:
+"index_scan_budget"``.  Nothing is dropped silently.
+
+``complete`` is true when the response holds ``min(k, matching_count)``
+documents that are the top of the chosen ranking, or, in lexical mode, every
+matching document that contains the query's words.  ANN strategies rank by
+the index's order (approximate by design); ``vector_strategy`` in the
+response params says which was used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ..settings import SearchParams
+from ..store.database import Database
+from .hybrid import SearchPlan, build_search_sql, time_predicate
+
+__all__ = [
+    "TRUNCATIONS",
+    "Scope",
+    "SearchRun",
+    "choose_strategy",
+    "count_matching_sql",
+    "execute_search",
+    "prepare_plan",
+]
+
+#: Why a response is not complete.
+TRUNCATIONS = {
+    "index_scan_budget": "the vector index stopped (ef_search / max_scan_tuples / probes) before it returned "
+    "min(depth, matching_count) documents",
+    "fusion_depth": "hybrid fusion saw at most `depth` documents per branch, fewer than k",
+}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Documents and chunks satisfying the hard constraints and ``as_of``."""
+
+    documents: int
+    chunks: int
+
+
+@dataclass
+class SearchRun:
+    rows: list[tuple[Any, ...]]
+    scope: Scope
+    complete: bool
+    truncation: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _unconstrained(plan: SearchPlan) -> bool:
+    return plan.as_of is None and not plan.filter_params and plan.filter_sql.as_string(None) == "TRUE"
+
+
+def count_matching_sql(plan: SearchPlan, snap_stats: dict[str, Any]) -> tuple[sql.Composed, dict[str, Any]]:
+    """The count statement: the same predicate (filter and ``as_of``) both branches use."""
+    # With one chunk per document, count(*) is the document count and the
+    # planner can answer from the field's index alone (an index-only scan);
+    # count(DISTINCT) would visit and sort every row.
+    one_chunk = int(snap_stats.get("max_chunks_per_doc", 2) or 2) <= 1
+    docs = sql.SQL("count(*)") if one_chunk else sql.SQL("count(DISTINCT c.doc_id)")
+    q = sql.SQL("SELECT {docs} AS documents, count(*) AS chunks FROM {table} AS c WHERE ({f}) AND ({t})").format(
+        docs=docs, table=plan.table, f=plan.filter_sql, t=time_predicate(plan)
+    )
+    params = dict(plan.filter_params)
+    if plan.as_of is not None:
+        params["as_of"] = plan.as_of
+    return q, params
+
+
+def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: dict[str, Any]) -> Scope:
+    stats = snap.get("stats") or {}
+    if _unconstrained(plan) and "documents" in stats and "chunks" in stats:
+        # No hard constraint: every document of the snapshot matches, and the
+        # snapshot recorded how many there are when it was built.
+        return Scope(int(stats["documents"]), int(stats["chunks"]))
+    q, p = count_matching_sql(plan, stats)
+    db.trace(q, p)
+    row = conn.execute(q, p).fetchone()
+    assert row is not None  # an aggregate always returns one row
+    return Scope(int(row[0]), int(row[1]))
+
+
+def choose_strategy(index_kind: str, scope: Scope, sp: SearchParams) -> str:
+    """``exact`` for a small filtered set or an index-less collection, else the collection's index."""
+    if index_kind == "exact" or scope.chunks <= sp.exact_threshold:
+        return "exact"
+    return index_kind
+
+
+def _apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchParams) -> None:
+    # Transaction-local (set_config(..., true)): a pooled connection never
+    # carries one query's budget into the next.  JIT compilation costs tens of
+    # milliseconds and only pays off for long analytic queries, never here.
+    conn.execute("SELECT set_config('jit', 'off', true)")
+    if not plan.uses_semantic:
+        return
+    if plan.vector_strategy == "hnsw":
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(sp.ef_search)])
+        conn.execute("SELECT set_config('hnsw.iterative_scan', %s, true)", [sp.iterative_scan])
+        conn.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(sp.max_scan_tuples)])
+    elif plan.vector_strategy == "ivfflat":
+        conn.execute("SELECT set_config('ivfflat.probes', %s, true)", [str(sp.probes)])
+        # IVFFlat supports only relaxed_order iterative scans.
+        mode = "relaxed_order" if sp.iterative_scan != "off" else "off"
+        conn.execute("SELECT set_config('ivfflat.iterative_scan', %s, true)", [mode])
+
+
+def prepare_plan(db: Database, plan: SearchPlan, index_kind: str, snap: dict[str, Any], sp: SearchParams) -> Scope:
+    """Count the matching set and set the plan's vector strategy, before its SQL is built.
+
+    The count runs on its own connection: snapshot tables are immutable, so it
+    sees exactly the rows the search transaction will see.
+    """
+    with db.connection() as conn, conn.transaction():
+        conn.execute("SELECT set_config('jit', 'off', true)")
+        scope = _scope(conn, db, plan, snap)
+    if plan.uses_semantic:
+        plan.vector_strategy = choose_strategy(index_kind, scope, sp)
+    return scope
+
+
+def execute_search(
+    conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, sp: SearchParams, scope: Scope
+) -> SearchRun:
+    """Run the planned search inside the caller's transaction; check the vector branch; fall back or flag.
+
+    On a fallback ``plan.vector_strategy`` becomes ``exact``, so whatever
+    reads the plan afterwards (the query log) sees the statement that served.
+    """
+    warnings: list[str] = []
+    fallback: str | None = None
+    truncation: str | None = None
+    _apply_index_settings(conn, plan, sp)
+    q, p = build_search_sql(plan)
+    db.trace(q, p)
+    rows = conn.execute(q, p).fetchall()
+    if plan.uses_semantic and plan.vector_strategy != "exact":
+        # The last column is how many documents the vector branch handed to fusion.
+        got = int(rows[0][-1]) if rows else 0
+        want = min(plan.depth, scope.documents)
+        if got < want:
+            if sp.exact_fallback:
+                fallback = (
+                    f"index_scan_budget: {plan.vector_strategy} returned {got} of {want} documents; rescanned exactly"
+                )
+                plan.vector_strategy = "exact"
+                q, p = build_search_sql(plan)
+                db.trace(q, p)
+                rows = conn.execute(q, p).fetchall()
+            else:
+                truncation = "index_scan_budget"
+                warnings.append(
+                    f"the {plan.vector_strategy} index returned {got} of {want} documents before its scan budget "
+                    f"ran out; raise max_scan_tuples (now {sp.max_scan_tuples}) or allow exact_fallback"
+                )
+    expected = min(plan.k, scope.documents)
+    if truncation is None and len(rows) < expected:
+        if plan.uses_semantic:
+            # Both branches are complete to `depth`, so only fusion's depth
+            # can have kept documents out (hybrid with depth < k).
+            truncation = "fusion_depth"
+            warnings.append(
+                f"{len(rows)} of {expected} matching documents returned: hybrid fusion takes {plan.depth} "
+                f"per branch; raise depth to at least k={plan.k}"
+            )
+        else:
+            warnings.append(
+                f"{len(rows)} of the {scope.documents} matching documents contain the query's words; "
+                "lexical mode ranks only those (use hybrid or semantic mode to rank all)"
+            )
+    params: dict[str, Any] = {"matching_chunks": scope.chunks, "exact_threshold": sp.exact_threshold}
+    if plan.uses_semantic:
+        params["vector_fallback"] = fallback
+    return SearchRun(
+        rows=rows,
+        scope=scope,
+        complete=truncation is None,
+        truncation=truncation,
+        params=params,
+        warnings=warnings,
+    )
