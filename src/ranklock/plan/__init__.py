@@ -1,0 +1,1 @@
+"""Structured requests: answer, clarification request or refusal."""

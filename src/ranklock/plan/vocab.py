@@ -1,0 +1,56 @@
+"""Finding vocabulary values (skills, cities, ...) in text, exactly and deterministically.
+
+Shared by the resume parser and the planner so that a request and a resume
+recognise the same spellings.  Values that are also ordinary English words or
+one or two letters long ("go", "r", "us") are matched only in a case that marks
+them as names ("Go", "R", "US") or through an explicit alias ("golang").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+__all__ = ["AMBIGUOUS_WORDS", "Match", "ValueTable", "find_values", "value_table"]
+
+#: Vocabulary values that are ordinary English words; they match only capitalised.
+AMBIGUOUS_WORDS = frozenset({"go", "swift", "spring", "excel", "react", "rust", "none", "mid", "lead", "us"})
+
+ValueTable = list[tuple[re.Pattern[str], str]]
+Match = tuple[int, int, str]
+
+
+def _bounded(form: str) -> str:
+    # A value is a whole token: "c" is not in "c++", "java" is not in "javascript";
+    # a one- or two-letter value is not part of a hyphenated word either ("C-level").
+    tail = r"(?![\w+#-]|\.\w)" if len(form) <= 2 else r"(?![\w+#]|\.\w)"
+    return rf"(?<![\w+#.]){re.escape(form)}{tail}"
+
+
+def value_table(values: Iterable[str], aliases: Mapping[str, Iterable[str]] | None = None) -> ValueTable:
+    """Patterns for each value and its aliases, longest first so that "c++" is tried before "c"."""
+    aliases = aliases or {}
+    forms: list[tuple[str, str]] = []
+    for v in values:
+        forms.append((v, v))
+        forms.extend((a, v) for a in aliases.get(v, ()))
+    forms.sort(key=lambda f: (-len(f[0]), f[0], f[1]))
+    table: ValueTable = []
+    for form, value in forms:
+        if form == value and (len(form) <= 2 or form in AMBIGUOUS_WORDS):
+            variants = sorted({form.upper(), form.capitalize()} if len(form) <= 2 else {form.capitalize()})
+            table.append((re.compile("|".join(_bounded(x) for x in variants)), value))
+        else:
+            table.append((re.compile(_bounded(form), re.IGNORECASE), value))
+    return table
+
+
+def find_values(text: str, table: ValueTable) -> list[Match]:
+    """Non-overlapping ``(start, end, value)`` matches in text order; a longer match hides a shorter one inside it."""
+    taken: list[Match] = []
+    for pat, value in table:
+        for m in pat.finditer(text):
+            if m.start() == m.end() or any(m.start() < e and s < m.end() for s, e, _ in taken):
+                continue
+            taken.append((m.start(), m.end(), value))
+    return sorted(taken)
