@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import IngestError
 from ..ingest.loaders import Document
 from ..ingest.normalize import normalize
+from ..plan.vocab import ValueTable, find_values, value_table
 from .schema import DEGREES, EMPLOYER_TYPES, LANGUAGES, LOCATIONS, SENIORITY, SKILL_ALIASES, SKILLS, WORK_AUTHORIZATION
 
 __all__ = ["NAME_PLACEHOLDER", "find_vocabulary", "parse_resume", "scrub_text"]
@@ -84,47 +85,14 @@ YEARS_PATTERNS = (
 )
 
 
-def _alias_table(values: Iterable[str], aliases: dict[str, tuple[str, ...]]) -> list[tuple[re.Pattern[str], str]]:
-    """Patterns for each vocabulary value and its aliases, longest first so "c++" wins over "c"."""
-    forms: list[tuple[str, str, bool]] = []
-    for v in values:
-        # One- and two-letter values and ordinary words match only in their own
-        # case ("R", "C", "Go") or through an alias.
-        case_sensitive = len(v) <= 2 or v in {"go", "swift", "spring", "excel", "react", "rust"}
-        forms.append((v, v, case_sensitive))
-        for a in aliases.get(v, ()):
-            forms.append((a, v, False))
-    forms.sort(key=lambda f: (-len(f[0]), f[0]))
-    table = []
-    for form, value, cs in forms:
-        pat = rf"(?<![\w+#.]){re.escape(form)}(?![\w+#]|\.\w)"
-        if cs:
-            variants = {form.upper(), form.capitalize(), form if len(form) > 2 else form.upper()}
-            if form in {"swift", "spring", "excel", "react", "rust"}:
-                variants = {form.capitalize(), form}
-            pat = "|".join(rf"(?<![\w+#.]){re.escape(x)}(?![\w+#]|\.\w)" for x in sorted(variants))
-            table.append((re.compile(pat), value))
-        else:
-            table.append((re.compile(pat, re.IGNORECASE), value))
-    return table
+_SKILL_TABLE = value_table(SKILLS, SKILL_ALIASES)
+_LOCATION_TABLE = value_table(LOCATIONS, {"new york": ("nyc",), "bangalore": ("bengaluru",)})
+_LANGUAGE_TABLE = value_table(LANGUAGES, {"mandarin": ("chinese",)})
 
 
-_SKILL_TABLE = _alias_table(SKILLS, SKILL_ALIASES)
-_LOCATION_TABLE = _alias_table(LOCATIONS, {"new york": ("nyc",), "bangalore": ("bengaluru",)})
-_LANGUAGE_TABLE = _alias_table(LANGUAGES, {"mandarin": ("chinese",)})
-
-
-def find_vocabulary(text: str, table: list[tuple[re.Pattern[str], str]]) -> list[str]:
-    """Vocabulary values mentioned in ``text``, each once, sorted; a longer match hides the shorter inside it."""
-    found: set[str] = set()
-    taken: list[tuple[int, int]] = []
-    for pat, value in table:
-        for m in pat.finditer(text):
-            if any(m.start() < e and s < m.end() for s, e in taken):
-                continue
-            taken.append((m.start(), m.end()))
-            found.add(value)
-    return sorted(found)
+def find_vocabulary(text: str, table: ValueTable) -> list[str]:
+    """Vocabulary values mentioned in ``text``, each once, sorted."""
+    return sorted({v for _, _, v in find_values(text, table)})
 
 
 def _is_phone(s: str) -> bool:
@@ -277,7 +245,7 @@ def _from_json(doc_id: str, obj: dict[str, Any]) -> Document:
         texts.append(str(edu) if not isinstance(edu, dict) else ", ".join(str(v) for v in edu.values()))
     body_raw = "\n".join(texts)
     # Typed values: taken as given when they are in the vocabulary, else parsed from the text.
-    def vocab_list(key: str, vocab: Iterable[str], table: list[tuple[re.Pattern[str], str]] | None) -> list[str]:
+    def vocab_list(key: str, vocab: Iterable[str], table: ValueTable | None) -> list[str]:
         raw = obj.get(key)
         if isinstance(raw, list):
             allowed = set(vocab)
