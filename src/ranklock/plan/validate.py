@@ -12,23 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..search.filters import OPS_BY_TYPE
 from .model import Constraint, Plan
 from .protected import find_protected
 from .schema import PlanSchema
 
 __all__ = ["OPS_BY_TYPE", "check_constraint", "validate_plan"]
-
-_ORDERED = ("=", "!=", "<", "<=", ">", ">=", "in", "between", "is_null", "is_not_null")
-OPS_BY_TYPE: dict[str, tuple[str, ...]] = {
-    "int": _ORDERED,
-    "float": _ORDERED,
-    "date": _ORDERED,
-    "timestamp": _ORDERED,
-    "bool": ("=", "!=", "is_null", "is_not_null"),
-    "keyword": ("=", "!=", "in", "is_null", "is_not_null"),
-    "keyword[]": ("has", "has_all", "has_any", "is_null", "is_not_null"),
-}
-
 
 def _scalar_ok(ftype: str, v: Any) -> bool:
     if ftype in ("int", "float"):

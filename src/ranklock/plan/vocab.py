@@ -16,7 +16,8 @@ __all__ = ["AMBIGUOUS_WORDS", "Match", "ValueTable", "find_values", "value_table
 #: Vocabulary values that are ordinary English words; they match only capitalised.
 AMBIGUOUS_WORDS = frozenset({"go", "swift", "spring", "excel", "react", "rust", "none", "mid", "lead", "us"})
 
-ValueTable = list[tuple[re.Pattern[str], str]]
+#: (pattern, value, needle): the lower-case needle is a cheap substring test before the regex runs.
+ValueTable = list[tuple[re.Pattern[str], str, str]]
 Match = tuple[int, int, str]
 
 
@@ -39,16 +40,19 @@ def value_table(values: Iterable[str], aliases: Mapping[str, Iterable[str]] | No
     for form, value in forms:
         if form == value and (len(form) <= 2 or form in AMBIGUOUS_WORDS):
             variants = sorted({form.upper(), form.capitalize()} if len(form) <= 2 else {form.capitalize()})
-            table.append((re.compile("|".join(_bounded(x) for x in variants)), value))
+            table.append((re.compile("|".join(_bounded(x) for x in variants)), value, form.lower()))
         else:
-            table.append((re.compile(_bounded(form), re.IGNORECASE), value))
+            table.append((re.compile(_bounded(form), re.IGNORECASE), value, form.lower()))
     return table
 
 
 def find_values(text: str, table: ValueTable) -> list[Match]:
     """Non-overlapping ``(start, end, value)`` matches in text order; a longer match hides a shorter one inside it."""
     taken: list[Match] = []
-    for pat, value in table:
+    low = text.lower()
+    for pat, value, needle in table:
+        if needle not in low:
+            continue
         for m in pat.finditer(text):
             if m.start() == m.end() or any(m.start() < e and s < m.end() for s, e, _ in taken):
                 continue

@@ -77,6 +77,10 @@ EMPLOYER_PATTERNS: tuple[tuple[str, str], ...] = (
     ("government", r"\bgovernment\b|\bpublic sector\b|\bministry\b"),
     ("nonprofit", r"\bnon-?profit\b|\bngo\b"),
 )
+_SKILL_SECTION = re.compile(
+    r"(?im)^[#*\s-]*(?:technical |key |core )?skills?(?: details| set| summary)?\b((?:[^\n]*)(?:\n(?![ \t]*\n)[^\n]*)*)"
+)
+SKILL_MONTHS = re.compile(r"\bexp(?:e)?rience\s*-\s*(\d+)\s*months?\b", re.IGNORECASE)
 YEARS_PATTERNS = (
     re.compile(r"total experience\s*[:-]?\s*(\d+(?:\.\d+)?)\s*(years?|yrs?|months?)", re.IGNORECASE),
     re.compile(r"(\d+(?:\.\d+)?)\s*\+?\s*(years?|yrs?|months?)\s+(?:of\s+)?(?:total\s+|professional\s+|work\s+)?"
@@ -142,7 +146,10 @@ def _years(text: str) -> float | None:
             n = float(m.group(1))
             years = n / 12 if m.group(2).lower().startswith("month") else n
             return round(years, 2)
-    return None
+    # Per-skill experience ("Python- Exprience - 24 months", as in the Kaggle set): the longest is a
+    # lower bound of the total, which is the best the text says.
+    months = [int(m.group(1)) for m in SKILL_MONTHS.finditer(text)]
+    return round(max(months) / 12, 2) if months else None
 
 
 def _seniority(headline: str, years: float | None) -> str | None:
@@ -329,8 +336,8 @@ def _from_text(doc_id: str, text: str, *, markdown: bool) -> Document:
     meta: dict[str, Any] = {}
     # Skills come from a Skills section or "Skills:" line when the resume has one
     # (what the candidate claims), else from anywhere in the text.
-    sec = re.search(r"(?ims)^#*\s*skills?\b[^\n]*\n(.*?)(?:\n\s*\n|\Z)", joined)
-    skills_src = "\n".join(v for k, v in fields.items() if "skill" in k) + "\n" + (sec.group(1) if sec else "")
+    sections = [m.group(1) for m in _SKILL_SECTION.finditer(joined)]
+    skills_src = "\n".join(v for k, v in fields.items() if "skill" in k) + "\n" + "\n".join(sections)
     meta["skills"] = find_vocabulary(skills_src if skills_src.strip() else joined, _SKILL_TABLE)
     loc = next((v for k, v in fields.items() if k in ("location", "locations", "city", "based in")), None)
     meta["locations"] = find_vocabulary(loc, _LOCATION_TABLE) if loc else []
@@ -350,9 +357,8 @@ def _from_text(doc_id: str, text: str, *, markdown: bool) -> Document:
         meta["salary_expectation"] = _number(fields["salary expectation"])
     meta["years_experience"] = _years(joined)
     edu = re.search(r"(?ims)^#*\s*education\b[^\n]*\n(.*)", joined)
-    meta["degree"] = fields.get("degree", "").lower() or _degree(edu.group(1) if edu else joined)
-    if meta["degree"] not in DEGREES:
-        meta["degree"] = _degree(meta["degree"])
+    stated = fields.get("degree", "").lower()
+    meta["degree"] = stated if stated in DEGREES else _degree(stated or (edu.group(1) if edu else joined))
     sen = fields.get("seniority", "").lower()
     meta["seniority"] = sen if sen in SENIORITY else _seniority(headline, meta["years_experience"])
     exp = re.search(r"(?ims)^#*\s*(?:experience|company details|work history)\b[^\n]*\n(.*?)(?:^#*\s*education\b|\Z)", joined)

@@ -1,0 +1,204 @@
+"""Plans against a live collection: its schema, executing an answer, explaining every hit.
+
+``Engine.plan`` and ``Engine.search_request`` are thin doors onto these
+functions.  Executing an ``answer`` plan is one ordinary ``Engine.search``:
+the constraints become the structured filter (SQL, both branches), the
+ranking text and preferred values become the query.  Soft preferences can
+therefore reorder candidates but never remove one: whatever passes the filter
+is a candidate, and ``depth`` is raised to ``k`` so that, with ``k`` at or
+above the number of matching candidates, all of them come back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from psycopg import sql
+from pydantic import BaseModel, Field
+
+from ..errors import QueryError
+from ..search.results import SearchResult
+from ..snapshot.build import chunk_table
+from .evaluate import matches
+from .extract import RuleExtractor
+from .model import Plan
+from .schema import PlanSchema, build_schema
+from .validate import validate_plan
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+__all__ = [
+    "Extractor",
+    "HitExplanation",
+    "PlannedSearch",
+    "explain_hits",
+    "plan_request",
+    "schema_for",
+    "search_request",
+]
+
+
+class Extractor(Protocol):
+    """Anything that proposes a plan for a request; its plan is validated before use."""
+
+    name: str
+
+    def extract(self, request: str, schema: PlanSchema, collection: str | None = None) -> Plan: ...
+
+
+class ConstraintCheck(BaseModel):
+    constraint: str
+    field: str
+    value: Any = None
+    satisfied: bool
+
+
+class HitExplanation(BaseModel):
+    """Why a hit is where it is."""
+
+    rank: int
+    doc_id: str
+    tie_group: int | None = None
+    score: float
+    lexical_rank: int | None
+    lexical_score: float | None
+    semantic_rank: int | None
+    semantic_distance: float | None
+    constraints: list[ConstraintCheck] = Field(default_factory=list)
+    preferences_matched: list[str] = Field(default_factory=list)
+    rank_without_preferences: int | None = None
+    moved_by_preferences: int | None = Field(
+        None, description="Places gained (+) or lost (-) through the soft preferences; None: no preferences."
+    )
+    display: dict[str, Any] = Field(default_factory=dict, description="Shown to people; never ranked.")
+
+
+class PlannedSearch(BaseModel):
+    """A request's plan and, for an answer, its search result and per-hit explanations."""
+
+    plan: Plan
+    result: SearchResult | None = None
+    explanations: list[HitExplanation] | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        return self.model_dump_json(exclude={"result": {"timings", "query_id"}}, indent=indent)
+
+
+def _known_vocabulary(field_name: str) -> list[str]:
+    from ..resumes.schema import resume_vocabulary
+
+    return resume_vocabulary().get(field_name, [])
+
+
+def schema_for(engine: Engine, name: str) -> PlanSchema:
+    """The planner's schema of collection ``name``: declared fields, and for keyword fields the values
+    stored in its active snapshot plus the closed vocabulary of well-known field names."""
+    coll = engine.collection(name)
+    vocab: dict[str, list[str]] = {}
+    for f in coll.fields:
+        if f.type not in ("keyword", "keyword[]"):
+            continue
+        values = set(_known_vocabulary(f.name))
+        if coll.active_snapshot_id is not None:
+            col = sql.Identifier(f.name)
+            expr = sql.SQL("unnest({})").format(col) if f.type == "keyword[]" else col
+            q = sql.SQL("SELECT DISTINCT {} AS v FROM {} LIMIT 5001").format(expr, chunk_table(coll.active_snapshot_id))
+            rows = engine.db.fetchall(q)
+            # A field with thousands of distinct values (ids, free tags) is not a vocabulary.
+            if len(rows) <= 5000:
+                values.update(str(r["v"]) for r in rows if r["v"] is not None)
+        vocab[f.name] = sorted(values)
+    return build_schema(coll.fields, vocab)
+
+
+def plan_request(engine: Engine, name: str, request: str, *, extractor: Extractor | None = None) -> Plan:
+    """Plan ``request`` against collection ``name``; every plan is validated against the schema."""
+    if not isinstance(request, str) or not request.strip():
+        raise QueryError("the request is empty; describe the candidates you need, e.g. 'python, 3+ years'.")
+    schema = schema_for(engine, name)
+    ext: Extractor = extractor or RuleExtractor()
+    plan = ext.extract(request, schema, name)
+    return validate_plan(plan, schema)
+
+
+def _metadata(engine: Engine, name: str, snapshot_id: int, doc_ids: list[str]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    coll = engine.collection(name)
+    rows = engine.db.fetchall(
+        "SELECT d.doc_id, d.metadata, d.display FROM ranklock.snapshot_documents sd "
+        "JOIN ranklock.documents d ON d.collection_id = %s AND d.doc_id = sd.doc_id "
+        "AND d.content_hash = sd.content_hash WHERE sd.snapshot_id = %s AND sd.doc_id = ANY(%s)",
+        [coll.id, snapshot_id, doc_ids],
+    )
+    return {r["doc_id"]: (r["metadata"], r["display"]) for r in rows}
+
+
+def explain_hits(engine: Engine, plan: Plan, result: SearchResult, baseline: SearchResult | None) -> list[HitExplanation]:
+    """One explanation per hit: constraints it satisfies, branch ranks, preferences that moved it."""
+    data = _metadata(engine, result.collection, result.snapshot.id, [h.doc_id for h in result.hits])
+    base_rank = {h.doc_id: h.rank for h in baseline.hits} if baseline is not None else {}
+    out = []
+    for h in result.hits:
+        meta, display = data.get(h.doc_id, ({}, {}))
+        checks = [
+            ConstraintCheck(
+                constraint=f"{'not ' if c.negate else ''}{c.field} {c.op} {c.value!r}",
+                field=c.field,
+                value=meta.get(c.field),
+                satisfied=matches(c.to_filter(), meta),
+            )
+            for c in plan.constraints
+        ]
+        matched = []
+        low_text = h.text.lower()
+        for p in plan.preferences:
+            have = meta.get(p.field) if p.field else None
+            if (isinstance(have, list) and p.value in have) or have == p.value or p.value.lower() in low_text:
+                matched.append(p.value)
+        without = base_rank.get(h.doc_id) if baseline is not None else None
+        moved = None
+        if baseline is not None:
+            # A hit the baseline did not return moved up from beyond its last rank.
+            before = without if without is not None else len(baseline.hits) + 1
+            moved = before - h.rank
+        out.append(
+            HitExplanation(
+                rank=h.rank, doc_id=h.doc_id, tie_group=h.tie_group, score=h.score, lexical_rank=h.lexical_rank,
+                lexical_score=h.lexical_score, semantic_rank=h.semantic_rank,
+                semantic_distance=h.semantic_distance, constraints=checks, preferences_matched=matched,
+                rank_without_preferences=without, moved_by_preferences=moved, display=display,
+            )  # fmt: skip
+        )
+    return out
+
+
+def search_request(
+    engine: Engine,
+    name: str,
+    request: str,
+    *,
+    k: int = 10,
+    explain: bool = False,
+    extractor: Extractor | None = None,
+    **params: Any,
+) -> PlannedSearch:
+    """Plan ``request``; run it when the plan is an answer; explain the hits when asked."""
+    plan = plan_request(engine, name, request, extractor=extractor)
+    if plan.kind != "answer":
+        return PlannedSearch(plan=plan)
+    # Depth at least k: with k at or above the number of matching candidates, every one of
+    # them reaches fusion, so a soft preference can reorder them but never push one out.
+    depth = max(int(params.pop("depth", None) or 0), k, int(engine.collection(name).search_defaults.get("depth", 40)))
+    result = engine.search(name, plan.query_text(), k=k, filter=plan.filter, depth=depth, **params)
+    notes = []
+    if result.hits and any(h.tie_group is not None for h in result.hits):
+        notes.append("hits that share a tie group are equally good for the ranker; their order carries no meaning")
+    explanations = None
+    if explain:
+        baseline = None
+        if plan.preferences:
+            base_plan = plan.model_copy(update={"preferences": []})
+            baseline = engine.search(name, base_plan.query_text(), k=k, filter=plan.filter, depth=depth, **params)
+        explanations = explain_hits(engine, plan, result, baseline)
+    return PlannedSearch(plan=plan, result=result, explanations=explanations, notes=notes)

@@ -1,0 +1,113 @@
+"""Loading resumes from disk: folders of files, JSONL, and the Kaggle CSV (Category, Resume).
+
+Every path ends in :func:`ranklock.resumes.parse.parse_resume`, so identity
+is scrubbed from the ranked text whatever the source format.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sys
+from pathlib import Path
+
+from ..errors import IngestError
+from ..ingest.loaders import Document
+from .parse import parse_resume
+from .schema import RESUME_FIELDS
+
+__all__ = ["CSV_FIELDS", "RESUME_SUFFIXES", "load_resumes", "resume_fields_for"]
+
+RESUME_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".json": "json"}
+#: The Kaggle CSV carries a category label per resume; it becomes one more keyword field.
+CSV_FIELDS: tuple[str, ...] = (*RESUME_FIELDS, "category:keyword")
+
+
+def resume_fields_for(path: str | Path) -> tuple[str, ...]:
+    """The schema a new collection for the resumes at ``path`` is created with."""
+    return CSV_FIELDS if Path(path).suffix.lower() == ".csv" else RESUME_FIELDS
+
+
+def _csv(path: Path) -> list[Document]:
+    # Resume cells run to tens of kilobytes; the csv module's default cap is 128 KiB per field.
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    docs = []
+    try:
+        fh = open(path, encoding="utf-8", newline="")
+    except OSError as exc:
+        raise IngestError(f"cannot read {path}: {exc.strerror}; check the path.") from exc
+    with fh:
+        reader = csv.DictReader(fh)
+        cols = {c.lower(): c for c in reader.fieldnames or []}
+        if "resume" not in cols:
+            raise IngestError(
+                f"{path}: no 'Resume' column (columns: {', '.join(reader.fieldnames or []) or 'none'}); "
+                "the CSV needs a Resume column with the resume text and may have a Category column."
+            )
+        for n, row in enumerate(reader, 1):
+            text = row[cols["resume"]] or ""
+            if not text.strip():
+                continue
+            doc = parse_resume(f"{path.stem}-{n:04d}", text, "text")
+            category = (row.get(cols.get("category", ""), "") or "").strip().lower()
+            meta = dict(doc.metadata)
+            if category:
+                meta["category"] = category
+            docs.append(Document(doc.doc_id, doc.title or category, doc.body, dict(sorted(meta.items())), doc.display))
+    return docs
+
+
+def _jsonl(path: Path) -> list[Document]:
+    docs = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise IngestError(f"{path}:{lineno}: not valid JSON ({exc.msg}); one resume object per line.") from exc
+            if not isinstance(obj, dict) or not str(obj.get("id", obj.get("_id", ""))).strip():
+                raise IngestError(f"{path}:{lineno}: each line must be a JSON object with an 'id'; add one.")
+            docs.append(parse_resume(str(obj.get("id", obj.get("_id"))), obj, "json"))
+    return docs
+
+
+def _file(path: Path, doc_id: str) -> Document:
+    fmt = RESUME_SUFFIXES[path.suffix.lower()]
+    try:
+        content = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{path}: not UTF-8 text; re-encode it as UTF-8.") from exc
+    return parse_resume(doc_id, content, fmt)
+
+
+def load_resumes(path: str | Path) -> list[Document]:
+    """Parse every resume at ``path``: a folder of .md/.txt/.json files, a .jsonl file, a .csv, or one file.
+
+    Document ids are file paths relative to the folder without the suffix (a
+    JSON object's ``id`` in JSONL, ``<stem>-<row>`` in a CSV); never a name.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise IngestError(f"{p} does not exist; pass a folder of .md/.txt/.json resumes, a .jsonl or a .csv file.")
+    if p.is_dir():
+        files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in RESUME_SUFFIXES)
+        if not files:
+            raise IngestError(f"{p} holds no .md, .txt or .json resumes; nothing to ingest.")
+        docs = [_file(f, re.sub(r"\.[^.]+$", "", f.relative_to(p).as_posix())) for f in files]
+    elif p.suffix.lower() == ".csv":
+        docs = _csv(p)
+    elif p.suffix.lower() in (".jsonl", ".ndjson"):
+        docs = _jsonl(p)
+    elif p.suffix.lower() in RESUME_SUFFIXES:
+        docs = [_file(p, p.stem)]
+    else:
+        raise IngestError(f"{p}: unknown resume format {p.suffix!r}; use .md, .txt, .json, .jsonl or .csv.")
+    seen: set[str] = set()
+    for d in docs:
+        if d.doc_id in seen:
+            raise IngestError(f"{p}: resume id {d.doc_id!r} appears twice; ids must be unique.")
+        seen.add(d.doc_id)
+    return docs
