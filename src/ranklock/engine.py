@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg import sql
@@ -34,6 +34,10 @@ from .snapshot.build import BuildReport, Progress, build_snapshot, chunk_table, 
 from .store.database import Database, Tracer
 
 __all__ = ["Engine", "IngestReport"]
+
+if TYPE_CHECKING:
+    from .plan.model import Plan
+    from .plan.run import PlannedSearch
 
 
 @dataclass
@@ -645,6 +649,10 @@ class Engine:
             )
             for r in rows
         ]
+        # Hits the ranker cannot tell apart share a tie group (ranklock.search.ties).
+        from .search.ties import assign_tie_groups
+
+        warnings.extend(assign_tie_groups(hits))
         emb_meta = {"embedder_id": coll.embedder_id, "embedder_sha256": coll.embedder_sha256}
         out_params: dict[str, Any] = {
             "depth": plan.depth,
@@ -682,6 +690,26 @@ class Engine:
         )
         record.finish(result)  # after every field is final: the log and cache keep its digest
         return result
+
+    # -- structured requests (ranklock.plan) ---------------------------------------------
+
+    def plan(self, name: str, request: str, *, extractor: Any = None) -> Plan:
+        """Turn ``request`` into an answer, a clarification request or a refusal for collection ``name``.
+
+        >>> eng.plan("resumes", "python, 3+ years, no agency recruiters").kind   # doctest: +SKIP
+        'answer'
+        """
+        from .plan.run import plan_request
+
+        return plan_request(self, name, request, extractor=extractor)
+
+    def search_request(
+        self, name: str, request: str, *, k: int = 10, explain: bool = False, extractor: Any = None, **params: Any
+    ) -> PlannedSearch:
+        """Plan ``request`` and run it when it is an answer (constraints as the filter, preferences as ranking)."""
+        from .plan.run import search_request
+
+        return search_request(self, name, request, k=k, explain=explain, extractor=extractor, **params)
 
 
 def _noop(stage: str, done: int, total: int) -> None:
