@@ -1,0 +1,101 @@
+"""matching_count, complete and truncation: the strategy per query, the short index, the exact fallback."""
+
+from __future__ import annotations
+
+import pytest
+from test_filters import use_hash_embedder
+
+from ranklock import ChunkerParams, Document, Engine
+
+
+@pytest.fixture
+def hnsw_coll(engine: Engine, cname: str) -> str:
+    emb = use_hash_embedder(engine)
+    engine.create_collection(cname, fields=["n:int!", "tag:keyword"], embedder=emb,
+                             index_params={"m": 4, "ef_construction": 16})
+    engine.ingest(cname, [Document(f"d{i:03d}", "", f"item {i} text", {"n": i, "tag": "odd" if i % 2 else "even"})
+                          for i in range(120)])
+    return cname
+
+
+@pytest.fixture
+def big_hnsw(engine: Engine, cname: str) -> str:
+    # Large enough that the planner walks the HNSW index rather than sorting a seq scan.
+    emb = use_hash_embedder(engine)
+    engine.create_collection(cname, fields=["n:int!", "tag:keyword"], embedder=emb,
+                             index_params={"m": 4, "ef_construction": 16})
+    engine.ingest(cname, [Document(f"d{i:04d}", "", f"item {i} text", {"n": i, "tag": "odd" if i % 2 else "even"})
+                          for i in range(2000)])
+    return cname
+
+
+def test_strategy_follows_selectivity(engine: Engine, hnsw_coll: str) -> None:
+    small = engine.search(hnsw_coll, "item", k=5, mode="semantic", filter="n < 10", exact_threshold=50)
+    assert small.params["vector_strategy"] == "exact"
+    assert (small.params["ef_search"], small.params["max_scan_tuples"]) == (None, None)
+    big = engine.search(hnsw_coll, "item", k=5, mode="semantic", filter="n < 100", exact_threshold=50)
+    assert big.params["vector_strategy"] == "hnsw"
+    assert big.params["iterative_scan"] == "strict_order"
+    assert (big.params["ef_search"], big.params["max_scan_tuples"]) == (100, 20000)
+    assert big.params["matching_chunks"] == 100 and big.params["vector_fallback"] is None
+    assert (big.matching_count, big.complete, len(big.hits)) == (100, True, 5)
+    sql_text, _ = engine.search_sql(hnsw_coll, "item", k=5, mode="semantic", filter="n < 10", exact_threshold=50)
+    assert "ORDER BY c.embedding <=>" not in sql_text  # the exact scan the search would run
+    unfiltered = engine.search(hnsw_coll, "item", k=5, mode="semantic")
+    assert unfiltered.matching_count == 120 and unfiltered.complete is True
+
+
+def test_short_index_is_flagged_or_rescanned(engine: Engine, big_hnsw: str) -> None:
+    hnsw_coll = big_hnsw
+    # iterative scan off and ef_search 1: the index hands over one candidate,
+    # the filter keeps at most that one, far fewer than min(depth, 1000).
+    knobs = {"exact_threshold": 0, "iterative_scan": "off", "ef_search": 1}
+    flagged = engine.search(hnsw_coll, "item", k=10, mode="semantic", filter='tag = "odd"', exact_fallback=False,
+                            **knobs)
+    assert flagged.matching_count == 1000
+    assert (flagged.complete, flagged.truncation) == (False, "index_scan_budget")
+    assert len(flagged.hits) < 10
+    assert any("index returned" in w for w in flagged.warnings)
+    rescued = engine.search(hnsw_coll, "item", k=10, mode="semantic", filter='tag = "odd"', **knobs)
+    assert (rescued.complete, rescued.truncation, len(rescued.hits)) == (True, None, 10)
+    assert rescued.params["vector_strategy"] == "exact"
+    assert rescued.params["vector_fallback"].startswith("index_scan_budget: hnsw returned ")
+    exact = engine.search(hnsw_coll, "item", k=10, mode="semantic", filter='tag = "odd"')
+    assert [h.doc_id for h in rescued.hits] == [h.doc_id for h in exact.hits]
+
+
+def test_fusion_depth_below_k_is_flagged(engine: Engine, hnsw_coll: str) -> None:
+    res = engine.search(hnsw_coll, "zzz item", k=20, mode="hybrid", filter="n < 30", depth=5)
+    assert res.matching_count == 30
+    assert len(res.hits) <= 10
+    assert (res.complete, res.truncation) == (False, "fusion_depth")
+    ok = engine.search(hnsw_coll, "zzz item", k=20, mode="hybrid", filter="n < 30", depth=20)
+    assert (ok.complete, len(ok.hits)) == (True, 20)
+
+
+def test_matching_count_counts_documents_not_chunks(engine: Engine, cname: str) -> None:
+    emb = use_hash_embedder(engine)
+    engine.create_collection(cname, fields=["n:int!"], embedder=emb, chunker=ChunkerParams(window=16, overlap=0))
+    docs = [Document(f"d{i}", "", " ".join(f"w{j}" for j in range(10 + 20 * i)), {"n": i}) for i in range(6)]
+    engine.ingest(cname, docs)
+    res = engine.search(cname, "w1", k=10, mode="semantic", filter="n >= 2")
+    assert res.matching_count == 4
+    assert res.params["matching_chunks"] > 4
+    assert sorted(h.doc_id for h in res.hits) == ["d2", "d3", "d4", "d5"]
+    assert res.complete is True
+
+
+def test_matching_count_honours_as_of(engine: Engine, cname: str) -> None:
+    emb = use_hash_embedder(engine)
+    engine.create_collection(cname, fields=["n:int!"], embedder=emb)
+    docs = [
+        Document("old", "", "policy text", {"n": 1, "effective_from": "2020-01-01T00:00:00Z",
+                                            "effective_to": "2023-01-01T00:00:00Z"}),
+        Document("new", "", "policy text", {"n": 1, "effective_from": "2023-01-01T00:00:00Z"}),
+        Document("any", "", "policy text", {"n": 2}),
+    ]
+    engine.ingest(cname, docs)
+    res = engine.search(cname, "policy", k=10, as_of="2021-06-01T00:00:00Z")
+    assert (res.matching_count, sorted(h.doc_id for h in res.hits)) == (2, ["any", "old"])
+    res = engine.search(cname, "policy", k=10, filter="n = 1", as_of="2024-06-01T00:00:00Z")
+    assert (res.matching_count, [h.doc_id for h in res.hits], res.complete) == (1, ["new"], True)
