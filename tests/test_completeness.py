@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from test_filters import use_hash_embedder
 
 from ranklock import ChunkerParams, Document, Engine
+from test_filters import use_hash_embedder
 
 
 @pytest.fixture
