@@ -325,3 +325,37 @@ def test_build_killed_mid_way_leaves_active_snapshot_intact(engine: Engine, cnam
         f"embedded={again.embedded} reused={again.reused}"
     )
     assert engine.collection(cname).active_snapshot_id == again.snapshot_id
+
+
+def test_activate_with_gate_refuses_a_worse_snapshot(engine: Engine, cname: str, rl_home: Path, tmp_path: Path) -> None:
+    r1 = engine.ingest(cname, docs(cname))
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(
+        "\n".join(
+            json.dumps(q)
+            for q in [
+                {"query": "vaccine immune system", "expected": ["vaccines"]},
+                {"query": "lava erupting from a volcano", "expected": ["volcano"]},
+                {"query": "moon gravity and ocean tides", "expected": ["tides"]},
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    worse = engine.ingest(cname, docs(cname, drop=("volcano",)), replace=True, activate=False)
+    code, out = cli(
+        rl_home, engine, "snapshot", "activate", cname, str(worse.snapshot_id), "--gate", str(golden), "--json"
+    )
+    assert code == 1, out
+    refused = json.loads(out)
+    assert refused["activated"] is False and refused["gate"]["passed"] is False
+    assert refused["gate"]["reasons"]
+    assert engine.collection(cname).active_snapshot_id == r1.snapshot_id
+    same = engine.ingest(cname, docs(cname), replace=True, activate=False)
+    code, out = cli(
+        rl_home, engine, "snapshot", "activate", cname, str(same.snapshot_id), "--gate", str(golden), "--json"
+    )
+    assert code == 0, out
+    assert json.loads(out)["activated"] is True
+    assert engine.collection(cname).active_snapshot_id == same.snapshot_id
+    print(f"gate refused snapshot {worse.snapshot_id}: {refused['gate']['reasons'][0]}")
