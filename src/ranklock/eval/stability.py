@@ -26,8 +26,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +131,24 @@ def stability_of_runs(
     }
 
 
+@contextmanager
+def real_searches(eng: Any) -> Iterator[None]:
+    """Turn the engine's result cache off for the duration.
+
+    A cached answer is the same bytes by construction, so measuring stability
+    through the cache would measure the cache, not the search.
+    """
+    settings = getattr(eng, "settings", None)
+    before = getattr(settings, "result_cache", False)
+    if settings is not None and before:
+        settings.result_cache = False
+    try:
+        yield
+    finally:
+        if settings is not None and before:
+            settings.result_cache = before
+
+
 def collect_runs(
     eng: Any,
     collection: str,
@@ -154,13 +173,13 @@ def collect_runs(
             return [], f"error: {exc}".encode(), {}
         return [h.doc_id for h in res.hits], res.to_json().encode("utf-8"), dict(res.params)
 
-    # One search before the threads start loads the embedding model once,
-    # instead of several threads racing to load it.
-    _, _, first_params = one(queries[0])
     tasks = [(r, q) for r in range(runs) for q in queries]
     rankings: list[dict[str, list[str]]] = [{} for _ in range(runs)]
     payloads: list[dict[str, bytes]] = [{} for _ in range(runs)]
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+    with real_searches(eng), ThreadPoolExecutor(max_workers=concurrency) as pool:
+        # One search before the threads start loads the embedding model once,
+        # instead of several threads racing to load it.
+        _, _, first_params = one(queries[0])
         for (r, q), (ids, raw, _) in zip(tasks, pool.map(lambda t: one(t[1]), tasks), strict=True):
             rankings[r][q[0]] = ids
             # Only a digest is kept: 20 runs of full responses add up.
