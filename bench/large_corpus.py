@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ranklock import Document, Engine  # noqa: E402
-from ranklock.embed.base import normalize_rows  # noqa: E402
+from ranklock import Document, Engine
+from ranklock.embed.base import normalize_rows
 
 COLLECTION = "large"
 DIM = 384

@@ -25,7 +25,7 @@ import pytrec_eval
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ranklock import Engine, NotFound  # noqa: E402
+from ranklock import Engine, NotFound
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -58,15 +58,19 @@ def ensure_ingested(eng: Engine, name: str, path: Path) -> dict[str, Any]:
             raise NotFound(name)
     except NotFound:
         t = time.perf_counter()
-        rep = eng.ingest(name, path)
+        eng.ingest(name, path)
         print(f"ingested {name} in {time.perf_counter() - t:.0f}s", flush=True)
         info = eng.collection(name)
     row = eng.db.fetchone(
         "SELECT doc_count, chunk_count, stats FROM ranklock.snapshots WHERE id = %s", [info.active_snapshot_id]
     )
     assert row is not None
-    return {"snapshot_id": info.active_snapshot_id, "documents": row["doc_count"], "chunks": row["chunk_count"],
-            "build": row["stats"]}
+    return {
+        "snapshot_id": info.active_snapshot_id,
+        "documents": row["doc_count"],
+        "chunks": row["chunk_count"],
+        "build": row["stats"],
+    }
 
 
 def evaluate(eng: Engine, name: str, ds: Path, ranker: str | None, depth: int) -> dict[str, Any]:
@@ -80,8 +84,14 @@ def evaluate(eng: Engine, name: str, ds: Path, ranker: str | None, depth: int) -
         lat = []
         for qid in qids:
             t = time.perf_counter()
-            res = eng.search(name, queries[qid], k=100, mode=mode, depth=max(depth, 100) if mode != "hybrid" else depth,
-                             lexical_ranker=ranker)
+            res = eng.search(
+                name,
+                queries[qid],
+                k=100,
+                mode=mode,
+                depth=max(depth, 100) if mode != "hybrid" else depth,
+                lexical_ranker=ranker,
+            )
             lat.append((time.perf_counter() - t) * 1000)
             # trec_eval sorts by score; give it strictly decreasing scores that
             # encode our rank so its own tie-breaking can never reorder ours.
@@ -109,7 +119,7 @@ def main() -> None:
     results: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, {platform.python_version()}",
-        "command": " ".join(["python"] + sys.argv),
+        "command": " ".join(["python", *sys.argv]),
         "datasets": {},
     }
     for name in args.datasets.split(","):

@@ -30,9 +30,10 @@ def test_search_post_matches_the_engine_byte_for_byte(client: TestClient, engine
     body = r.json()
     assert body["hits"][0]["doc_id"] == "food-001"
     body.pop("timings"), body.pop("query_id")
-    assert json.dumps(body, separators=(",", ":"), ensure_ascii=False) == engine.search(
-        "t_http", "sourdough yeast", k=3
-    ).to_json()
+    assert (
+        json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+        == engine.search("t_http", "sourdough yeast", k=3).to_json()
+    )
 
 
 def test_search_get_and_collections(client: TestClient) -> None:

@@ -70,7 +70,7 @@ def test_loaders_beir_jsonl_and_folder(tmp_path: Path) -> None:
         ('{"text": "no id"}\n', r"bad\.jsonl:1: the record has no `_id` \(BEIR\) or `id` field; add one\."),
         ('{"_id": "1"}\n', r"bad\.jsonl:1: document '1' has no string `text` field"),
         ('{"_id": "1", "text": "a"}\n{"_id": "1", "text": "b"}\n', r"document id '1' appears twice"),
-        ('[1, 2]\n', r"bad\.jsonl:1: expected a JSON object, got list\."),
+        ("[1, 2]\n", r"bad\.jsonl:1: expected a JSON object, got list\."),
     ],
 )
 def test_broken_files_have_clear_errors(tmp_path: Path, content: str, message: str) -> None:
@@ -121,7 +121,5 @@ def test_ingesting_twice_gives_byte_identical_chunks_and_vectors(engine: Engine,
     assert _stored(engine, cname + "_a") == _stored(engine, cname + "_b")
     # And the vectors are unit length, normalised once at write time.
     sid = engine.collection(cname + "_b").active_snapshot_id
-    norms = engine.db.fetchall(
-        sql.SQL("SELECT vector_norm(embedding) AS n FROM {}").format(chunk_table(int(sid or 0)))
-    )
+    norms = engine.db.fetchall(sql.SQL("SELECT vector_norm(embedding) AS n FROM {}").format(chunk_table(int(sid or 0))))
     assert all(abs(r["n"] - 1.0) < 1e-5 for r in norms)

@@ -64,9 +64,9 @@ def test_semantic_branch_matches_exact_numpy_reference(engine: Engine, demo: str
     res = engine.search(demo, q, k=25, mode="semantic", depth=25)
     info = engine.collection(demo)
     rows = engine.db.fetchall(
-        __import__("psycopg").sql.SQL("SELECT doc_id, chunk, embedding FROM {} ORDER BY row_id").format(
-            chunk_table(int(info.active_snapshot_id or 0))
-        )
+        __import__("psycopg")
+        .sql.SQL("SELECT doc_id, chunk, embedding FROM {} ORDER BY row_id")
+        .format(chunk_table(int(info.active_snapshot_id or 0)))
     )
     qv = engine._query_vector(info, q)
     best: dict[str, tuple[float, int]] = {}

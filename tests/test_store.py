@@ -17,7 +17,9 @@ def test_unreachable_database_has_a_clear_error() -> None:
         Engine(dsn="postgresql://nobody@127.0.0.1:1/nothing?connect_timeout=2")
     msg = str(exc.value)
     assert msg.startswith("cannot connect to PostgreSQL at postgresql://nobody@127.0.0.1:1/nothing")
-    assert msg.endswith("Check that the server runs and the DSN is right, or unset RANKLOCK_DSN to use the embedded server.")
+    assert msg.endswith(
+        "Check that the server runs and the DSN is right, or unset RANKLOCK_DSN to use the embedded server."
+    )
 
 
 def test_migrations_are_recorded_once(engine: Engine) -> None:

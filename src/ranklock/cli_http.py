@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from typing import Annotated
 
 import typer
@@ -26,6 +25,3 @@ def serve(
 
     with engine(dsn, home) as eng:
         uvicorn.run(create_app(eng), host=host, port=port, log_level="info")
-
-
-

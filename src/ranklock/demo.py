@@ -49,4 +49,4 @@ def run_demo(eng: Any, console: Console, progress_bar: Any) -> None:
                 h.text.replace("\n", " ")[:70],
             )
         console.print(table)
-    console.print("Try: ranklock search demo \"your question\" --json")
+    console.print('Try: ranklock search demo "your question" --json')

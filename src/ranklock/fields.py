@@ -62,7 +62,7 @@ def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
 
 
 def coerce_document_fields(coll: CollectionInfo, doc: Document) -> list[Any]:
-    out = []
+    out: list[Any] = []
     for spec in coll.fields:
         where = f"document {doc.doc_id!r}"
         if spec.name not in doc.metadata or doc.metadata[spec.name] is None:

