@@ -22,7 +22,7 @@ def _leaf(node: dict[str, Any], meta: dict[str, Any]) -> bool:
         return have is not None
     if have is None:
         return False
-    v = node.get("value")
+    v: Any = node.get("value")
     if op == "=":
         return bool(have == v)
     if op == "!=":

@@ -33,14 +33,14 @@ from typing import Any
 from .model import Constraint, Plan, Preference
 from .protected import find_protected, safe_spans
 from .schema import PlanSchema
-from .vocab import find_values
+from .vocab import find_values, loose_table
 
 __all__ = ["RuleExtractor", "extract_plan"]
 
 _NUMBER_WORDS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "half a": 0.5,
-}  # fmt: skip
+}
 _NUM = r"(?:\d+(?:[.,]\d+)*|half a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty)"
 _UNIT = (
     r"(?:years?|yrs?|yoe|months?|mos?|weeks?|wks?|days?|eur(?:os?)?|usd|gbp|dollars?|pounds?)(?![a-z])"
@@ -75,7 +75,7 @@ _OPS = {
            "<=", "≤", "or less", "or fewer", "or under", "or below", "or shorter"),
     "<": ("less than", "under", "below", "fewer than", "<"),
     "=": ("exactly",),
-}  # fmt: skip
+}
 _OP_OF = {w: op for op, words in _OPS.items() for w in words}
 _DAYS_PER = {"years": 365.0, "months": 365.0 / 12, "weeks": 7.0, "days": 1.0}
 
@@ -113,19 +113,16 @@ _ORDINAL_DOWN_AFTER = re.compile(
     re.IGNORECASE,
 )
 
+# How requests open ("find me", "we're looking for"): not content.
+_PREAMBLE = re.compile(
+    r"\s*(?:please\s+)?(?:(?:can you\s+|could you\s+)?(?:find|search for|look for|show|get|give|list)(?: me| us)?|"
+    r"(?:i'?m|we'?re|we are|i am)\s+(?:looking for|searching for|hiring|seeking)|(?:i|we)\s+(?:need|want)|"
+    r"looking for|seeking|hiring)\b",
+    re.IGNORECASE,
+)
 _FILLER = frozenset(
-    """a an the and or of for to in on at with who whom whose that which is are be been being was were has have
-    having had can could would will shall may might we i me us our my you your they them their it its some any all
-    both either neither nor one ones looking look find finding search show get give list want wanted seeking seek
-    hire hiring hires candidates candidate people person persons someone somebody anyone profiles profile resumes
-    resume cv cvs applicants applicant talent please also least more less than experience experienced background
-    knowledge skills skill proficiency proficient familiar familiarity expertise expert strong solid good great
-    excellent deep hands-on working work worked using use used know knows knowing level as well from into about
-    like such etc must should need needs needed required requires require only mandatory essential very really
-    just do does did able willing open other who's based located currently preferably ideally plus bonus
-    nice have must-have years year months month weeks week days day total professional relevant prior previous
-    something time period current currently same new""".split()
-)  # fmt: skip
+    ["a", "an", "the", "and", "or", "of", "for", "to", "in", "on", "at", "with", "who", "whom", "whose", "that", "which", "is", "are", "be", "been", "being", "was", "were", "has", "have", "having", "had", "can", "could", "would", "will", "shall", "may", "might", "we", "i", "me", "us", "our", "my", "you", "your", "they", "them", "their", "it", "its", "some", "any", "all", "both", "either", "neither", "nor", "one", "ones", "looking", "look", "find", "finding", "show", "get", "give", "list", "want", "wanted", "seeking", "seek", "hire", "hiring", "hires", "candidates", "candidate", "people", "person", "persons", "someone", "somebody", "anyone", "profiles", "profile", "resumes", "resume", "cv", "cvs", "applicants", "applicant", "talent", "please", "also", "least", "more", "less", "than", "experience", "experienced", "background", "knowledge", "skills", "skill", "proficiency", "proficient", "familiar", "familiarity", "expertise", "expert", "strong", "solid", "good", "great", "excellent", "deep", "hands-on", "working", "work", "worked", "using", "use", "used", "know", "knows", "knowing", "level", "as", "well", "from", "into", "about", "like", "such", "etc", "must", "should", "need", "needs", "needed", "required", "requires", "require", "only", "mandatory", "essential", "very", "really", "just", "do", "does", "did", "able", "willing", "open", "other", "who's", "based", "located", "currently", "preferably", "ideally", "plus", "bonus", "nice", "have", "must-have", "years", "year", "months", "month", "weeks", "week", "days", "day", "total", "professional", "relevant", "prior", "previous", "something", "time", "period", "current", "currently", "same", "new"]
+)
 
 
 @dataclass(frozen=True)
@@ -278,7 +275,7 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     ('answer', [{'field': 'skills', 'op': 'has', 'value': 'python'}, {'field': 'years_experience', 'op': '>=', 'value': 5}], 'developers')
     """
     text = " ".join(request.replace("\u2013", "-").replace("\u2014", "-").split())
-    base = {"request": request, "collection": collection}
+    base: dict[str, Any] = {"request": request, "collection": collection}
     if not text:
         return Plan(kind="clarification_request", phrase="", question="The request is empty. What should the "
                     "candidates have (skills, years of experience, location)?", **base)
@@ -288,6 +285,9 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     st = _State(text, schema, [False] * len(text))
     for s, e in safe_spans(text):
         st.claim(s, e)
+    pre = _PREAMBLE.match(text)
+    if pre:
+        st.claim(0, pre.end())
     _numbers(st)
     _values(st)
     _bools(st)
@@ -296,14 +296,14 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     _preferences(st)
     _requirements(st)
     if st.issues:
-        pos, phrase, question = sorted(st.issues)[0]
+        _, phrase, question = sorted(st.issues)[0]
         return Plan(kind="clarification_request", phrase=phrase, question=question, **base)
     constraints, preferences = _group(st)
     ranking = _ranking_text(st)
     if not constraints and not ranking and not preferences:
         return Plan(kind="clarification_request", phrase=text, question="Nothing in the request names a "
                     f"requirement or a topic. What should the candidates have (fields: {', '.join(schema.names())})?",
-                    **base)  # fmt: skip
+                    **base)
     return Plan(kind="answer", constraints=constraints, preferences=preferences, ranking_text=ranking, **base)
 
 
@@ -350,7 +350,7 @@ def _choose_numeric_field(st: _State, unit: str | None, start: int, end: int) ->
     cands = [n for n in _numeric_fields(st.schema) if _compatible(st.schema, n, unit)]
     if not cands:
         return None, (f"{phrase!r} is a quantity, but no numeric field can hold it; numeric fields: "
-                      f"{', '.join(_numeric_fields(st.schema)) or 'none'}. Which requirement did you mean?")  # fmt: skip
+                      f"{', '.join(_numeric_fields(st.schema)) or 'none'}. Which requirement did you mean?")
     cued = [(d, i, n) for i, n in enumerate(cands) if (d := _cue_distance(st, n, start, end)) is not None]
     if cued:
         return min(cued)[2], None
@@ -360,7 +360,7 @@ def _choose_numeric_field(st: _State, unit: str | None, start: int, end: int) ->
     if len(native) == 1:
         return native[0], None
     return None, (f"{phrase!r} could be any of {', '.join(cands)}. Which one do you mean (e.g. "
-                  f"'{phrase} of experience')?")  # fmt: skip
+                  f"'{phrase} of experience')?")
 
 
 def _convert(schema: PlanSchema, name: str, value: float, unit: str | None) -> float:
@@ -384,7 +384,7 @@ def _numbers(st: _State) -> None:
     for m in _RANGE.finditer(text):
         a, b = ("a", "b") if m.group("anum") else ("c", "d")
         u = _unit(m.group(f"{b}unit") or m.group(f"{a}unit"), m.group(f"{a}cur") or m.group(f"{b}cur"),
-                  m.group(f"{b}k") or m.group(f"{a}k"))  # fmt: skip
+                  m.group(f"{b}k") or m.group(f"{a}k"))
         if u is None and not m.group(0).lower().startswith("between"):
             continue
         name, question = _choose_numeric_field(st, u, m.start(), m.end())
@@ -471,6 +471,38 @@ def _values(st: _State) -> None:
         st.mentions.append(_Mention(s, e, name, value, "value", direction))
         st.claim(s, e)
         _claim_field_cue_before(st, name, s)
+        _claim_field_cue_after(st, name, e)
+    _loose_values(st)
+
+
+def _loose_values(st: _State) -> None:
+    """Accept an ambiguous word in any case when list glue joins it to a sure value of the same field.
+
+    "senior or lead" and "python, go and rust" name a list of values; "lead a team" does not.
+    """
+    changed = True
+    while changed:
+        changed = False
+        for f in st.schema.fields:
+            values = st.schema.vocab.get(f.name, [])
+            for s, e, v in find_values(st.text, loose_table(values)):
+                if not st.free(s, e):
+                    continue
+                sure = [x for x in st.mentions if x.field == f.name and x.kind == "value"]
+                if any(_LIST_GLUE.match(st.text[x.end : s]) or _LIST_GLUE.match(st.text[e : x.start]) for x in sure):
+                    st.mentions.append(_Mention(s, e, f.name, v, "value"))
+                    st.claim(s, e)
+                    changed = True
+
+
+def _claim_field_cue_after(st: _State, name: str, end: int) -> None:
+    """Claim a cue word right after a value ("master's *degree*", "senior *level*")."""
+    after = st.text[end : end + 20]
+    for cue in sorted(st.schema.cues(name), key=len, reverse=True):
+        m = re.match(rf"(?:'s)?\s+{re.escape(cue)}\b", after, re.IGNORECASE)
+        if m and cue not in ("in", "years"):
+            st.claim(end, end + m.end())
+            return
 
 
 def _claim_field_cue_before(st: _State, name: str, start: int) -> None:
@@ -514,7 +546,7 @@ def _negations(st: _State) -> None:
                 phrase = st.text[m.start() : end].strip()
                 st.issues.append((m.start(), phrase, f"{phrase!r} excludes something no typed field records "
                                   f"(fields: {', '.join(st.schema.names())}). Which field and value should be "
-                                  "excluded?"))  # fmt: skip
+                                  "excluded?"))
                 st.claim(m.start(), end)
             continue
         for x in inside:
@@ -525,8 +557,7 @@ def _negations(st: _State) -> None:
 
 
 _BREAK_WORDS = frozenset(
-    "but who which that with and in based located having has have must should plus preferably ideally for at from "
-    "whose while".split()
+    ["but", "who", "which", "that", "with", "and", "in", "based", "located", "having", "has", "have", "must", "should", "plus", "preferably", "ideally", "for", "at", "from", "whose", "while"]
 )
 _LIST_WORDS = frozenset({"or", "nor", "and/or", "either", "any", "/", "&", "a", "an", "the"})
 
@@ -572,7 +603,7 @@ def _preferences(st: _State) -> None:
                     phrase = st.text[x.start : x.end]
                     st.issues.append((x.start, st.text[min(s, m.start()) : max(e, m.end())].strip(),
                                       f"{phrase!r} is stated as a preference, but a number or yes/no can only be a "
-                                      "hard requirement here. Should it be required, or dropped?"))  # fmt: skip
+                                      "hard requirement here. Should it be required, or dropped?"))
                 x.soft = True
         for w in _content_words(st, s, e):
             st.mentions.append(_Mention(w[0], w[1], "", st.text[w[0] : w[1]], "text", soft=True))
@@ -597,7 +628,7 @@ def _requirements(st: _State) -> None:
             phrase = st.text[words[0][0] : words[-1][1]]
             st.issues.append((words[0][0], phrase, f"{phrase!r} is stated as a requirement, but it is not a value of "
                               f"any typed field (fields: {', '.join(st.schema.names())}). Should it be ranking "
-                              "text instead, or which field value did you mean?"))  # fmt: skip
+                              "text instead, or which field value did you mean?"))
 
 
 def _concepts(st: _State) -> None:
@@ -645,9 +676,9 @@ def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
         x = ms[i]
         if x.soft:
             if x.kind in ("value", "text"):
-                kind = "preferred_value" if x.kind == "value" else "ranking_text"
-                preferences.append(Preference(kind=kind, value=str(x.value), field=x.field or None,
-                                              phrase=st.text[x.start : x.end]))  # fmt: skip
+                preferences.append(Preference(kind="preferred_value" if x.kind == "value" else "ranking_text",
+                                              value=str(x.value), field=x.field or None,
+                                              phrase=st.text[x.start : x.end]))
             i += 1
             continue
         if x.kind in ("number", "bool"):
@@ -656,7 +687,7 @@ def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
             if x.kind == "bool" and negate:
                 value, negate = not value, False
             constraints.append(Constraint(field=x.field, op=x.op or "=", value=value, negate=negate,
-                                          phrase=st.text[x.start : x.end]))  # fmt: skip
+                                          phrase=st.text[x.start : x.end]))
             i += 1
             continue
         # A run of values of the same field joined by list glue is one list: "python, go or rust".
@@ -675,7 +706,28 @@ def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
         any_or = any_or or bool(re.search(r"\b(?:any of|one of|either)\s*$", before))
         constraints.append(_list_constraint(st, group, any_or))
         i = j
-    return constraints, preferences
+    return _merge_has(constraints), preferences
+
+
+def _merge_has(constraints: list[Constraint]) -> list[Constraint]:
+    """Positive ``has``/``has_all`` on one field are one ``has_all``: "python ... and also docker"."""
+    out: list[Constraint] = []
+    first: dict[str, int] = {}
+    for c in constraints:
+        if c.negate or c.op not in ("has", "has_all"):
+            out.append(c)
+            continue
+        if c.field not in first:
+            first[c.field] = len(out)
+            out.append(c)
+            continue
+        prev = out[first[c.field]]
+        merged = sorted(set(prev.value if prev.op == "has_all" else [prev.value])
+                        | set(c.value if c.op == "has_all" else [c.value]))
+        out[first[c.field]] = Constraint(field=c.field, op="has" if len(merged) == 1 else "has_all",
+                                         value=merged[0] if len(merged) == 1 else merged,
+                                         phrase=f"{prev.phrase} … {c.phrase}")
+    return out
 
 
 def _list_constraint(st: _State, group: list[_Mention], any_or: bool) -> Constraint:
@@ -688,7 +740,7 @@ def _list_constraint(st: _State, group: list[_Mention], any_or: bool) -> Constra
     if len(group) == 1 and x.op in ("up", "down") and ordinal:
         idx = ordinal.index(str(x.value))
         chosen = ordinal[idx:] if x.op == "up" else ordinal[: idx + 1]
-        values = [v for v in chosen if v != "none"]
+        values = sorted(v for v in chosen if v != "none")
         if spec is not None and spec.type == "keyword":
             return Constraint(field=name, op="in", value=values, negate=x.negated, phrase=phrase)
         return Constraint(field=name, op="has_any", value=values, negate=x.negated, phrase=phrase)

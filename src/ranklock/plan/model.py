@@ -13,7 +13,7 @@ PlanKind = Literal["answer", "clarification_request", "refusal"]
 #: The operators of the structured filter form (see ranklock.search.filters).
 OPS: tuple[str, ...] = (
     "=", "!=", "<", "<=", ">", ">=", "in", "between", "has", "has_all", "has_any", "is_null", "is_not_null",
-)  # fmt: skip
+)
 
 
 class Constraint(BaseModel):

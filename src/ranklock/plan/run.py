@@ -168,7 +168,7 @@ def explain_hits(engine: Engine, plan: Plan, result: SearchResult, baseline: Sea
                 lexical_score=h.lexical_score, semantic_rank=h.semantic_rank,
                 semantic_distance=h.semantic_distance, constraints=checks, preferences_matched=matched,
                 rank_without_preferences=without, moved_by_preferences=moved, display=display,
-            )  # fmt: skip
+            )
         )
     return out
 

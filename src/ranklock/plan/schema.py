@@ -50,21 +50,21 @@ def _resume_hints() -> dict[str, FieldHints]:
                   "eligible to work", "right to work", "work permit", "permit"),
             aliases={"us": ("united states", "usa", "u.s."), "uk": ("united kingdom", "u.k."),
                      "eu": ("european union",)},
-        ),  # fmt: skip
+        ),
         "visa_sponsorship": FieldHints(
             cues=("sponsorship", "sponsor"),
             true_cues=(r"\b(?:need|needs|needing|require|requires|requiring)\s+(?:a\s+)?(?:visa\s+)?sponsor(?:ship)?",
                        r"\bvisa sponsorship\b", r"\bsponsorship\b"),
-        ),  # fmt: skip
+        ),
         "remote": FieldHints(
             cues=("remote", "remotely"),
             true_cues=(r"\b(?:open to |willing to work |able to work |works? )?remote(?:ly)?\b",
                        r"\bwork(?:ing)? from home\b", r"\bwfh\b"),
-        ),  # fmt: skip
+        ),
         "seniority": FieldHints(
             cues=("seniority", "level"), ordinal=SENIORITY,
             aliases={"junior": ("entry-level", "entry level", "jr"), "senior": ("sr",), "mid": ("mid-level", "mid level")},
-        ),  # fmt: skip
+        ),
         "languages": FieldHints(
             cues=("speaks", "speak", "speaking", "fluent in", "fluent", "language", "languages"),
             aliases={"mandarin": ("chinese",)},
@@ -75,13 +75,13 @@ def _resume_hints() -> dict[str, FieldHints]:
                      "master": ("masters", "master's", "msc", "m.sc.", "ms degree", "mba"),
                      "bachelor": ("bachelors", "bachelor's", "bsc", "b.sc.", "ba degree", "undergraduate degree"),
                      "associate": ("associate degree", "associate's")},
-        ),  # fmt: skip
+        ),
         "employer_types": FieldHints(
             cues=("employer", "employers", "worked at", "worked for", "background"),
             aliases={"agency": ("agencies", "staffing"), "startup": ("startups", "start-up", "start-ups"),
                      "consultancy": ("consultancies", "consulting"), "nonprofit": ("non-profit", "nonprofits", "ngo"),
                      "government": ("public sector",)},
-        ),  # fmt: skip
+        ),
         "notice_days": FieldHints(
             cues=("notice", "available", "availability", "start", "join", "joining"), unit="days", bare_op="<="
         ),
@@ -104,8 +104,9 @@ def _hints(name: str) -> FieldHints:
 
 def _unit_from_name(name: str) -> str | None:
     words = set(name.split("_"))
+    # Only the plural names a duration: "years_experience" counts years, "year" is a calendar year.
     for unit in ("years", "months", "weeks", "days", "hours"):
-        if unit in words or unit.rstrip("s") in words:
+        if unit in words:
             return unit
     if words & {"salary", "price", "cost", "pay", "budget", "revenue", "amount"}:
         return "money"

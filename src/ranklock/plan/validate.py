@@ -34,7 +34,7 @@ def check_constraint(c: Constraint, schema: PlanSchema) -> str | None:
     spec = schema.field(c.field)
     if spec is None:
         return (f"{c.phrase or c.field!r} maps to no typed field ({c.field!r} is not declared; fields: "
-                f"{', '.join(sorted(schema.names()))})")  # fmt: skip
+                f"{', '.join(sorted(schema.names()))})")
     ops = OPS_BY_TYPE[spec.type]
     if c.op not in ops:
         return f"operator {c.op!r} does not apply to {c.field} ({spec.type}); valid: {', '.join(ops)}"
@@ -64,7 +64,7 @@ def validate_plan(plan: Plan, schema: PlanSchema) -> Plan:
     hit = find_protected(plan.request)
     if hit is not None:
         return Plan(kind="refusal", request=plan.request, collection=plan.collection, phrase=hit.phrase,
-                    attribute=hit.attribute, reason=hit.reason, extractor=plan.extractor)  # fmt: skip
+                    attribute=hit.attribute, reason=hit.reason, extractor=plan.extractor)
     if plan.kind != "answer":
         return plan
     # Soft text reaches the ranker, so it is held to the same bar as the request.
@@ -72,11 +72,11 @@ def validate_plan(plan: Plan, schema: PlanSchema) -> Plan:
         hit = find_protected(text)
         if hit is not None:
             return Plan(kind="refusal", request=plan.request, collection=plan.collection, phrase=hit.phrase,
-                        attribute=hit.attribute, reason=hit.reason, extractor=plan.extractor)  # fmt: skip
+                        attribute=hit.attribute, reason=hit.reason, extractor=plan.extractor)
     for c in plan.constraints:
         problem = check_constraint(c, schema)
         if problem is not None:
             return Plan(kind="clarification_request", request=plan.request, collection=plan.collection,
                         phrase=c.phrase or c.field, extractor=plan.extractor,
-                        question=f"{problem}. Which typed field and value did you mean?")  # fmt: skip
+                        question=f"{problem}. Which typed field and value did you mean?")
     return plan

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["AMBIGUOUS_WORDS", "Match", "ValueTable", "find_values", "value_table"]
+__all__ = ["AMBIGUOUS_WORDS", "Match", "ValueTable", "find_values", "loose_table", "value_table"]
 
 #: Vocabulary values that are ordinary English words; they match only capitalised.
-AMBIGUOUS_WORDS = frozenset({"go", "swift", "spring", "excel", "react", "rust", "none", "mid", "lead", "us"})
+#: "react", "rust" and "spring" are left out on purpose: in requests they are nearly always the skill.
+AMBIGUOUS_WORDS = frozenset({"go", "swift", "excel", "none", "mid", "lead", "us"})
 
 #: (pattern, value, needle): the lower-case needle is a cheap substring test before the regex runs.
 ValueTable = list[tuple[re.Pattern[str], str, str]]
@@ -58,3 +59,12 @@ def find_values(text: str, table: ValueTable) -> list[Match]:
                 continue
             taken.append((m.start(), m.end(), value))
     return sorted(taken)
+
+
+def loose_table(values: Iterable[str]) -> ValueTable:
+    """Case-insensitive patterns for the ambiguous values only ("lead", "go"), for use next to a sure match."""
+    return [
+        (re.compile(_bounded(v), re.IGNORECASE), v, v.lower())
+        for v in sorted(values, key=lambda v: (-len(v), v))
+        if len(v) <= 2 or v in AMBIGUOUS_WORDS
+    ]
