@@ -529,6 +529,10 @@ class Engine:
                     )
                 plan.lexical_branch = False
                 warnings.append("query has only stop words: the lexical branch was skipped")
+        if plan.uses_lexical and plan.lexical_ranker == "bm25":
+            from .search.bm25 import prepare_bm25
+
+            prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {})
         if plan.uses_semantic:
             t = time.perf_counter()
             plan.qvec = self._query_vector(coll, q)

@@ -75,7 +75,9 @@ class SearchParams(BaseModel):
         description="When the vector index returns fewer documents than min(depth, matching documents), "
         "rescan the filtered set exactly (true) or return the short result flagged incomplete (false).",
     )
-    lexical_ranker: str = Field("ts_rank_cd", description="Lexical ranking function: bm25 or ts_rank_cd.")
+    lexical_ranker: str = Field(
+        "bm25", description="Lexical ranking function: bm25 (Okapi BM25, in the database) or ts_rank_cd."
+    )
     k1: float = Field(1.2, ge=0, description="BM25 term-frequency saturation.")
     b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation.")
     query_syntax: str = Field("natural", description="Lexical query syntax: natural (OR of terms) or websearch.")

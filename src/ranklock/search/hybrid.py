@@ -46,7 +46,9 @@ class SearchPlan:
     filter_params: dict[str, Any] = field(default_factory=dict)
     as_of: Any = None
     lexical_branch: bool = True
-    bm25_sql: Any = None  # set by the lexical module when BM25 statistics exist
+    bm25_sql: Any = None  # set by ranklock.search.bm25.prepare_bm25 from the snapshot's statistics
+    #: Bound values the lexical branch's SQL needs beyond the query (BM25 statistics).
+    lexical_params: dict[str, Any] = field(default_factory=dict)
 
     @property
     def uses_lexical(self) -> bool:
@@ -138,6 +140,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
         params.update({"q": plan.query, "cfg": plan.language, "accent": plan.accent, "syntax": plan.syntax})
         if plan.lexical_ranker == "bm25":
             params.update({"k1": plan.k1, "b": plan.b})
+            params.update(plan.lexical_params)
         ctes.append(_lexical_cte(plan))
     if plan.uses_semantic:
         params["qvec"] = plan.qvec

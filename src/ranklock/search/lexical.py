@@ -1,7 +1,17 @@
 """The lexical branch: which chunks match the query, and their raw scores.
 
-``ts_rank_cd`` is PostgreSQL's cover-density ranking.  (BM25 is built in
-ranklock.search.bm25 once its statistics exist in the snapshot.)
+Two rankers, both computed inside PostgreSQL:
+
+``bm25`` (default)
+    Okapi BM25 over the snapshot's precomputed term statistics; see
+    ranklock.search.bm25.  The engine points the plan at the snapshot's
+    statistics (``plan.bm25_sql``) before the SQL is built.
+``ts_rank_cd``
+    PostgreSQL's cover-density ranking of every chunk matching the tsquery.
+
+Example::
+
+    >>> lexical_hits_sql(plan, sql.SQL("TRUE"))   # a Composable for the lex_hits CTE
 """
 
 from __future__ import annotations
@@ -10,10 +20,15 @@ from typing import TYPE_CHECKING
 
 from psycopg import sql
 
+from ..errors import QueryError
+
 if TYPE_CHECKING:
     from .hybrid import SearchPlan
 
-__all__ = ["lexical_hits_sql", "tsquery_sql"]
+__all__ = ["LEXICAL_RANKERS", "QUERY_SYNTAXES", "lexical_hits_sql", "tsquery_sql"]
+
+LEXICAL_RANKERS = ("bm25", "ts_rank_cd")
+QUERY_SYNTAXES = ("natural", "websearch")
 
 
 def tsquery_sql() -> sql.Composable:
@@ -21,8 +36,19 @@ def tsquery_sql() -> sql.Composable:
 
 
 def lexical_hits_sql(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
-    """Rows (doc_id, chunk, score) of every matching chunk passing ``where``."""
-    if plan.lexical_ranker == "bm25" and plan.bm25_sql is not None:
+    """Rows (doc_id, chunk, score) of every chunk that can rank in the branch, passing ``where``."""
+    if plan.lexical_ranker not in LEXICAL_RANKERS:
+        raise QueryError(f"unknown lexical ranker {plan.lexical_ranker!r}; use one of {', '.join(LEXICAL_RANKERS)}.")
+    if plan.syntax not in QUERY_SYNTAXES:
+        raise QueryError(f"unknown query syntax {plan.syntax!r}; use one of {', '.join(QUERY_SYNTAXES)}.")
+    if plan.lexical_ranker == "bm25":
+        if plan.bm25_sql is None:
+            # Never fall back silently to another ranker: the result would
+            # claim BM25 and be something else.
+            raise QueryError(
+                "BM25 was asked but the plan carries no BM25 statistics; build the plan through "
+                "Engine.search, or pass lexical_ranker='ts_rank_cd'."
+            )
         out: sql.Composable = plan.bm25_sql(plan, where)
         return out
     return sql.SQL(

@@ -21,7 +21,7 @@ __all__ = ["MANIFEST_SCHEMA", "TOKENIZER_VERSION", "build_manifest", "corpus_dig
 
 MANIFEST_SCHEMA = "ranklock.manifest/1"
 #: Version of the SQL text analysis (ranklock.doc_tsvector / query_tsquery).
-TOKENIZER_VERSION = "pg-ts/1"
+TOKENIZER_VERSION = "pg-ts/2"  # 2: exact identifier lexemes (migration 0003)
 
 
 def corpus_digest(doc_hashes: Iterable[tuple[str, str]]) -> str:
