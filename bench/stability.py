@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ranklock import Engine
 from ranklock.eval.golden import load_queries
-from ranklock.eval.stability import measure_stability, stability_of_runs
+from ranklock.eval.stability import compare_configurations, measure_stability, stability_of_runs
 from ranklock.ingest.normalize import normalize
 from ranklock.snapshot.build import chunk_table
 
@@ -52,7 +52,7 @@ K = 10
 EF_SEARCH = 40
 
 
-def _exec(eng: Engine, query: sql.Composable | str, params: Any = None) -> None:
+def _exec(eng: Engine, query: sql.Composed | sql.SQL, params: Any = None) -> None:
     with eng.db.connection() as conn:
         conn.execute(query, params)
 
@@ -136,6 +136,7 @@ def main() -> None:
     ap.add_argument("--large-sample", type=int, default=50_000)
     ap.add_argument("--large-queries", type=int, default=300)
     ap.add_argument("--skip-ranklock", action="store_true")
+    ap.add_argument("--variants", default="default,hnsw", help="ranklock variants: default, hnsw")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "stability.json"))
     args = ap.parse_args()
     result: dict[str, Any] = {
@@ -158,16 +159,32 @@ def main() -> None:
             entry: dict[str, Any] = {"queries": len(queries)}
             coll = eng.collection(name)
             sid = coll.active_snapshot_id
+            if sid is None:
+                raise SystemExit(f"collection {name!r} has no active snapshot yet; wait for its ingest to finish")
             if not args.skip_ranklock:
-                t = time.perf_counter()
-                rep = measure_stability(
-                    eng, name, queries, runs=args.runs, concurrency=args.concurrency, k=K, mode="hybrid"
+                # "default": the engine's own choice (an exact vector scan when the collection has at
+                # most exact_threshold chunks); "hnsw": exact_threshold=0 forces the HNSW index path.
+                variants = {"default": {}, "hnsw": {"exact_threshold": 0}}
+                for vname in [v.strip() for v in args.variants.split(",") if v.strip()]:
+                    t = time.perf_counter()
+                    rep = measure_stability(
+                        eng, name, queries, runs=args.runs, concurrency=args.concurrency, k=K, mode="hybrid",
+                        params=variants[vname],
+                    )
+                    d = rep.to_dict()
+                    d["unstable"] = d["unstable"][:20]
+                    entry[f"ranklock_{vname}"] = d
+                    print(f"  {name}: ranklock {vname} {args.runs} runs in {time.perf_counter() - t:.0f}s, "
+                          f"RSI {rep.rsi:.4f}", file=sys.stderr)
+                cfg = compare_configurations(
+                    eng, name, queries, a={"exact_threshold": 10**9}, b={"exact_threshold": 0}, k=K, mode="semantic",
+                    concurrency=args.concurrency,
                 )
-                d = rep.to_dict()
-                d["unstable"] = d["unstable"][:20]
-                entry["ranklock"] = d
-                print(f"  {name}: ranklock {args.runs} runs in {time.perf_counter() - t:.0f}s, RSI {rep.rsi:.4f}",
-                      file=sys.stderr)
+                entry["ranklock_exact_vs_hnsw_semantic"] = {
+                    "rsi": cfg.rsi, "rbo": cfg.rbo, "identical_share": cfg.identical_share,
+                    "a": cfg.extra["a"]["params"].get("vector_strategy"),
+                    "b": cfg.extra["b"]["params"].get("vector_strategy"),
+                }
             # Query vectors exactly as ranklock embeds them (normalised text, cached per embedder).
             vectors = [eng._query_vector(coll, normalize(text)) for _, text, _ in queries]
             src = sql.SQL("SELECT row_id, embedding FROM {}").format(chunk_table(int(sid)))
@@ -205,9 +222,12 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"{'data':<16} {'rows':>8} {'queries':>7} {'system':<34} {'RSI':>7} {'RBO':>7} {'identical':>9} {'changed':>8}")
     for name, e in result["collections"].items():
-        if "ranklock" in e:
-            r = e["ranklock"]
-            print(f"{name:<16} {'':>8} {e['queries']:>7} {f'ranklock {args.runs} runs, concurrency {args.concurrency}':<34} "
+        for vname in ("default", "hnsw"):
+            if f"ranklock_{vname}" not in e:
+                continue
+            r = e[f"ranklock_{vname}"]
+            label = f"ranklock {vname}, {args.runs} runs, c={args.concurrency}"
+            print(f"{name:<16} {'':>8} {e['queries']:>7} {label:<34} "
                   f"{r['rsi']:>7.4f} {r['rbo']:>7.4f} {r['identical_share']:>9.1%} {1 - r['identical_share']:>8.1%}")
         p = e["pgvector_rebuild"]
         print(f"{name:<16} {p['rows']:>8} {p['queries']:>7} {'pgvector HNSW, 2 index builds':<34} "
