@@ -36,14 +36,22 @@ def corpus(tag: str) -> list[Document]:
     ]
 
 
+@pytest.fixture(scope="module")
+def coll(engine: Engine) -> str:
+    """One collection for the whole module: these tests only read it."""
+    name = "t_as_of_module"
+    engine.ingest(name, corpus(name), replace=True)
+    return name
+
+
 def ids(engine: Engine, cname: str, as_of: str | None, mode: str = "hybrid") -> list[str]:
     res = engine.search(cname, QUERY, k=10, as_of=as_of, mode=mode)
     return sorted(h.doc_id for h in res.hits)
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "lexical", "semantic"])
-def test_as_of_selects_documents_in_force(engine: Engine, cname: str, mode: str) -> None:
-    engine.ingest(cname, corpus(cname))
+def test_as_of_selects_documents_in_force(engine: Engine, coll: str, mode: str) -> None:
+    cname = coll
     assert ids(engine, cname, None, mode) == ["handbook", "pilot", "policy_v1", "policy_v2"]
     assert ids(engine, cname, "2019-01-01T00:00:00Z", mode) == ["handbook", "pilot"]
     assert ids(engine, cname, "2021-06-01T12:00:00Z", mode) == ["handbook", "policy_v1"]
@@ -55,8 +63,8 @@ def test_as_of_selects_documents_in_force(engine: Engine, cname: str, mode: str)
     assert ids(engine, cname, "2019-06-29T22:00:00Z", mode) == ["handbook"]
 
 
-def test_as_of_is_echoed_logged_and_replayed(engine: Engine, cname: str) -> None:
-    engine.ingest(cname, corpus(cname))
+def test_as_of_is_echoed_logged_and_replayed(engine: Engine, coll: str) -> None:
+    cname = coll
     res = engine.search(cname, QUERY, k=3, as_of="2021-06-01T14:00:00+02:00")
     assert res.as_of == "2021-06-01T14:00:00+02:00"
     assert res.query_id is not None
@@ -74,10 +82,9 @@ def test_as_of_is_echoed_logged_and_replayed(engine: Engine, cname: str) -> None
         ("yesterday", "as_of 'yesterday' is not an ISO 8601 timestamp; e.g. 2026-01-31T00:00:00Z."),
     ],
 )
-def test_bad_as_of_is_a_clear_error(engine: Engine, cname: str, as_of: str, message: str) -> None:
-    engine.ingest(cname, corpus(cname))
+def test_bad_as_of_is_a_clear_error(engine: Engine, coll: str, as_of: str, message: str) -> None:
     with pytest.raises(QueryError) as exc:
-        engine.search(cname, QUERY, as_of=as_of)
+        engine.search(coll, QUERY, as_of=as_of)
     assert str(exc.value) == message
 
 
@@ -88,7 +95,7 @@ _CLOCK = re.compile(
 )
 
 
-def test_nothing_in_ranking_reads_the_clock(engine: Engine, cname: str) -> None:
+def test_nothing_in_ranking_reads_the_clock(engine: Engine, coll: str) -> None:
     search_dir = Path(__import__("ranklock.search", fromlist=["x"]).__file__).parent
     offenders = []
     for path in sorted(search_dir.glob("*.py")):
@@ -104,8 +111,7 @@ def test_nothing_in_ranking_reads_the_clock(engine: Engine, cname: str) -> None:
     assert funcs, "expected ranklock's SQL functions"
     assert [f["proname"] for f in funcs if _CLOCK.search(f["prosrc"])] == []
     # Nor does the statement a search runs, with or without as_of.
-    engine.ingest(cname, corpus(cname))
     for as_of in (None, "2021-06-01T00:00:00Z"):
         for mode in ("hybrid", "lexical", "semantic"):
-            text, _ = engine.search_sql(cname, QUERY, k=3, mode=mode, as_of=as_of)
+            text, _ = engine.search_sql(coll, QUERY, k=3, mode=mode, as_of=as_of)
             assert not _CLOCK.search(text), (mode, as_of)

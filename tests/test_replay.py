@@ -47,20 +47,29 @@ def result_cache(engine: Engine) -> Iterator[None]:
         engine.settings.result_cache = False
 
 
+@pytest.fixture(scope="module")
+def shared(engine: Engine) -> str:
+    """A collection the read-only tests of this module share (one ingest instead of one each)."""
+    name = "t_replay_module"
+    engine.ingest(name, corpus(name), replace=True)
+    return name
+
+
 def log_row(engine: Engine, query_id: int) -> dict[str, Any]:
     row = engine.db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id])
     assert row is not None
     return row
 
 
-def test_search_is_logged_with_everything_needed_to_replay(engine: Engine, cname: str, rl_home: Path) -> None:
-    r = engine.ingest(cname, corpus(cname))
+def test_search_is_logged_with_everything_needed_to_replay(engine: Engine, shared: str, rl_home: Path) -> None:
+    cname = shared
+    info = engine.snapshot_info(cname)
     res = engine.search(cname, "  How does the immune system respond to a VACCINE ", k=3, depth=5)
     assert res.query_id is not None
     row = log_row(engine, res.query_id)
     expected_fp = hashlib.sha256(b"english\x00How does the immune system respond to a VACCINE").hexdigest()
     assert row["fingerprint"] == expected_fp
-    assert (row["collection"], row["snapshot_id"], row["manifest_hash"]) == (cname, r.snapshot_id, r.manifest_hash)
+    assert (row["collection"], row["snapshot_id"], row["manifest_hash"]) == (cname, info["id"], info["manifest_hash"])
     assert row["request"] == {
         "collection": cname,
         "query": "  How does the immune system respond to a VACCINE ",
@@ -101,8 +110,8 @@ def test_search_is_logged_with_everything_needed_to_replay(engine: Engine, cname
     assert json.loads(out)["identical"] is True
 
 
-def test_replay_reports_differences_and_exits_nonzero(engine: Engine, cname: str, rl_home: Path) -> None:
-    engine.ingest(cname, corpus(cname))
+def test_replay_reports_differences_and_exits_nonzero(engine: Engine, shared: str, rl_home: Path) -> None:
+    cname = shared
     res = engine.search(cname, QUERY, k=3)
     assert res.query_id is not None
     row = log_row(engine, res.query_id)
@@ -135,8 +144,8 @@ def test_replay_of_unknown_or_dropped_is_a_clear_error(engine: Engine, cname: st
         engine.replay(999_999_999)
 
 
-def test_logging_can_be_turned_off(engine: Engine, cname: str) -> None:
-    engine.ingest(cname, corpus(cname))
+def test_logging_can_be_turned_off(engine: Engine, shared: str) -> None:
+    cname = shared
     quiet = Engine(dsn=engine.db.dsn, log_queries=False)
     try:
         before = engine.db.fetchone("SELECT count(*) AS n FROM ranklock.query_log")
@@ -200,9 +209,9 @@ class Impostor:
 
 @pytest.mark.parametrize("cached", [False, True], ids=["fresh", "result-cache-on"])
 def test_query_with_other_embedder_weights_is_refused_even_from_caches(
-    engine: Engine, cname: str, cached: bool
+    engine: Engine, shared: str, cached: bool
 ) -> None:
-    engine.ingest(cname, corpus(cname))
+    cname = shared
     engine.search(cname, QUERY, k=2)  # the query vector is now in the embedding cache
     coll = engine.collection(cname)
     impostor = Engine(dsn=engine.db.dsn, embedder=Impostor(engine.embedder_for(coll.embedder_id)))

@@ -19,6 +19,8 @@ from ranklock import Document, Engine, NotFound, SnapshotError
 from ranklock.snapshot.build import reap_dead_builds
 
 QUERY = "how does the immune system respond to a vaccine"
+#: Most tests share one text variant, so its embeddings are computed once per session.
+TAG = "shared"
 
 TOPICS = [
     ("vaccines", "Vaccines", "A vaccine trains the immune system to recognise a pathogen before infection."),
@@ -74,9 +76,9 @@ def test_reingest_unchanged_embeds_nothing_and_one_change_reembeds_only_its_chun
 
 
 def test_rollback_restores_previous_results_exactly(engine: Engine, cname: str) -> None:
-    r1 = engine.ingest(cname, docs(cname))
+    r1 = engine.ingest(cname, docs(TAG))
     before = engine.search(cname, QUERY, k=4).to_json()
-    r2 = engine.ingest(cname, docs(cname, drop=("vaccines",)), replace=True)
+    r2 = engine.ingest(cname, docs(TAG, drop=("vaccines",)), replace=True)
     after = engine.search(cname, QUERY, k=4).to_json()
     assert json.loads(after)["snapshot"]["id"] == r2.snapshot_id
     assert "vaccines" not in [h["doc_id"] for h in json.loads(after)["hits"]]
@@ -87,19 +89,9 @@ def test_rollback_restores_previous_results_exactly(engine: Engine, cname: str) 
     assert engine.search(cname, QUERY, k=4).to_json() == after
 
 
-def test_rollback_without_previous_is_refused(engine: Engine, cname: str) -> None:
-    r1 = engine.ingest(cname, docs(cname))
-    with pytest.raises(SnapshotError) as exc:
-        engine.rollback(cname)
-    assert str(exc.value) == (
-        f"collection {cname!r} has no previous snapshot to roll back to (active: {r1.snapshot_id}); "
-        f"activate a specific one with `ranklock snapshot activate {cname} ID`."
-    )
-
-
 def test_no_activate_then_search_snapshot_and_activate(engine: Engine, cname: str) -> None:
-    r1 = engine.ingest(cname, docs(cname))
-    r2 = engine.ingest(cname, docs(cname, drop=("tides",)), replace=True, activate=False)
+    r1 = engine.ingest(cname, docs(TAG))
+    r2 = engine.ingest(cname, docs(TAG, drop=("tides",)), replace=True, activate=False)
     assert not r2.activated
     assert engine.search(cname, "moon gravity ocean tides", k=3).snapshot.id == r1.snapshot_id
     pinned = engine.search(cname, "moon gravity ocean tides", k=3, snapshot=r2.snapshot_id)
@@ -110,12 +102,12 @@ def test_no_activate_then_search_snapshot_and_activate(engine: Engine, cname: st
 
 
 def test_diff_names_documents_and_manifest_fields(engine: Engine, cname: str, rl_home: Path) -> None:
-    r1 = engine.ingest(cname, docs(cname))
-    new = [*docs(cname, change={"orbits": "Kepler's laws describe planetary motion."}, drop=("bread",))]
+    r1 = engine.ingest(cname, docs(TAG))
+    new = [*docs(TAG, change={"orbits": "Kepler's laws describe planetary motion."}, drop=("bread",))]
     new.append(Document("comets", "Comets", f"Comets are icy bodies with tails ({cname})"))
     r2 = engine.ingest(cname, new, replace=True)
     d = engine.diff_snapshots(cname, r1.snapshot_id, r2.snapshot_id)
-    orbits_old = next(x.content_hash for x in docs(cname) if x.doc_id == "orbits")
+    orbits_old = next(x.content_hash for x in docs(TAG) if x.doc_id == "orbits")
     orbits_new = next(x.content_hash for x in new if x.doc_id == "orbits")
     assert d["documents"] == {
         "added": ["comets"],
@@ -133,8 +125,8 @@ def test_diff_names_documents_and_manifest_fields(engine: Engine, cname: str, rl
 
 
 def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname: str) -> None:
-    r1 = engine.ingest(cname, docs(cname))
-    r2 = engine.ingest(cname, docs(cname, change={"tides": "Spring tides happen at new and full moon."}))
+    r1 = engine.ingest(cname, docs(TAG))
+    r2 = engine.ingest(cname, docs(TAG, change={"tides": "Spring tides happen at new and full moon."}))
     with pytest.raises(SnapshotError) as exc:
         engine.drop_snapshot(cname, r2.snapshot_id)
     assert str(exc.value) == (
@@ -170,7 +162,7 @@ def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname:
 
 
 def test_manifest_file_is_stable_sorted_json(engine: Engine, cname: str, rl_home: Path, tmp_path: Path) -> None:
-    r1 = engine.ingest(cname, docs(cname))
+    r1 = engine.ingest(cname, docs(TAG))
     target = tmp_path / "manifest.json"
     code, out = cli(rl_home, engine, "snapshot", "manifest", cname, "-o", str(target))
     assert code == 0, out
@@ -189,6 +181,12 @@ def test_manifest_file_is_stable_sorted_json(engine: Engine, cname: str, rl_home
     assert code == 0 and json.loads(out)["manifest"] == m
     code, out = cli(rl_home, engine, "snapshot", "rollback", cname)
     assert code == 2 and "no previous snapshot to roll back to" in out
+    with pytest.raises(SnapshotError) as exc:
+        engine.rollback(cname)
+    assert str(exc.value) == (
+        f"collection {cname!r} has no previous snapshot to roll back to (active: {r1.snapshot_id}); "
+        f"activate a specific one with `ranklock snapshot activate {cname} ID`."
+    )
 
 
 def _readers(
@@ -211,7 +209,7 @@ def _readers(
 
 
 def test_four_readers_see_identical_results_while_a_snapshot_builds(engine: Engine, cname: str) -> None:
-    engine.ingest(cname, docs(cname))
+    engine.ingest(cname, docs(TAG))
     baseline = engine.search(cname, QUERY, k=4).to_json()
     stop = threading.Event()
     seen, errors, threads = _readers(engine, cname, 4, stop)
@@ -219,7 +217,7 @@ def test_four_readers_see_identical_results_while_a_snapshot_builds(engine: Engi
         while min(len(s) for s in seen) < 1 and not errors:
             time.sleep(0.01)
         t0 = time.monotonic()
-        bigger = docs(cname) + [
+        bigger = docs(TAG) + [
             Document(f"extra{i:02d}", f"Extra {i}", f"Immune responses to vaccine number {i} in trial {cname}.")
             for i in range(10)
         ]
@@ -238,9 +236,9 @@ def test_four_readers_see_identical_results_while_a_snapshot_builds(engine: Engi
 
 
 def test_activation_is_atomic_for_concurrent_readers(engine: Engine, cname: str) -> None:
-    r1 = engine.ingest(cname, docs(cname))
+    r1 = engine.ingest(cname, docs(TAG))
     old = engine.search(cname, QUERY, k=4).to_json()
-    r2 = engine.ingest(cname, docs(cname, drop=("immunity",)), replace=True, activate=False)
+    r2 = engine.ingest(cname, docs(TAG, drop=("immunity",)), replace=True, activate=False)
     new = engine.search(cname, QUERY, k=4, snapshot=r2.snapshot_id).to_json()
     assert old != new
     stop = threading.Event()
@@ -280,7 +278,7 @@ KILL_SCRIPT = textwrap.dedent(
 
 
 def test_build_killed_mid_way_leaves_active_snapshot_intact(engine: Engine, cname: str) -> None:
-    r1 = engine.ingest(cname, docs(cname))
+    r1 = engine.ingest(cname, docs(TAG))
     before = engine.search(cname, QUERY, k=4).to_json()
     coll = engine.collection(cname)
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, engine.db.dsn, cname, cname])
@@ -328,7 +326,7 @@ def test_build_killed_mid_way_leaves_active_snapshot_intact(engine: Engine, cnam
 
 
 def test_activate_with_gate_refuses_a_worse_snapshot(engine: Engine, cname: str, rl_home: Path, tmp_path: Path) -> None:
-    r1 = engine.ingest(cname, docs(cname))
+    r1 = engine.ingest(cname, docs(TAG))
     golden = tmp_path / "golden.jsonl"
     golden.write_text(
         "\n".join(
@@ -342,7 +340,7 @@ def test_activate_with_gate_refuses_a_worse_snapshot(engine: Engine, cname: str,
         + "\n",
         encoding="utf-8",
     )
-    worse = engine.ingest(cname, docs(cname, drop=("volcano",)), replace=True, activate=False)
+    worse = engine.ingest(cname, docs(TAG, drop=("volcano",)), replace=True, activate=False)
     code, out = cli(
         rl_home, engine, "snapshot", "activate", cname, str(worse.snapshot_id), "--gate", str(golden), "--json"
     )
@@ -351,7 +349,7 @@ def test_activate_with_gate_refuses_a_worse_snapshot(engine: Engine, cname: str,
     assert refused["activated"] is False and refused["gate"]["passed"] is False
     assert refused["gate"]["reasons"]
     assert engine.collection(cname).active_snapshot_id == r1.snapshot_id
-    same = engine.ingest(cname, docs(cname), replace=True, activate=False)
+    same = engine.ingest(cname, docs(TAG), replace=True, activate=False)
     code, out = cli(
         rl_home, engine, "snapshot", "activate", cname, str(same.snapshot_id), "--gate", str(golden), "--json"
     )
