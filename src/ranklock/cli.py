@@ -182,7 +182,7 @@ def search(
     ef_search: Annotated[int | None, typer.Option(help="HNSW ef_search.")] = None,
     ranker: Annotated[str | None, typer.Option(help="Lexical ranker: bm25 or ts_rank_cd.")] = None,
     syntax: Annotated[str | None, typer.Option(help="Lexical query syntax: natural or websearch.")] = None,
-    timings: Annotated[bool, typer.Option(help="Include timings in the JSON output.")] = False,
+    timings: Annotated[bool, typer.Option(help="Include timings and the query-log id (for `ranklock replay`) in the JSON output.")] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -229,6 +229,8 @@ def search(
         f"{len(res.hits)} of k={k} from snapshot {res.snapshot.id}{extra}; "
         f"{res.timings.get('total_ms', 0):.0f} ms (query embedding {res.timings.get('embed_ms', 0):.0f} ms)"
     )
+    if res.query_id is not None:
+        console.print(f"logged as query {res.query_id}: `ranklock replay {res.query_id}` re-runs it", highlight=False)
     for w in res.warnings:
         err_console.print(f"[yellow]note:[/] {w}")
 
