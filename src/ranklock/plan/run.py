@@ -86,6 +86,10 @@ class PlannedSearch(BaseModel):
         return self.model_dump_json(exclude={"result": {"timings", "query_id"}}, indent=indent)
 
 
+#: The query run when a plan has no words to rank by.
+NO_RANKING_QUERY = "*"
+
+
 def _known_vocabulary(field_name: str) -> list[str]:
     from ..resumes.schema import resume_vocabulary
 
@@ -190,8 +194,15 @@ def search_request(
     # Depth at least k: with k at or above the number of matching candidates, every one of
     # them reaches fusion, so a soft preference can reorder them but never push one out.
     depth = max(int(params.pop("depth", None) or 0), k, int(engine.collection(name).search_defaults.get("depth", 40)))
-    result = engine.search(name, plan.query_text(), k=k, filter=plan.filter, depth=depth, **params)
     notes = []
+    query = plan.query_text()
+    if not query:
+        # Only exclusions ("no agency recruiters"): nothing says who is better.  A query with no
+        # words skips the lexical branch; the order that remains is arbitrary, and we say so.
+        query = NO_RANKING_QUERY
+        notes.append("the request only excludes candidates and gives nothing to rank by; the order of the hits "
+                     "carries no meaning")
+    result = engine.search(name, query, k=k, filter=plan.filter, depth=depth, **params)
     if result.hits and any(h.tie_group is not None for h in result.hits):
         notes.append("hits that share a tie group are equally good for the ranker; their order carries no meaning")
     explanations = None
@@ -199,6 +210,7 @@ def search_request(
         baseline = None
         if plan.preferences:
             base_plan = plan.model_copy(update={"preferences": []})
-            baseline = engine.search(name, base_plan.query_text(), k=k, filter=plan.filter, depth=depth, **params)
+            base_query = base_plan.query_text() or NO_RANKING_QUERY
+            baseline = engine.search(name, base_query, k=k, filter=plan.filter, depth=depth, **params)
         explanations = explain_hits(engine, plan, result, baseline)
     return PlannedSearch(plan=plan, result=result, explanations=explanations, notes=notes)

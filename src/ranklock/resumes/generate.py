@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import DEGREES, EMPLOYER_TYPES, LANGUAGES, LOCATIONS, SENIORITY, WORK_AUTHORIZATION
+from .schema import EMPLOYER_TYPES, LANGUAGES, LOCATIONS, WORK_AUTHORIZATION
 
 __all__ = ["RawResume", "generate_resumes", "swap_identities"]
 
@@ -29,13 +29,13 @@ FIRST_NAMES = (
     "Lars", "Leila", "Lucas", "Mateo", "Mei", "Nadia", "Nikolai", "Oluwaseun", "Priya", "Rafael",
     "Rohan", "Saanvi", "Sofia", "Tariq", "Thabo", "Valentina", "Wei", "Yara", "Yusuf", "Zanele",
     "Magnus", "Noor", "Camille", "Tomasz", "Aiko", "Kwame", "Siobhan", "Esteban", "Ananya", "Bjorn",
-)  # fmt: skip
+)
 LAST_NAMES = (
     "Abara", "Okafor", "Andersson", "Bianchi", "Chowdhury", "Dubois", "Eriksen", "Fernandes", "Garcia",
     "Haddad", "Ivanova", "Jansen", "Kowalski", "Lindqvist", "Mahlangu", "Nakamura", "Novak", "Oyelaran",
     "Petrov", "Quispe", "Rahman", "Schneider", "Tanaka", "Usman", "Varga", "Wojcik", "Xu", "Yilmaz",
     "Zhang", "Mensah", "Kapoor", "Moreau", "Haugen", "Castillo", "Nguyen", "Ramirez", "Sato", "Kiptoo",
-)  # fmt: skip
+)
 
 # Roles, with the skills their holders tend to have and the phrases their work is described with.
 ROLES: dict[str, dict[str, Any]] = {
@@ -119,7 +119,7 @@ ROLES: dict[str, dict[str, Any]] = {
                  "ran agile ceremonies for three teams",
                  "managed vendor contracts and stakeholder reporting"],
     },
-}  # fmt: skip
+}
 
 COMPANY_STEMS = ("Northwind", "Bluepeak", "Ostara", "Kelvin", "Larkspur", "Meridian", "Quillon", "Tessel",
                  "Corvid", "Halcyon", "Brightwater", "Vantor", "Solenne", "Petrel", "Arbor", "Fjordline")
@@ -140,7 +140,7 @@ DEGREE_TEXT = {
     "phd": "PhD in Computer Science",
 }
 WORK_AUTH_TEXT = {"eu": "EU", "uk": "UK", "us": "US", "canada": "Canada", "india": "India",
-                  "singapore": "Singapore", "switzerland": "Switzerland"}  # fmt: skip
+                  "singapore": "Singapore", "switzerland": "Switzerland"}
 PERSONAL_EXTRAS = ("Date of Birth: 14/03/1991", "Gender: Female", "Gender: Male", "Marital Status: Married",
                    "Marital Status: Single", "Nationality: Indian", "Nationality: Brazilian")
 

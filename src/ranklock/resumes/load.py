@@ -34,7 +34,7 @@ def _csv(path: Path) -> list[Document]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     docs = []
     try:
-        fh = open(path, encoding="utf-8", newline="")
+        fh = open(path, encoding="utf-8", newline="")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
         raise IngestError(f"cannot read {path}: {exc.strerror}; check the path.") from exc
     with fh:

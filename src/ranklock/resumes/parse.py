@@ -50,12 +50,12 @@ IDENTITY_KEYS = {
     "marital status": "marital_status", "religion": "religion", "caste": "religion",
     "father's name": "family", "father name": "family", "mother's name": "family", "husband's name": "family",
     "place of birth": "place_of_birth", "passport": "passport", "passport no": "passport",
-}  # fmt: skip
+}
 
 PRONOUNS = {
     "he": "they", "she": "they", "him": "them", "his": "their", "her": "their", "hers": "theirs",
     "himself": "themselves", "herself": "themselves",
-}  # fmt: skip
+}
 HONORIFIC = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Mx)\.?\s+(?=[A-Z])")
 
 KEY_LINE = re.compile(r"^\s*[-*]?\s*([A-Za-z][A-Za-z' .-]{0,30}?)\s*[:：]\s*(.*)$")
@@ -63,7 +63,7 @@ WORK_AUTH_WORDS = {
     "eu": "eu", "european union": "eu", "uk": "uk", "united kingdom": "uk", "us": "us", "usa": "us",
     "united states": "us", "canada": "canada", "india": "india", "singapore": "singapore",
     "switzerland": "switzerland",
-}  # fmt: skip
+}
 DEGREE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("phd", r"\bph\.?\s?d\b|\bdoctor(?:ate|al)\b"),
     ("master", r"\bm\.?\s?sc\b|\bmaster'?s?\b|\bm\.?\s?tech\b|\bmba\b|\bm\.?\s?e\.?\b(?=\s)|\bm\.?c\.?a\b|\bllm\b"),
@@ -108,12 +108,13 @@ def scrub_text(text: str, names: Iterable[str] = ()) -> str:
     """Remove identifying details from free text: names, e-mails, URLs, phone numbers, pronouns.
 
     >>> scrub_text("Ana Ruiz (ana@x.org) said she leads. Ana codes.", ["Ana Ruiz"])
-    '[name] () said they leads. [name] codes.'
+    '[name] said they leads. [name] codes.'
     """
     out = EMAIL.sub("", text)
     out = URL.sub("", out)
     out = REMOVED_MARKERS.sub("", out)
     out = PHONE_CANDIDATE.sub(lambda m: "" if _is_phone(m.group(0)) else m.group(0), out)
+    out = HONORIFIC.sub("", out)
     tokens: list[str] = []
     for n in names:
         n = n.strip()
@@ -123,7 +124,6 @@ def scrub_text(text: str, names: Iterable[str] = ()) -> str:
     for t in sorted(set(tokens), key=lambda t: (-len(t), t)):
         out = re.sub(rf"(?<!\w){re.escape(t)}(?!\w)", NAME_PLACEHOLDER, out)
     out = re.sub(rf"{re.escape(NAME_PLACEHOLDER)}(?:\s+{re.escape(NAME_PLACEHOLDER)})+", NAME_PLACEHOLDER, out)
-    out = HONORIFIC.sub("", out)
 
     def pronoun(m: re.Match[str]) -> str:
         w = m.group(0)
@@ -132,6 +132,7 @@ def scrub_text(text: str, names: Iterable[str] = ()) -> str:
 
     out = re.sub(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", pronoun, out, flags=re.IGNORECASE)
     # Tidy what the removals left behind: separators with nothing between them, runs of spaces.
+    out = re.sub(r"\(\s*(?:[,;|/]\s*)*\)", "", out)
     out = re.sub(r"(?m)^[ \t|·•,;-]+$", "", out)
     out = re.sub(r"[ \t]*\|[ \t]*(?=\||$)", "", out, flags=re.MULTILINE)
     out = re.sub(r"[ \t]{2,}", " ", out)
@@ -156,7 +157,7 @@ def _seniority(headline: str, years: float | None) -> str | None:
     words = headline.lower()
     for level, pat in (("intern", r"\bintern(?:ship)?\b|\btrainee\b"), ("principal", r"\bprincipal\b|\bstaff\b"),
                        ("lead", r"\blead\b|\bhead of\b"), ("senior", r"\bsenior\b|\bsr\.?\b"),
-                       ("junior", r"\bjunior\b|\bjr\.?\b|\bentry[- ]level\b")):  # fmt: skip
+                       ("junior", r"\bjunior\b|\bjr\.?\b|\bentry[- ]level\b")):
         if re.search(pat, words):
             return level
     if years is None:

@@ -47,7 +47,7 @@ SKILLS: tuple[str, ...] = (
     "rust", "salesforce", "sap", "scala", "selenium", "spark", "spring", "sql", "swift", "tableau",
     "tensorflow", "terraform", "typescript", "recruiting", "sourcing", "payroll", "accounting",
     "seo", "content marketing", "negotiation", "autocad", "manual testing", "test automation",
-)  # fmt: skip
+)
 
 #: Spellings met in requests and resumes, mapped to the vocabulary value.  Short or
 #: ordinary-word skills ("go", "r", "c") are matched only through these aliases or in
@@ -77,12 +77,12 @@ LOCATIONS: tuple[str, ...] = (
     "amsterdam", "austin", "bangalore", "barcelona", "berlin", "boston", "chicago", "dublin", "hamburg",
     "lisbon", "london", "madrid", "manchester", "munich", "new york", "paris", "pune", "san francisco",
     "seattle", "singapore", "stockholm", "toronto", "vienna", "warsaw", "zurich",
-)  # fmt: skip
+)
 
 LANGUAGES: tuple[str, ...] = (
     "arabic", "dutch", "english", "french", "german", "hindi", "italian", "japanese", "mandarin",
     "polish", "portuguese", "spanish", "swedish",
-)  # fmt: skip
+)
 
 #: Regions a candidate is authorised to work in (a legal fact, not an origin).
 WORK_AUTHORIZATION: tuple[str, ...] = ("canada", "eu", "india", "singapore", "switzerland", "uk", "us")
@@ -93,7 +93,7 @@ SENIORITY: tuple[str, ...] = ("intern", "junior", "mid", "senior", "lead", "prin
 
 EMPLOYER_TYPES: tuple[str, ...] = (
     "agency", "consultancy", "enterprise", "government", "in-house", "nonprofit", "startup",
-)  # fmt: skip
+)
 
 
 def resume_vocabulary() -> dict[str, list[str]]:
