@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -136,8 +136,8 @@ def test_reference_evaluator_null_semantics_match_the_filters_module() -> None:
 
 
 class _FakeLLM(BaseHTTPRequestHandler):
-    answer: str = "{}"
-    seen: list[dict[str, Any]] = []
+    answer: ClassVar[str] = "{}"
+    seen: ClassVar[list[dict[str, Any]]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
