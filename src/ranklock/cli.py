@@ -172,7 +172,7 @@ def ingest(
 @app.command()
 def search(
     collection: Annotated[str, typer.Argument(help="Collection name.")],
-    query: Annotated[str, typer.Argument(help="The query text.")],
+    query: Annotated[str | None, typer.Argument(help="The query text (or plan it from --request).")] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="Number of documents to return.")] = 10,
     mode: Annotated[str, typer.Option(help="hybrid, lexical or semantic.")] = "hybrid",
     filter: Annotated[str | None, typer.Option("--filter", help="Hard constraints, e.g. 'year >= 2020'.")] = None,
@@ -186,8 +186,17 @@ def search(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
+    request: Annotated[
+        str | None, typer.Option("--request", help="A structured request: planned, then run, asked or refused.")
+    ] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="With --request: say why each hit is where it is.")] = False,
 ) -> None:
     """Search COLLECTION: keyword and vector branches fused by RRF."""
+    if request is not None or query is None:
+        from .cli_plan import search_request_cli
+
+        search_request_cli(collection, query, request, k=k, explain=explain, as_json=as_json, dsn=dsn, home=home)
+        return
     with engine(dsn, home) as eng:
         res = eng.search(
             collection,
@@ -237,13 +246,22 @@ def search(
 
 @app.command()
 def demo(
+    which: Annotated[str, typer.Argument(help="docs (a small text corpus) or resumes (synthetic resumes).")] = "docs",
+    count: Annotated[int, typer.Option(help="resumes: how many synthetic resumes to generate.")] = 400,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
 ) -> None:
-    """Ingest a small bundled corpus and run a few searches on it."""
+    """Ingest a ready demo collection (docs or resumes) and run a few searches on it."""
     from .demo import run_demo
 
+    if which not in ("docs", "resumes"):
+        raise typer.BadParameter(f"unknown demo {which!r}; use docs or resumes.")
     with engine(dsn, home) as eng:
+        if which == "resumes":
+            from .cli_plan import run_resume_demo
+
+            run_resume_demo(eng, count)
+            return
         run_demo(eng, console, progress_bar)
 
 
