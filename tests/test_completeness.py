@@ -99,3 +99,30 @@ def test_matching_count_honours_as_of(engine: Engine, cname: str) -> None:
     assert (res.matching_count, sorted(h.doc_id for h in res.hits)) == (2, ["any", "old"])
     res = engine.search(cname, "policy", k=10, filter="n = 1", as_of="2024-06-01T00:00:00Z")
     assert (res.matching_count, [h.doc_id for h in res.hits], res.complete) == (1, ["new"], True)
+
+
+def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -> None:
+    from psycopg import sql
+
+    from ranklock.search.completeness import count_matching_sql
+    from ranklock.search.filters import compile_filter
+    from ranklock.search.hybrid import SearchPlan
+    from ranklock.snapshot.build import chunk_table
+
+    coll = engine.collection(hnsw_coll)
+    sid = int(coll.active_snapshot_id or 0)
+    for flt in ['tag = "odd"', "n < 17", "not (n between 3 and 90)", "tag is null", 'tag in ("even", "x") or n > 5']:
+        res = engine.search(hnsw_coll, "item", k=1, mode="semantic", filter=flt)
+        f = compile_filter(coll, flt)
+        plan = SearchPlan(table=chunk_table(sid), mode="semantic", k=1, depth=1, rrf_k=60, query="", language="",
+                          accent="", filter_sql=f.sql, filter_params=f.params)
+        q, p = count_matching_sql(plan, {})
+        row = engine.db.fetchone(q, p)
+        assert row is not None and res.matching_count == row["documents"], flt
+    # single-field filters were answered from the snapshot's value counts, built once per field
+    counted = engine.db.fetchall(
+        sql.SQL('SELECT "#field" AS f, count(*) AS n FROM {} GROUP BY 1 ORDER BY 1').format(
+            sql.Identifier("ranklock_data", f"valuecounts_{sid}")
+        )
+    )
+    assert counted == [{"f": "n", "n": 120}, {"f": "tag", "n": 2}]

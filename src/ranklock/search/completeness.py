@@ -27,6 +27,7 @@ response params says which was used.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,12 +94,95 @@ def count_matching_sql(plan: SearchPlan, snap_stats: dict[str, Any]) -> tuple[sq
     return q, params
 
 
+_FIELD_REF = re.compile(r'"c"\."([a-z][a-z0-9_]*)"')
+_COUNTS_LOCK = 7_142_004  # advisory lock namespace: building a snapshot's value counts
+#: Fields with more distinct values than this are counted with SQL, not from value counts.
+MAX_VALUE_COUNTS = 50_000
+
+
+def _counts_table(snapshot_id: int) -> sql.Identifier:
+    # Named <name>_<snapshot id> in ranklock_data so dropping the snapshot drops it too.
+    return sql.Identifier("ranklock_data", f"valuecounts_{snapshot_id}")
+
+
+def _value_counts_ready(
+    conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, sid: int, name: str, one_chunk: bool
+) -> bool:
+    """Make sure the snapshot's per-value counts of ``name`` exist; False when the field has too many values.
+
+    A snapshot never changes, so how many documents hold each value of a
+    field is computed once (an index-only GROUP BY) and every later count of
+    a predicate on that field alone is a sum over its distinct values.
+    """
+    table = _counts_table(sid)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_COUNTS_LOCK, sid])
+        conn.execute(
+            sql.SQL('CREATE TABLE IF NOT EXISTS {} ("#field" text NOT NULL, "#docs" bigint, "#chunks" bigint)').format(
+                table
+            )
+        )
+        row = conn.execute(
+            sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name]
+        ).fetchone()
+        if row is not None and row[0] is not None:
+            return int(row[0]) >= 0
+        chunks = plan.table
+        info = conn.execute(
+            "SELECT format_type(a.atttypid, a.atttypmod), s.n_distinct, c.reltuples "
+            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "LEFT JOIN pg_stats s ON s.schemaname = 'ranklock_data' AND s.tablename = c.relname "
+            "AND s.attname = a.attname WHERE a.attrelid = %s::regclass AND a.attname = %s",
+            [chunks.as_string(None), name],
+        ).fetchone()
+        if info is None:
+            return False
+        sql_type, n_distinct, reltuples = info
+        distinct = None if n_distinct is None else (n_distinct if n_distinct >= 0 else -n_distinct * reltuples)
+        col = sql.Identifier(name)
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(table, col, sql.SQL(sql_type))
+        )
+        if distinct is None or distinct > MAX_VALUE_COUNTS:
+            # No statistics, or too many values for a sum to beat counting rows.
+            conn.execute(sql.SQL('INSERT INTO {} ("#field", "#docs") VALUES (%s, -1)').format(table), [name])
+            return False
+        # A document's fields are the same on all its chunks, so distinct
+        # documents per value sum to the distinct documents of any set of
+        # values.  With one chunk per document count(*) is that number and
+        # the field's btree answers alone (an index-only scan).
+        docs = sql.SQL("count(*)") if one_chunk else sql.SQL("count(DISTINCT c.doc_id)")
+        q = sql.SQL(
+            'INSERT INTO {table} ("#field", {col}, "#docs", "#chunks") '
+            "SELECT %s, c.{col}, {docs}, count(*) FROM {chunks} AS c GROUP BY c.{col}"
+        ).format(table=table, col=col, chunks=chunks, docs=docs)
+        db.trace(q, [name])
+        conn.execute(q, [name])
+        return True
+
+
 def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: dict[str, Any]) -> Scope:
     stats = snap.get("stats") or {}
     if _unconstrained(plan) and "documents" in stats and "chunks" in stats:
         # No hard constraint: every document of the snapshot matches, and the
         # snapshot recorded how many there are when it was built.
         return Scope(int(stats["documents"]), int(stats["chunks"]))
+    # The compiled predicate reads its fields as "c"."name" (values are
+    # always placeholders), so this is exactly the set of columns it reads.
+    fields = set(_FIELD_REF.findall(plan.filter_sql.as_string(None)))
+    if plan.as_of is None and len(fields) == 1:
+        (name,) = fields
+        one_chunk = int(stats.get("max_chunks_per_doc", 2) or 2) <= 1
+        if _value_counts_ready(conn, db, plan, int(snap["id"]), name, one_chunk):
+            q = sql.SQL(
+                'SELECT coalesce(sum(c."#docs"), 0), coalesce(sum(c."#chunks"), 0) FROM {} AS c '
+                'WHERE c."#field" = %(rl_count_field)s AND ({})'
+            ).format(_counts_table(int(snap["id"])), plan.filter_sql)
+            p = {**plan.filter_params, "rl_count_field": name}
+            db.trace(q, p)
+            row = conn.execute(q, p).fetchone()
+            assert row is not None  # an aggregate always returns one row
+            return Scope(int(row[0]), int(row[1]))
     q, p = count_matching_sql(plan, stats)
     db.trace(q, p)
     row = conn.execute(q, p).fetchone()
