@@ -56,7 +56,10 @@ _POST = (
 )
 _AMOUNT = rf"(?P<{{p}}cur>[$€£])?\s*(?P<{{p}}num>{_NUM})(?:\s*(?P<{{p}}k>k|thousand)(?![a-z]))?"
 _SINGLE = re.compile(
-    rf"(?:(?<![a-z])(?P<cmp>{_CMP})\s*)?(?<![\w.]){_AMOUNT.format(p='')}\s*(?P<plus>\+)?\s*(?P<unit>{_UNIT})?"
+    rf"(?:(?<![a-z])(?P<cmp>{_CMP})\s*)?(?<![\w.]){_AMOUNT.format(p='')}(?![\d.,]?\d)"
+    # Travel distances and times ("within 30 minutes", "10 km") are not quantities of any field.
+    r"(?!\s*(?:km|kilomet|miles?\b|mi\b|minutes?\b|mins?\b|hours?\b|hrs?\b))"
+    rf"\s*(?P<plus>\+)?\s*(?:(?P<pre>{_POST})\s+)?(?P<unit>{_UNIT})?"
     rf"(?:\s+(?:of\s+)?(?P<post>{_POST})(?![a-z]))?",
     re.IGNORECASE,
 )
@@ -152,7 +155,7 @@ _CONCEPTS: tuple[_Concept, ...] = (
         r"(?:team|culture)|personality|attitude|vibes?|team players?|passionate|rock ?stars?|ninjas?|hungry|"
         r"hard[- ]working|top (?:talent|performers?)|high performers?|job[- ]hopp\w*|gaps? in (?:their |the )?"
         r"(?:cv|resume|employment)|over-?qualified|under-?qualified|loyal|reliable|(?:good |great |strong |excellent )?"
-        r"communication skills|self-starters?|go-getters?|smart|brilliant|best)\b",
+        r"communication skills|communicators?|self-starters?|go-getters?|smart|brilliant|best)\b",
         "{phrase!r} is a judgement that no typed field records. Which checkable requirement should stand for "
         "it (fields: {fields}), or should it be dropped?",
     ),
@@ -400,7 +403,9 @@ def _numbers(st: _State) -> None:
         if not st.free(m.start(), m.end()):
             continue
         u = _unit(m.group("unit"), m.group("cur"), m.group("k"))
-        has_op = bool(m.group("cmp") or m.group("plus") or m.group("post"))
+        if m.group("pre") and not m.group("unit"):
+            continue  # "4 or more" with no unit after it: not a quantity we can place
+        has_op = bool(m.group("cmp") or m.group("plus") or m.group("post") or m.group("pre"))
         numword = m.group("num").lower() in _NUMBER_WORDS
         if u is None and not has_op:
             continue  # a bare number ("python 3") is text, not a quantity
@@ -411,7 +416,8 @@ def _numbers(st: _State) -> None:
         if name is None:
             st.issues.append((m.start(), m.group(0).strip(), question or ""))
             continue
-        word = (m.group("cmp") or "").lower() or ("+" if m.group("plus") else "") or (m.group("post") or "").lower()
+        word = ((m.group("cmp") or "").lower() or ("+" if m.group("plus") else "")
+                or (m.group("pre") or m.group("post") or "").lower())
         op = _OP_OF.get(word, st.schema.bare_op(name))
         value = _fit(st.schema, name, _convert(st.schema, name, _amount(m, ""), u), op)
         st.mentions.append(_Mention(m.start(), m.end(), name, value, "number", op))
@@ -475,8 +481,16 @@ def _values(st: _State) -> None:
     _loose_values(st)
 
 
+# "experience in excel", "proficient in go": a lower-case ambiguous word right after these is the value.
+_LOOSE_CUE = re.compile(
+    r"\b(?:experience|experienced|skilled|proficient|proficiency|expertise|knowledge|background|know|knows|"
+    r"using|uses|written in|coding in|programming in)\s+(?:in\s+|with\s+|of\s+)?$",
+    re.IGNORECASE,
+)
+
+
 def _loose_values(st: _State) -> None:
-    """Accept an ambiguous word in any case when list glue joins it to a sure value of the same field.
+    """Accept an ambiguous word in any case next to a sure value of its field or after a skill cue.
 
     "senior or lead" and "python, go and rust" name a list of values; "lead a team" does not.
     """
@@ -489,7 +503,8 @@ def _loose_values(st: _State) -> None:
                 if not st.free(s, e):
                     continue
                 sure = [x for x in st.mentions if x.field == f.name and x.kind == "value"]
-                if any(_LIST_GLUE.match(st.text[x.end : s]) or _LIST_GLUE.match(st.text[e : x.start]) for x in sure):
+                glued = any(_LIST_GLUE.match(st.text[x.end : s]) or _LIST_GLUE.match(st.text[e : x.start]) for x in sure)
+                if glued or _LOOSE_CUE.search(st.text[max(0, s - 40) : s]):
                     st.mentions.append(_Mention(s, e, f.name, v, "value"))
                     st.claim(s, e)
                     changed = True
@@ -559,7 +574,11 @@ def _negations(st: _State) -> None:
 _BREAK_WORDS = frozenset(
     ["but", "who", "which", "that", "with", "and", "in", "based", "located", "having", "has", "have", "must", "should", "plus", "preferably", "ideally", "for", "at", "from", "whose", "while"]
 )
-_LIST_WORDS = frozenset({"or", "nor", "and/or", "either", "any", "/", "&", "a", "an", "the"})
+# Words that do not end a negation before its object: "no *experience in* java", "not *based in* paris".
+_LIST_WORDS = frozenset(
+    {"or", "nor", "and/or", "either", "any", "/", "&", "a", "an", "the", "based", "located", "living", "in", "from",
+     "with", "experience", "background", "knowledge", "of", "at", "worked", "working"}
+)
 
 
 def _scope_end(text: str, start: int) -> int:
