@@ -1,0 +1,126 @@
+"""Shared by the lexical tests: a fast embedder and an exhaustive BM25 reference in Python."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from psycopg import sql
+
+from ranklock import Engine
+from ranklock.embed.base import normalize_rows
+from ranklock.snapshot.build import chunk_table
+
+
+class SpaceTok:
+    id = "space"
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        out, pos = [], 0
+        for w in text.split(" "):
+            if w:
+                out.append((pos, pos + len(w)))
+            pos += len(w) + 1
+        return out
+
+
+class LexHashEmbedder:
+    """Small deterministic vectors from each text's sha256: the lexical tests need real chunks, not meaning."""
+
+    id = "test:lexical-hash-8"
+    dim = 8
+    tokenizer = SpaceTok()
+    sha256 = hashlib.sha256(b"test:lexical-hash-8").hexdigest()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], dtype=np.uint8) for t in texts]
+        return normalize_rows(np.asarray(rows, dtype=np.float32) - 127.5)
+
+
+def use_hash_embedder(engine: Engine) -> str:
+    emb = LexHashEmbedder()
+    engine._embedders[emb.id] = emb
+    return emb.id
+
+
+def reference_bm25(
+    engine: Engine,
+    collection: str,
+    query: str,
+    *,
+    k1: float = 1.2,
+    b: float = 0.75,
+    depth: int = 40,
+    syntax: str = "natural",
+    as_of: datetime | None = None,
+) -> list[tuple[str, int, float]]:
+    """Exhaustive BM25 of every chunk, from the chunk table alone: (doc_id, chunk, score) of the top ``depth`` documents.
+
+    Statistics are recounted here from the tsvectors (not read from the
+    snapshot's terms table), documents keep their best chunk, ties break by
+    doc_id bytes then chunk: the fast path must return exactly this.
+    """
+    coll = engine.collection(collection)
+    sid = coll.active_snapshot_id
+    assert sid is not None
+    rows = engine.db.fetchall(
+        sql.SQL(
+            "SELECT c.row_id, c.doc_id, c.chunk, c.doc_len, c.effective_from, c.effective_to, "
+            "array_agg(u.lexeme) AS lex, array_agg(coalesce(array_length(u.positions, 1), 1)) AS tf "
+            "FROM {} AS c CROSS JOIN LATERAL unnest(c.tsv) AS u GROUP BY c.row_id"
+        ).format(chunk_table(sid))
+    )
+    n = len(rows)
+    avgdl = sum(r["doc_len"] for r in rows) / n
+    df: dict[str, int] = {}
+    for r in rows:
+        for lx in r["lex"]:
+            df[lx] = df.get(lx, 0) + 1
+    got = engine.db.fetchone(
+        "SELECT ranklock.query_terms(%s::regconfig, %s, %s, %s) AS t", [coll.language, coll.accent, syntax, query]
+    )
+    assert got is not None
+    terms = set(got["t"])
+    matches: set[int] | None = None
+    if syntax == "websearch":
+        m = engine.db.fetchall(
+            sql.SQL(
+                "SELECT row_id FROM {} WHERE tsv @@ ranklock.query_tsquery(%s::regconfig, %s, 'websearch', %s)"
+            ).format(chunk_table(sid)),
+            [coll.language, coll.accent, query],
+        )
+        matches = {r["row_id"] for r in m}
+    best: dict[str, tuple[float, int]] = {}
+    for r in rows:
+        if as_of is not None:
+            if r["effective_from"] is not None and r["effective_from"] > as_of:
+                continue
+            if r["effective_to"] is not None and r["effective_to"] <= as_of:
+                continue
+        tfs = dict(zip(r["lex"], r["tf"], strict=True))
+        hit = [t for t in terms if t in tfs]
+        if matches is not None:
+            if r["row_id"] not in matches:
+                continue
+        elif not hit:
+            continue
+        score = 0.0
+        for t in hit:
+            idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+            tf = tfs[t]
+            score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * r["doc_len"] / avgdl))
+        cur = best.get(r["doc_id"])
+        if cur is None or score > cur[0] + 1e-12 or (abs(score - cur[0]) <= 1e-12 and r["chunk"] < cur[1]):
+            best[r["doc_id"]] = (score, r["chunk"])
+    ranked = sorted(best.items(), key=lambda kv: (-round(kv[1][0], 9), kv[0].encode(), kv[1][1]))
+    return [(d, c, s) for d, (s, c) in ranked[:depth]]
+
+
+def lexical(engine: Engine, collection: str, query: str, **kw: Any) -> list[tuple[str, int, float]]:
+    depth = kw.pop("depth", 40)
+    res = engine.search(collection, query, k=depth, mode="lexical", depth=depth, **kw)
+    return [(h.doc_id, h.chunk, float(h.lexical_score or 0.0)) for h in res.hits]

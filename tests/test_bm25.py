@@ -1,0 +1,184 @@
+"""BM25 in PostgreSQL: the fast path against an exhaustive Python reference, result for result."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from lexical_helpers import lexical, reference_bm25, use_hash_embedder
+from ranklock import Document, Engine, QueryError, SnapshotError
+from ranklock.search import bm25 as bm25_module
+from ranklock.settings import ChunkerParams
+from ranklock.snapshot.lexical_stats import build_lexical_stats
+
+VOCAB = [
+    "alpha", "bravo", "canyon", "delta", "ember", "falcon", "glacier", "harbor", "island", "jungle",
+    "kettle", "lantern", "meadow", "nectar", "orchid", "pepper", "quartz", "river", "saddle", "timber",
+    "umber", "velvet", "willow", "xenon", "yonder", "zephyr", "anchor", "beacon", "cobalt", "dune",
+]  # fmt: skip
+
+
+def zipf_docs(n: int, seed: int = 3) -> list[Document]:
+    """Zipf-distributed words, so some terms are in most chunks and others in a handful."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, len(VOCAB) + 1) ** 1.1
+    p /= p.sum()
+    docs = []
+    for i in range(n):
+        words = [VOCAB[j] for j in rng.choice(len(VOCAB), size=int(rng.integers(4, 60)), p=p)]
+        meta = {}
+        if i % 7 == 0:  # some documents went out of force in 2021
+            meta = {"effective_to": "2021-01-01T00:00:00Z"}
+        docs.append(Document(f"doc{i:04d}", "", " ".join(words), meta))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def zipf(engine: Engine) -> str:
+    name = "t_bm25_zipf"
+    emb = use_hash_embedder(engine)
+    # A 24-token window makes most documents several chunks: the branch keeps each document's best.
+    engine.ingest(
+        name,
+        zipf_docs(300),
+        replace=True,
+        create={"embedder": emb, "index": "exact", "chunker": ChunkerParams(window=24, overlap=4)},
+    )
+    return name
+
+
+QUERIES = ["alpha bravo", "zephyr dune cobalt", "alpha canyon yonder umber", "river", "kettle alpha alpha"]
+
+
+def assert_same(got: list[tuple[str, int, float]], want: list[tuple[str, int, float]]) -> None:
+    assert [(d, c) for d, c, _ in got] == [(d, c) for d, c, _ in want]
+    for (_, _, s1), (_, _, s2) in zip(got, want, strict=True):
+        assert s1 == pytest.approx(s2, rel=1e-9)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_bm25_equals_exhaustive_reference(engine: Engine, zipf: str, query: str) -> None:
+    # These queries' postings are few, so every posting is scored (theta = 0).
+    assert_same(lexical(engine, zipf, query, depth=15), reference_bm25(engine, zipf, query, depth=15))
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("depth", [1, 5, 40])
+def test_pruned_impact_plan_is_exact(
+    engine: Engine, zipf: str, query: str, depth: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With seeding forced (tiny seed, no full scan) the MaxScore plan must still return the exact top depth."""
+    monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_module, "SEED_PER_TERM", 3)
+    assert_same(lexical(engine, zipf, query, depth=depth), reference_bm25(engine, zipf, query, depth=depth))
+
+
+def test_pruned_plan_honours_the_time_predicate(engine: Engine, zipf: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_module, "SEED_PER_TERM", 2)
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    got = lexical(engine, zipf, "alpha canyon", depth=10, as_of=when)
+    want = reference_bm25(engine, zipf, "alpha canyon", depth=10, as_of=when)
+    assert_same(got, want)
+    assert all(int(d[3:]) % 7 != 0 for d, _, _ in got)  # out-of-force documents never come back
+
+
+def test_other_k1_b_use_the_match_plan_and_stay_exact(engine: Engine, zipf: str) -> None:
+    for k1, b in [(0.9, 0.4), (2.0, 1.0), (1.2, 0.0)]:
+        assert_same(
+            lexical(engine, zipf, "alpha canyon yonder", depth=20, k1=k1, b=b),
+            reference_bm25(engine, zipf, "alpha canyon yonder", depth=20, k1=k1, b=b),
+        )
+
+
+def test_websearch_filters_by_tsquery_and_scores_positive_terms(engine: Engine, cname: str) -> None:
+    emb = use_hash_embedder(engine)
+    docs = [
+        Document("w1", "", "river saddle canyon trip"),
+        Document("w2", "", "saddle river canyon"),  # the phrase in the wrong order
+        Document("w3", "", "river saddle canyon alpha"),  # excluded word
+        Document("w4", "", "canyon only"),  # no phrase
+        Document("w5", "", "river saddle canyon canyon canyon"),
+        Document("w6", "", "river saddle"),  # no canyon
+    ]
+    engine.ingest(cname, docs, replace=True, create={"embedder": emb, "index": "exact"})
+    q = 'canyon -alpha "river saddle"'
+    got = lexical(engine, cname, q, depth=10, query_syntax="websearch")
+    assert [d for d, _, _ in got] == ["w5", "w1"]  # more canyon first
+    assert_same(got, reference_bm25(engine, cname, q, depth=10, syntax="websearch"))
+    terms = engine.db.fetchone("SELECT ranklock.query_terms('english', 'sensitive', 'websearch', %s) AS t", [q])
+    assert terms is not None and terms["t"] == ["canyon", "river", "saddl"]  # positive terms only, sorted
+    # The natural syntax on the same words is an OR: every document with any term matches.
+    natural = lexical(engine, cname, "canyon alpha river saddle", depth=10)
+    assert sorted(d for d, _, _ in natural) == ["w1", "w2", "w3", "w4", "w5", "w6"]
+
+
+def test_bm25_is_the_default_and_its_parameters_are_recorded(engine: Engine, zipf: str) -> None:
+    res = engine.search(zipf, "alpha canyon", k=5, mode="lexical")
+    assert res.params["lexical_ranker"] == "bm25"
+    assert (res.params["k1"], res.params["b"]) == (1.2, 0.75)
+    manifest = engine.db.fetchone(
+        "SELECT manifest, stats FROM ranklock.snapshots WHERE id = %s", [engine.collection(zipf).active_snapshot_id]
+    )
+    assert manifest is not None
+    assert manifest["manifest"]["search"]["lexical_ranker"] == "bm25"
+    assert (manifest["manifest"]["search"]["k1"], manifest["manifest"]["search"]["b"]) == (1.2, 0.75)
+    assert manifest["manifest"]["text_search"]["analyzer"] == "pg-ts/2"
+    bm25 = manifest["stats"]["bm25"]
+    assert (bm25["k1"], bm25["b"], bm25["unit"]) == (1.2, 0.75, "chunk")
+    assert bm25["N"] == manifest["manifest"]["corpus"]["chunks"]
+
+
+def test_ts_rank_cd_stays_available(engine: Engine, zipf: str) -> None:
+    res = engine.search(zipf, "zephyr", k=5, mode="lexical", lexical_ranker="ts_rank_cd")
+    assert res.params["lexical_ranker"] == "ts_rank_cd" and "k1" not in res.params
+    assert res.hits and all("zephyr" in h.text for h in res.hits)
+
+
+def test_unknown_ranker_is_a_clear_error(engine: Engine, zipf: str) -> None:
+    with pytest.raises(QueryError) as exc:
+        engine.search(zipf, "alpha", mode="lexical", lexical_ranker="tfidf")
+    assert str(exc.value) == "unknown lexical ranker 'tfidf'; use one of bm25, ts_rank_cd."
+
+
+def test_stop_words_only(engine: Engine, zipf: str) -> None:
+    with pytest.raises(QueryError) as exc:
+        engine.search(zipf, "the of and", mode="lexical")
+    assert str(exc.value) == (
+        "the query 'the of and' has no searchable words in english (only stop words or punctuation); "
+        "add content words, or use --mode semantic."
+    )
+    res = engine.search(zipf, "the of and", k=3, mode="hybrid")
+    assert res.warnings == ["query has only stop words: the lexical branch was skipped"]
+    assert res.hits and all(h.lexical_rank is None for h in res.hits)
+
+
+def test_statistics_build_is_idempotent_and_backfills(engine: Engine, cname: str) -> None:
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, zipf_docs(40, seed=9), replace=True, create={"embedder": emb, "index": "exact"})
+    sid = engine.collection(cname).active_snapshot_id
+    assert sid is not None
+    before = lexical(engine, cname, "alpha glacier")
+    first = build_lexical_stats(engine.db, sid)
+    assert build_lexical_stats(engine.db, sid) == first  # nothing recomputed, same entry
+    # A snapshot built before BM25 existed: no statistics, a clear error, then a backfill.
+    engine.db.execute("UPDATE ranklock.snapshots SET stats = stats - 'bm25' WHERE id = %s", [sid])
+    engine.db.execute(f"DROP TABLE ranklock_data.postings_{sid}, ranklock_data.terms_{sid}")
+    with pytest.raises(SnapshotError) as exc:
+        engine.search(cname, "alpha glacier", mode="lexical")
+    assert str(exc.value).startswith(f"snapshot {sid} has no BM25 statistics")
+    assert "lexical_ranker='ts_rank_cd'" in str(exc.value)
+    build_lexical_stats(engine.db, sid)
+    assert lexical(engine, cname, "alpha glacier") == before
+
+
+def test_search_sql_twin_binds_the_statistics(engine: Engine, zipf: str) -> None:
+    text, params = engine.search_sql(zipf, "alpha canyon", mode="lexical")
+    sid = engine.collection(zipf).active_snapshot_id
+    assert f'"ranklock_data"."postings_{sid}"' in text and f'"ranklock_data"."terms_{sid}"' in text
+    assert params["k1"] == 1.2 and params["b"] == 0.75
+    assert params["bm25_seed"] == bm25_module.SEED_PER_TERM
+    assert params["bm25_full"] == bm25_module.FULL_SCAN_POSTINGS
+    assert "alpha" not in text  # the query is bound, never spliced
