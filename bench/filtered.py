@@ -123,6 +123,8 @@ def main() -> None:
             m: {"recall": [], "returned": [], "ms": []} for m in ("pgvector", "iterative", "ranklock")
         }
         flags = {"incomplete": 0, "fallback": 0, "strategies": {}}  # type: dict[str, Any]
+        # One unmeasured warm-up search per selectivity (its first query builds ranklock's value counts).
+        eng.search(args.collection, "warm up", k=K, mode="semantic", filter=f"bucket < {n}")
         for text, qv in zip(texts, qvecs, strict=True):
             q64 = qv.astype(np.float64)
             q64 /= np.linalg.norm(q64)

@@ -98,6 +98,8 @@ _FIELD_REF = re.compile(r'"c"\."([a-z][a-z0-9_]*)"')
 _COUNTS_LOCK = 7_142_004  # advisory lock namespace: building a snapshot's value counts
 #: Fields with more distinct values than this are counted with SQL, not from value counts.
 MAX_VALUE_COUNTS = 50_000
+#: (database, snapshot id, field) -> value counts usable; a snapshot never changes, so neither does this.
+_READY: dict[tuple[str, int, str], bool] = {}
 
 
 def _counts_table(snapshot_id: int) -> sql.Identifier:
@@ -114,6 +116,9 @@ def _value_counts_ready(
     field is computed once (an index-only GROUP BY) and every later count of
     a predicate on that field alone is a sum over its distinct values.
     """
+    key = (db.dsn, sid, name)
+    if key in _READY:
+        return _READY[key]
     table = _counts_table(sid)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_COUNTS_LOCK, sid])
@@ -126,7 +131,8 @@ def _value_counts_ready(
             sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name]
         ).fetchone()
         if row is not None and row[0] is not None:
-            return int(row[0]) >= 0
+            _READY[key] = int(row[0]) >= 0
+            return _READY[key]
         chunks = plan.table
         info = conn.execute(
             "SELECT format_type(a.atttypid, a.atttypmod), s.n_distinct, c.reltuples "
@@ -146,6 +152,7 @@ def _value_counts_ready(
         if distinct is None or distinct > MAX_VALUE_COUNTS:
             # No statistics, or too many values for a sum to beat counting rows.
             conn.execute(sql.SQL('INSERT INTO {} ("#field", "#docs") VALUES (%s, -1)').format(table), [name])
+            _READY[key] = False
             return False
         # A document's fields are the same on all its chunks, so distinct
         # documents per value sum to the distinct documents of any set of
@@ -158,7 +165,9 @@ def _value_counts_ready(
         ).format(table=table, col=col, chunks=chunks, docs=docs)
         db.trace(q, [name])
         conn.execute(q, [name])
-        return True
+    # Remembered only once committed: snapshots never change, so neither do their counts.
+    _READY[key] = True
+    return True
 
 
 def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: dict[str, Any]) -> Scope:
@@ -185,7 +194,10 @@ def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: 
             return Scope(int(row[0]), int(row[1]))
     q, p = count_matching_sql(plan, stats)
     db.trace(q, p)
-    row = conn.execute(q, p).fetchone()
+    with conn.transaction():
+        # JIT compilation costs tens of milliseconds, more than this count.
+        conn.execute("SELECT set_config('jit', 'off', true)")
+        row = conn.execute(q, p).fetchone()
     assert row is not None  # an aggregate always returns one row
     return Scope(int(row[0]), int(row[1]))
 
@@ -201,18 +213,22 @@ def _apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: S
     # Transaction-local (set_config(..., true)): a pooled connection never
     # carries one query's budget into the next.  JIT compilation costs tens of
     # milliseconds and only pays off for long analytic queries, never here.
-    conn.execute("SELECT set_config('jit', 'off', true)")
-    if not plan.uses_semantic:
-        return
-    if plan.vector_strategy == "hnsw":
-        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(sp.ef_search)])
-        conn.execute("SELECT set_config('hnsw.iterative_scan', %s, true)", [sp.iterative_scan])
-        conn.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(sp.max_scan_tuples)])
-    elif plan.vector_strategy == "ivfflat":
-        conn.execute("SELECT set_config('ivfflat.probes', %s, true)", [str(sp.probes)])
+    # All in one round trip.
+    settings: list[tuple[str, str]] = [("jit", "off")]
+    if plan.uses_semantic and plan.vector_strategy == "hnsw":
+        settings += [
+            ("hnsw.ef_search", str(sp.ef_search)),
+            ("hnsw.iterative_scan", sp.iterative_scan),
+            ("hnsw.max_scan_tuples", str(sp.max_scan_tuples)),
+        ]
+    elif plan.uses_semantic and plan.vector_strategy == "ivfflat":
         # IVFFlat supports only relaxed_order iterative scans.
         mode = "relaxed_order" if sp.iterative_scan != "off" else "off"
-        conn.execute("SELECT set_config('ivfflat.iterative_scan', %s, true)", [mode])
+        settings += [("ivfflat.probes", str(sp.probes)), ("ivfflat.iterative_scan", mode)]
+    q = sql.SQL("SELECT {}").format(
+        sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings)
+    )
+    conn.execute(q, [x for pair in settings for x in pair])
 
 
 def prepare_plan(db: Database, plan: SearchPlan, index_kind: str, snap: dict[str, Any], sp: SearchParams) -> Scope:
@@ -221,8 +237,7 @@ def prepare_plan(db: Database, plan: SearchPlan, index_kind: str, snap: dict[str
     The count runs on its own connection: snapshot tables are immutable, so it
     sees exactly the rows the search transaction will see.
     """
-    with db.connection() as conn, conn.transaction():
-        conn.execute("SELECT set_config('jit', 'off', true)")
+    with db.connection() as conn:
         scope = _scope(conn, db, plan, snap)
     if plan.uses_semantic:
         plan.vector_strategy = choose_strategy(index_kind, scope, sp)
