@@ -135,6 +135,7 @@ def main() -> None:
     ap.add_argument("--large", default="large", help="generated collection for the big rebuild test ('' skips)")
     ap.add_argument("--large-sample", type=int, default=50_000)
     ap.add_argument("--large-queries", type=int, default=300)
+    ap.add_argument("--random", type=int, default=50_000, help="rows of random unit vectors for a hard case (0 skips)")
     ap.add_argument("--skip-ranklock", action="store_true")
     ap.add_argument("--variants", default="default,hnsw", help="ranklock variants: default, hnsw")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "stability.json"))
@@ -216,6 +217,23 @@ def main() -> None:
                 entry["source"] = {"collection": args.large, "snapshot": sid, "sample": f"row_id < {n}",
                                    "queries": f"vectors of rows {n}..{n + nq - 1}"}
                 result["large"] = entry
+        if args.random:
+            # The hard case for HNSW: unclustered random unit vectors (384 dimensions, fixed seed).
+            rng = np.random.default_rng(20261130)
+            m = rng.standard_normal((args.random + args.large_queries, 384)).astype(np.float32)
+            m /= np.linalg.norm(m, axis=1, keepdims=True)
+            src_table = sql.Identifier(SCHEMA, "random_src")
+            _exec(eng, sql.SQL("CREATE TABLE {} (row_id bigint, embedding vector(384))").format(src_table))
+            from pgvector import Vector
+
+            copy = sql.SQL("COPY {} (row_id, embedding) FROM STDIN").format(src_table)
+            with eng.db.connection() as conn, conn.cursor() as cur, cur.copy(copy) as cp:
+                for i in range(args.random):
+                    cp.write_row([i, Vector(m[i])])
+            entry = rebuild_test(eng, sql.SQL("SELECT row_id, embedding FROM {}").format(src_table), "random",
+                                 list(m[args.random:]))
+            entry["source"] = {"rows": "random unit vectors, numpy seed 20261130", "queries": "random unit vectors"}
+            result["random"] = entry
         _exec(eng, sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -232,10 +250,11 @@ def main() -> None:
         p = e["pgvector_rebuild"]
         print(f"{name:<16} {p['rows']:>8} {p['queries']:>7} {'pgvector HNSW, 2 index builds':<34} "
               f"{p['rsi']:>7.4f} {p['rbo']:>7.4f} {p['identical_share']:>9.1%} {p['changed_top10_share']:>8.1%}")
-    if "large" in result and "rsi" in result["large"]:
-        p = result["large"]
-        print(f"{'large sample':<16} {p['rows']:>8} {p['queries']:>7} {'pgvector HNSW, 2 index builds':<34} "
-              f"{p['rsi']:>7.4f} {p['rbo']:>7.4f} {p['identical_share']:>9.1%} {p['changed_top10_share']:>8.1%}")
+    for key, label in (("large", f"{args.large} sample"), ("random", "random vectors")):
+        if key in result and "rsi" in result[key]:
+            p = result[key]
+            print(f"{label:<16} {p['rows']:>8} {p['queries']:>7} {'pgvector HNSW, 2 index builds':<34} "
+                  f"{p['rsi']:>7.4f} {p['rbo']:>7.4f} {p['identical_share']:>9.1%} {p['changed_top10_share']:>8.1%}")
     print(f"wrote {out}")
 
 
