@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -204,7 +204,7 @@ def evaluate(
     return run
 
 
-def score_query(ranking: Sequence[str], judgments: dict[str, int] | Any, ks: Sequence[int]) -> dict[str, Any]:
+def score_query(ranking: Sequence[str], judgments: Mapping[str, int], ks: Sequence[int]) -> dict[str, Any]:
     """Per-query metrics plus what the gate needs: where each relevant document was found."""
     out: dict[str, Any] = {}
     for k in ks:
