@@ -635,7 +635,7 @@ class Engine:
             # Index settings, the search, and an exact rescan if the index came back short.
             run = execute_search(conn, self.db, plan, sp, scope)
             rows = run.rows
-            record.capture_branches(conn)
+            record.capture_branches(rows)
         timings["sql_ms"] = (time.perf_counter() - t1) * 1000
         hits = [
             Hit(

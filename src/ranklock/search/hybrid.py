@@ -19,9 +19,11 @@ from typing import Any
 
 from psycopg import sql
 
-__all__ = ["SearchPlan", "build_branches_sql", "build_search_sql", "time_predicate"]
+__all__ = ["BRANCHES_COLUMN", "SearchPlan", "build_search_sql", "time_predicate"]
 
 MODES = ("hybrid", "lexical", "semantic")
+#: Position of the ``branches`` column in the search statement's rows (see build_search_sql).
+BRANCHES_COLUMN = 11
 
 
 @dataclass
@@ -49,6 +51,8 @@ class SearchPlan:
     bm25_sql: Any = None  # set by ranklock.search.bm25.prepare_bm25 from the snapshot's statistics
     #: Bound values the lexical branch's SQL needs beyond the query (BM25 statistics).
     lexical_params: dict[str, Any] = field(default_factory=dict)
+    #: Also return each branch's candidates (for the query log), in the same statement.
+    capture_branches: bool = False
 
     @property
     def uses_lexical(self) -> bool:
@@ -184,7 +188,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
         """WITH {ctes}
 SELECT row_number() OVER (ORDER BY f.score DESC, f.doc_id, f.chunk) AS rank,
        f.doc_id, f.chunk, f.score, f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_distance,
-       c.char_start, c.char_end, c.text, {sem_docs} AS sem_docs
+       c.char_start, c.char_end, c.text, {branches} AS branches, {sem_docs} AS sem_docs
 FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk
 ORDER BY f.score DESC, f.doc_id, f.chunk
 LIMIT %(k)s"""
@@ -195,28 +199,34 @@ LIMIT %(k)s"""
         # completeness check compares it with min(depth, matching documents)
         # to detect an index scan that came back short.
         sem_docs=sql.SQL("(SELECT count(*) FROM sem)") if plan.uses_semantic else sql.SQL("NULL::bigint"),
+        branches=_branches_column(plan),
     )
     return query, params
 
 
-def build_branches_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
-    """Twin of :func:`build_search_sql` returning what each branch handed to fusion.
+def _branches_column(plan: SearchPlan) -> sql.Composable:
+    """Each branch's candidates as JSON ``{"lexical": [[doc_id, chunk, rank, score], …], "semantic": …}``.
 
-    Rows are ``(branch, rank, doc_id, chunk, raw score)`` with ``branch`` one
-    of ``lexical``/``semantic`` and the raw score the lexical score or the
-    cosine distance.  It reuses the very CTEs and parameters of the search
-    statement, so the query log records the candidates fusion actually saw.
+    Computed in the search statement itself, from the very CTEs fusion reads
+    (an uncorrelated subquery: evaluated once, not per row), so logging costs
+    no second search.  Raw scores keep their SQL types, so they read back
+    equal to the hits' lexical_score / semantic_distance.
     """
-    _, params = build_search_sql(plan)
-    ctes: list[sql.Composable] = []
-    selects: list[sql.Composable] = []
+    if not plan.capture_branches:
+        return sql.SQL("NULL::json")
+    parts: list[sql.Composable] = []
     if plan.uses_lexical:
-        ctes.append(_lexical_cte(plan))
-        selects.append(sql.SQL("SELECT 'lexical'::text AS branch, rank, doc_id, chunk, score::float8 AS score FROM lex"))
+        parts.append(
+            sql.SQL(
+                "'lexical', (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, score) ORDER BY rank), "
+                "'[]'::json) FROM lex)"
+            )
+        )
     if plan.uses_semantic:
-        ctes.append(_semantic_cte(plan))
-        selects.append(sql.SQL("SELECT 'semantic'::text AS branch, rank, doc_id, chunk, dist::float8 AS score FROM sem"))
-    query = sql.SQL("WITH {ctes}\n{selects}\nORDER BY branch, rank").format(
-        ctes=sql.SQL(",\n").join(ctes), selects=sql.SQL("\nUNION ALL\n").join(selects)
-    )
-    return query, params
+        parts.append(
+            sql.SQL(
+                "'semantic', (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, dist) ORDER BY rank), "
+                "'[]'::json) FROM sem)"
+            )
+        )
+    return sql.SQL("(SELECT json_build_object({}))").format(sql.SQL(", ").join(parts))

@@ -14,16 +14,17 @@ the result cache, and compares every recorded list and the result digest::
     True
 
 :class:`SearchRecord` is the small object :meth:`Engine.search` drives: it
-serves from the result cache, asks the database for the branch candidates
-inside the search transaction, and logs and caches the finished result.  It
-keeps those concerns out of the (shared) search method.
+serves from the result cache, asks the search statement to return the branch
+candidates too (``SearchPlan.capture_branches``: one statement, no second
+search), and logs and caches the finished result.  It keeps those concerns
+out of the (shared) search method.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -37,7 +38,6 @@ from ..errors import NotFound, QueryError
 from ..ingest.normalize import normalize
 
 if TYPE_CHECKING:
-    import psycopg
 
     from ..collection import CollectionInfo
     from ..engine import Engine
@@ -107,7 +107,6 @@ class SearchRecord:
     branches: dict[str, list[list[Any]]] | None = None
     cache_key: tuple[str, dict[str, Any]] | None = None
     cached_hit: bool = False
-    branches_ms: float | None = None
     _capture: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @classmethod
@@ -126,6 +125,9 @@ class SearchRecord:
         req["params"] = {k: _jsonable(v) for k, v in sorted(request.get("params", {}).items()) if v is not None}
         if plan.as_of is not None:
             req["as_of"] = plan.as_of.isoformat()
+        capture = _REPLAY.get()
+        # The search statement returns the branch candidates only when someone records them.
+        plan.capture_branches = capture is not None or bool(eng.settings.log_queries)
         return cls(
             eng=eng,
             coll=coll,
@@ -136,7 +138,7 @@ class SearchRecord:
             fingerprint=fingerprint(str(request["query"]), coll.language),
             sql_query=sql_query,
             sql_params=sql_params,
-            _capture=_REPLAY.get(),
+            _capture=capture,
         )
 
     # -- policy --------------------------------------------------------------
@@ -178,32 +180,30 @@ class SearchRecord:
             result.query_id = self._log(result, cached=True)
         return result
 
-    def capture_branches(self, conn: psycopg.Connection[Any]) -> None:
-        """Inside the search transaction (same GUCs, same snapshot), fetch each branch's candidates."""
+    def capture_branches(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Read each branch's candidates from the search statement's ``branches`` column.
+
+        :meth:`start` asked the plan for them (``plan.capture_branches``), so
+        the statement that served the result also reported what fusion saw,
+        with no second statement.  An empty result means both branches were empty.
+        """
         if not self.wants_branches:
             return
-        from ..search.hybrid import build_branches_sql
+        from ..search.hybrid import BRANCHES_COLUMN
 
-        t = time.perf_counter()
-        q, p = build_branches_sql(self.plan)
-        self.eng.db.trace(q, p)
+        got: dict[str, list[list[Any]]] = rows[0][BRANCHES_COLUMN] if rows else {}
         out: dict[str, list[list[Any]]] = {}
         if self.plan.uses_lexical:
-            out["lexical"] = []
+            out["lexical"] = got.get("lexical", [])
         if self.plan.uses_semantic:
-            out["semantic"] = []
-        for branch, rank, doc_id, chunk, score in conn.execute(q, p).fetchall():
-            out[branch].append([doc_id, int(chunk), int(rank), float(score)])
+            out["semantic"] = got.get("semantic", [])
         self.branches = out
-        self.branches_ms = (time.perf_counter() - t) * 1000
 
     def finish(self, result: SearchResult) -> None:
         """Log the finished result (sets ``result.query_id``) and store it in the cache."""
         if self._capture is not None:
             self._capture.append(self.entry(result))
             return
-        if self.branches_ms is not None:
-            result.timings["branches_ms"] = self.branches_ms  # part of sql_ms: the cost of logging
         if self.logging:
             result.query_id = self._log(result, cached=False)
         if self.caching:
