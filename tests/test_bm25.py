@@ -71,18 +71,38 @@ def test_pruned_impact_plan_is_exact(
 ) -> None:
     """With seeding forced (tiny seed, no full scan) the MaxScore plan must still return the exact top depth."""
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_module, "SCORE_COST_RATIO", 0)
     monkeypatch.setattr(bm25_module, "SEED_PER_TERM", 3)
     assert_same(lexical(engine, zipf, query, depth=depth), reference_bm25(engine, zipf, query, depth=depth))
 
 
 def test_pruned_plan_honours_the_time_predicate(engine: Engine, zipf: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_module, "SCORE_COST_RATIO", 0)
     monkeypatch.setattr(bm25_module, "SEED_PER_TERM", 2)
     when = datetime(2024, 1, 1, tzinfo=UTC)
     got = lexical(engine, zipf, "alpha canyon", depth=10, as_of=when)
     want = reference_bm25(engine, zipf, "alpha canyon", depth=10, as_of=when)
     assert_same(got, want)
     assert all(int(d[3:]) % 7 != 0 for d, _, _ in got)  # out-of-force documents never come back
+
+
+@pytest.mark.parametrize("depth", [1, 7])
+def test_full_plan_with_a_filter_is_exact(engine: Engine, zipf: str, depth: int) -> None:
+    """Sum-all plan: chunks are read in score order until enough pass the predicate."""
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    for q in QUERIES:
+        assert_same(
+            lexical(engine, zipf, q, depth=depth, as_of=when), reference_bm25(engine, zipf, q, depth=depth, as_of=when)
+        )
+
+
+def test_row_id_order_is_doc_id_then_chunk_order(engine: Engine, zipf: str) -> None:
+    """The sum-all plan breaks ties by row_id; that equals (doc_id, chunk) only because the builder numbers rows so."""
+    sid = engine.collection(zipf).active_snapshot_id
+    rows = engine.db.fetchall(f"SELECT doc_id, chunk FROM ranklock_data.chunks_{sid} ORDER BY row_id")
+    keys = [(r["doc_id"].encode(), r["chunk"]) for r in rows]
+    assert keys == sorted(keys) and len(keys) > 300
 
 
 def test_other_k1_b_use_the_match_plan_and_stay_exact(engine: Engine, zipf: str) -> None:
