@@ -55,7 +55,7 @@ def render_plan(plan: Any) -> None:
         console.print(table)
     else:
         console.print("no hard constraints: every candidate is eligible")
-    console.print(f"ranking text: {plan.ranking_text or '(none)'!r}", highlight=False)
+    console.print(f"ranking text: {plan.ranking_text!r}" if plan.ranking_text else "ranking text: (none)", highlight=False)
     for p in plan.preferences:
         console.print(f"soft preference ({p.kind}): {p.value!r}{' on ' + p.field if p.field else ''}", highlight=False)
     console.print(f"query the ranker sees: {plan.query_text()!r}", highlight=False)
@@ -94,8 +94,10 @@ def search_request_command(
     expl = {e.doc_id: e for e in out.explanations or []}
     cols = ["#", "doc", "name (display only)", "score", "lex", "sem"]
     if explain:
-        cols += ["constraints", "preferences", "moved"]
-    table = Table(*cols, "text")
+        cols += ["constraints met", "preferences", "moved"]
+    else:
+        cols += ["text"]
+    table = Table(*cols)
     for h in res.hits:
         rank = f"={h.tie_group}" if h.tie_group is not None else str(h.rank)
         e = expl.get(h.doc_id)
@@ -107,8 +109,10 @@ def search_request_command(
             ok = sum(c.satisfied for c in e.constraints)
             row += [f"{ok}/{len(e.constraints)}", ", ".join(e.preferences_matched) or "-",
                     "-" if e.moved_by_preferences is None else f"{e.moved_by_preferences:+d}"]
-        snippet = h.text.replace("\n", " ")
-        table.add_row(*row, snippet[:60] + ("…" if len(snippet) > 60 else ""))
+        if not explain:
+            snippet = h.text.replace("\n", " ")
+            row.append(snippet[:60] + ("…" if len(snippet) > 60 else ""))
+        table.add_row(*row)
     console.print(table)
     console.print(
         f"{len(res.hits)} of k={k}; {res.matching_count} candidates satisfy every hard constraint; "

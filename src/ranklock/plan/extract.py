@@ -411,16 +411,17 @@ def _numbers(st: _State) -> None:
             continue  # a bare number ("python 3") is text, not a quantity
         if numword and m.group("unit") is None:
             continue  # "one" or "a" without a unit is an ordinary word
-        name, question = _choose_numeric_field(st, u, m.start(), m.end())
-        st.claim(m.start(), m.end())
+        start = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
+        name, question = _choose_numeric_field(st, u, start, m.end())
+        st.claim(start, m.end())
         if name is None:
-            st.issues.append((m.start(), m.group(0).strip(), question or ""))
+            st.issues.append((start, m.group(0).strip(), question or ""))
             continue
         word = ((m.group("cmp") or "").lower() or ("+" if m.group("plus") else "")
                 or (m.group("pre") or m.group("post") or "").lower())
         op = _OP_OF.get(word, st.schema.bare_op(name))
         value = _fit(st.schema, name, _convert(st.schema, name, _amount(m, ""), u), op)
-        st.mentions.append(_Mention(m.start(), m.end(), name, value, "number", op))
+        st.mentions.append(_Mention(start, m.end(), name, value, "number", op))
     # Claim the cue words of the fields numbers were assigned to ("of experience", "notice period").
     for mention in list(st.mentions):
         _claim_cues(st, mention.field, mention.start, mention.end)
