@@ -74,7 +74,7 @@ def plan_command(
     with engine(dsn, home) as eng:
         plan = eng.plan(collection, request, extractor=_extractor(llm))
     if as_json:
-        sys.stdout.write(plan.model_dump_json() + "\n")
+        print_json({**plan.model_dump(mode="json"), "filter": plan.filter, "query_text": plan.query_text()})
         return
     render_plan(plan)
 
