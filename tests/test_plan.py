@@ -10,10 +10,23 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ranklock import ConfigError, QueryError
-from ranklock.plan import Constraint, LLMExtractor, Plan, build_schema, extract_plan, matches, validate_plan
+from ranklock.plan import (
+    Constraint,
+    LLMExtractor,
+    Plan,
+    build_schema,
+    check_constraint,
+    extract_plan,
+    find_protected,
+    matches,
+    validate_plan,
+)
 from ranklock.plan.labelled import SCHEMAS, load_labelled, score_entry
+from ranklock.resumes.schema import LOCATIONS, SKILLS
 
 LABELLED = load_labelled(Path(__file__).parent / "data" / "plan_requests.yaml")
 RESUMES = SCHEMAS["resumes"]
@@ -202,3 +215,35 @@ def test_llm_extractor_needs_configuration(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("RANKLOCK_PLAN_LLM_MODEL", raising=False)
     with pytest.raises(ConfigError, match="RANKLOCK_PLAN_LLM_URL"):
         LLMExtractor()
+
+
+# -- properties ---------------------------------------------------------------------------------------
+
+_FRAGMENTS = st.one_of(
+    st.sampled_from(sorted(SKILLS)),
+    st.sampled_from(sorted(LOCATIONS)).map(lambda c: f"in {c}"),
+    st.integers(1, 15).map(lambda n: f"{n}+ years of experience"),
+    st.sampled_from(["no agency", "remote", "ideally docker", "backend engineer", "master's or higher", "no php",
+                     "not in paris", "salary under 80k", "within 2 weeks", "developers", "fluent in german"]),
+)
+_PROTECTED = st.sampled_from(["young", "female", "native speaker", "no pregnant women", "christian", "under 30 years old",
+                              "married", "named Anna", "white candidates", "no disabled people", "German nationals"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_FRAGMENTS, min_size=1, max_size=5), st.sampled_from([", ", " and ", "; "]))
+def test_answers_are_valid_and_never_rank_on_protected_words(parts: list[str], sep: str) -> None:
+    request = sep.join(parts)
+    plan = validate_plan(extract_plan(request, RESUMES), RESUMES)
+    assert plan.model_dump_json() == validate_plan(extract_plan(request, RESUMES), RESUMES).model_dump_json()
+    if plan.kind == "answer":
+        assert all(check_constraint(c, RESUMES) is None for c in plan.constraints)
+        assert find_protected(plan.query_text()) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_FRAGMENTS, max_size=4), _PROTECTED, st.integers(0, 4))
+def test_a_protected_phrase_anywhere_makes_a_refusal(parts: list[str], bad: str, at: int) -> None:
+    parts.insert(min(at, len(parts)), bad)
+    plan = validate_plan(extract_plan(", ".join(parts), RESUMES), RESUMES)
+    assert plan.kind == "refusal", plan.summary()
