@@ -11,11 +11,13 @@ above the number of matching candidates, all of them come back.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
 from psycopg import sql
 from pydantic import BaseModel, Field
 
+from ..collection import CollectionInfo
 from ..errors import QueryError
 from ..search.results import SearchResult
 from ..snapshot.build import chunk_table
@@ -96,10 +98,22 @@ def _known_vocabulary(field_name: str) -> list[str]:
     return resume_vocabulary().get(field_name, [])
 
 
+# Snapshots are immutable, so a schema read from one never goes stale: cached per engine and snapshot.
+_SCHEMAS: weakref.WeakKeyDictionary[Engine, dict[tuple[int, int | None], PlanSchema]] = weakref.WeakKeyDictionary()
+
+
 def schema_for(engine: Engine, name: str) -> PlanSchema:
     """The planner's schema of collection ``name``: declared fields, and for keyword fields the values
     stored in its active snapshot plus the closed vocabulary of well-known field names."""
     coll = engine.collection(name)
+    key = (coll.id, coll.active_snapshot_id)
+    cache = _SCHEMAS.setdefault(engine, {})
+    if key not in cache:
+        cache[key] = _read_schema(engine, coll)
+    return cache[key]
+
+
+def _read_schema(engine: Engine, coll: CollectionInfo) -> PlanSchema:
     vocab: dict[str, list[str]] = {}
     for f in coll.fields:
         if f.type not in ("keyword", "keyword[]"):
