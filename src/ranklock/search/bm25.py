@@ -10,31 +10,30 @@ negatively.)  ``tf`` and ``len`` count the positions of the chunk's
 tsvector, ``N``, ``df`` and ``avglen`` come from the snapshot's statistics
 (ranklock.snapshot.lexical_stats), fixed when the snapshot was built.
 
-A chunk's score is always computed the same way, from its own tsvector, in
-float8; what differs between the two plans below is only which chunks get
-scored, so both return identical scores for the chunks they return.
+Scores are float8 and computed by one expression, either summed from the
+postings (whose weights the builder computed with that same expression) or
+from the chunk's own tsvector; the plans differ only in which chunks they
+score, never in the ranking.
 
-*Impact plan* (natural queries under the snapshot's k1 and b).  Exact top-k
-without scoring every chunk that holds a frequent word, in one statement:
+*Impact plan* (natural queries under the snapshot's k1 and b), exact top
+``depth`` documents in one statement:
 
-1. ``seed``: the top postings of each query term by impact (the term's
-   precomputed weight in the chunk); those chunks are scored and filtered,
-   and the ``depth``-th best document score is a lower bound ``theta`` of
-   the score the last document of the branch will have.
-2. Terms sorted by their largest weight: the longest prefix whose maxima sum
-   below ``theta`` is *non-essential* (MaxScore): a chunk holding only those
-   terms cannot reach ``theta``.  The rest of ``theta`` is shared among the
-   ``n`` essential terms: a chunk that can reach ``theta`` has, for at least
-   one essential term, a weight >= (theta - non-essential sum) / n.
-3. Candidates are the postings above that share, read from the impact index
-   (term_id, w DESC) in one range scan per term; they are scored, filtered,
-   and every document that can be in the top ``depth`` is among them with its
-   best chunk.  Weights are stored as float4, so the share is lowered by a
-   margin far above float4 rounding: the candidate set can only grow.
-
-When the query's terms are rare (their postings sum to at most
-``FULL_SCAN_POSTINGS``) step 1 is skipped: theta = 0 makes every posting a
-candidate, which is then cheaper than seeding.
+1. ``theta``: a lower bound of the score of the branch's last document.  When
+   the query's postings are few (at most ``FULL_SCAN_POSTINGS``) theta = 0.
+   Otherwise the top ``SEED_PER_TERM`` postings of each term by impact are
+   scored and filtered, and the ``depth``-th best document score is theta.
+2. MaxScore: terms sorted by their largest weight; the longest prefix whose
+   maxima sum below theta is *non-essential* (a chunk holding only those
+   cannot reach theta).  The rest of theta is shared among the ``n``
+   essential terms: a chunk that can reach theta has, for at least one
+   essential term, a weight >= (theta - non-essential sum) / n.  ``cand`` is
+   those postings, one index range scan per term on (term_id, w DESC).
+3. The candidates are scored either by summing every query term's postings
+   over them (cheap per posting, and a top-N sort then reads only the chunks
+   it needs) or from their tsvectors (cheap when candidates are few), which
+   ever the gate estimates cheaper (``SCORE_COST_RATIO``).  The margins on
+   theta (1e-5 relative, maxima inflated by 1e-6) only ever grow the
+   candidate set, so float rounding cannot drop a document.
 
 *Match plan* (websearch syntax, or k1/b other than the snapshot's): every
 chunk matching the tsquery (GIN index) is scored.  Websearch decides the
@@ -131,7 +130,10 @@ seed_docs AS (
     WHERE {where} GROUP BY c.doc_id
 ),
 theta AS MATERIALIZED (
-    SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0) AS theta
+    -- Few postings: no seeding, theta = 0 makes every chunk with a posting a candidate.
+    SELECT CASE WHEN (SELECT coalesce(sum(df), 0) FROM qt) <= %(bm25_full)s THEN 0::float8
+                ELSE coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0)
+           END AS theta
 ),
 ordered AS MATERIALIZED (
     SELECT qt.term_id, sum(qt.max_w) OVER (ORDER BY qt.max_w, qt.term_id) AS cum FROM qt
@@ -160,23 +162,45 @@ gate AS MATERIALIZED (
     FROM (SELECT coalesce(sum(df), 0) AS postings FROM qt) AS t
 ),
 summed AS MATERIALIZED (
+    -- Every chunk that can reach theta is in cand (all chunks with a posting
+    -- when theta = 0); summing the weights of all query terms over those
+    -- chunks gives their exact scores without touching their tsvectors.
     SELECT p.row_id, sum(p.w) AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
-    WHERE (SELECT full_scan FROM gate) GROUP BY p.row_id
+    WHERE (SELECT full_scan FROM gate)
+      AND CASE WHEN (SELECT theta FROM theta) = 0 THEN true ELSE p.row_id IN (SELECT row_id FROM cand) END
+    GROUP BY p.row_id
 ),
 full_top AS (
-    -- Chunks in branch order, fetched one by one until enough pass the
-    -- filter: the top depth * max_chunks_per_doc chunks hold the best chunk
-    -- of every top-depth document.  row_id order is (doc_id, chunk) order
-    -- (the builder numbers rows so), so ties break exactly as in the branch.
-    SELECT c.doc_id, c.chunk, s.score
-    FROM (SELECT row_id, score FROM summed ORDER BY score DESC, row_id) AS s
-    JOIN {table} AS c ON c.row_id = s.row_id
-    WHERE {where}
-    ORDER BY s.score DESC, s.row_id
-    LIMIT %(depth)s * %(bm25_max_chunks)s
+    -- The top depth * max_chunks_per_doc chunks passing the filter hold the
+    -- best chunk of every top-depth document.  row_id order is (doc_id,
+    -- chunk) order (the builder numbers rows so), so ties break as in the branch.
+    {full_top}
 )
 SELECT doc_id, chunk, score FROM full_top WHERE (SELECT full_scan FROM gate)
 UNION ALL
 SELECT c.doc_id, c.chunk, {score} AS score FROM cand JOIN {table} AS c ON c.row_id = cand.row_id
 WHERE NOT (SELECT full_scan FROM gate) AND {where}"""
-    ).format(qt=_query_terms(terms), postings=postings, table=plan.table, score=_score(), where=where)
+    ).format(
+        qt=_query_terms(terms),
+        postings=postings,
+        table=plan.table,
+        score=_score(),
+        where=where,
+        full_top=_full_top(plan, where),
+    )
+
+
+def _full_top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
+    if plan.as_of is None and plan.filter_sql == sql.SQL("TRUE"):
+        # Nothing to filter: a top-N sort of the sums, then only those chunks are read.
+        return sql.SQL(
+            "SELECT c.doc_id, c.chunk, s.score FROM ("
+            "SELECT row_id, score FROM summed ORDER BY score DESC, row_id LIMIT %(depth)s * %(bm25_max_chunks)s"
+            ") AS s JOIN {table} AS c ON c.row_id = s.row_id"
+        ).format(table=plan.table)
+    # Chunks read in score order until enough pass the filter.
+    return sql.SQL(
+        "SELECT c.doc_id, c.chunk, s.score FROM (SELECT row_id, score FROM summed ORDER BY score DESC, row_id) AS s "
+        "JOIN {table} AS c ON c.row_id = s.row_id WHERE {where} "
+        "ORDER BY s.score DESC, s.row_id LIMIT %(depth)s * %(bm25_max_chunks)s"
+    ).format(table=plan.table, where=where)
