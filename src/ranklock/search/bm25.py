@@ -59,8 +59,9 @@ __all__ = ["FULL_SCAN_POSTINGS", "SCORE_COST_RATIO", "SEED_PER_TERM", "bm25_hits
 #: Below this many postings for all query terms together, score them all.
 FULL_SCAN_POSTINGS = 20000
 #: Scoring a chunk from its tsvector costs about this many summed postings (measured on
-#: large100k: ~30 us a candidate against ~1.5 us a posting); decides sum-all vs prune.
-SCORE_COST_RATIO = 20
+#: the 1M-chunk collection: ~27 us a candidate against ~0.5 us a posting); decides
+#: between summing postings and scoring tsvectors.
+SCORE_COST_RATIO = 50
 #: Postings per query term read, in impact order, to bound theta.
 SEED_PER_TERM = 100
 
