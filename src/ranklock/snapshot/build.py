@@ -110,12 +110,13 @@ def build_snapshot(
     with db.connection() as lock_conn:
         row = lock_conn.execute(
             "INSERT INTO ranklock.snapshots (collection_id, parent_id, status, builder_pid) "
-            "VALUES (%s, %s, 'building', pg_backend_pid()) RETURNING id",
-            [coll.id, parent_id],
+            "VALUES (%s, %s, 'building', pg_backend_pid()) RETURNING id, pg_advisory_lock(%s, id::integer)::text",
+            [coll.id, parent_id, _LOCK_CLASS],
         ).fetchone()
         assert row is not None
+        # The lock is taken by the INSERT itself, so no reaper can ever see this
+        # row 'building' with its lock free and discard a live build.
         sid = int(row[0])
-        lock_conn.execute("SELECT pg_advisory_lock(%s, %s)", [_LOCK_CLASS, sid])
         try:
             report = _build(db, coll, ordered, field_values, embedder, sid, progress, seconds)
         except BaseException:

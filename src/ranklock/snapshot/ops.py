@@ -97,6 +97,11 @@ _SELECT = (
 def list_snapshots(eng: Engine, name: str) -> list[dict[str, Any]]:
     """Every snapshot of ``name``, oldest first, with the active and previous ones marked."""
     coll = eng.collection(name)
+    # A build whose builder died is discarded here too, so the list never
+    # shows a dead build as 'building'.
+    from .build import reap_dead_builds
+
+    reap_dead_builds(eng.db, coll.id)
     rows = eng.db.fetchall(_SELECT + " ORDER BY id", [coll.id])
     return [_row(r, coll.active_snapshot_id, coll.previous_snapshot_id) for r in rows]
 

@@ -223,7 +223,7 @@ class SearchRecord:
         }
 
     def _log(self, result: SearchResult, *, cached: bool) -> int:
-        body = {"final": final_order(result), "branches": self.branches, "cached": cached}
+        body = {"final": final_order(result), "branches": self.branches, "params": result.params, "cached": cached}
         row = self.eng.db.fetchone(
             "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
             "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
