@@ -105,8 +105,7 @@ def main() -> None:
     t0 = time.perf_counter()
     ids, buckets, vecs = load_vectors(eng, sid, Path(f"/tmp/filtered-bench-{args.collection}-{sid}.npz"))
     print(f"{len(ids):,} vectors loaded in {time.perf_counter() - t0:.0f}s", flush=True)
-    vecs64 = vecs.astype(np.float64)
-    vecs64 /= np.linalg.norm(vecs64, axis=1, keepdims=True)
+    norms = np.linalg.norm(vecs.astype(np.float64), axis=1)
     table = chunk_table(sid)
     texts = queries(args.queries)
     qvecs = [eng._query_vector(coll, normalize(t)) for t in texts]
@@ -122,13 +121,18 @@ def main() -> None:
         stats: dict[str, dict[str, list[float]]] = {
             m: {"recall": [], "returned": [], "ms": []} for m in ("pgvector", "iterative", "ranklock")
         }
-        flags = {"incomplete": 0, "fallback": 0, "strategies": {}}  # type: dict[str, Any]
+        flags: dict[str, Any] = {"incomplete": 0, "fallback": 0, "strategies": {}, "truncation": {}}
         # One unmeasured warm-up search per selectivity (its first query builds ranklock's value counts).
         eng.search(args.collection, "warm up", k=K, mode="semantic", filter=f"bucket < {n}")
         for text, qv in zip(texts, qvecs, strict=True):
             q64 = qv.astype(np.float64)
             q64 /= np.linalg.norm(q64)
-            d = 1.0 - vecs64[idx] @ q64
+            # float32 screening of the filtered set, then float64 on the 500 nearest.
+            d32 = (1.0 - vecs @ q64.astype(np.float32))[idx]
+            m0 = min(len(d32), K * 50)
+            near = np.argpartition(d32, m0 - 1)[:m0] if m0 < len(d32) else np.arange(len(d32))
+            d = np.full(len(d32), 9.0)
+            d[near] = 1.0 - (vecs[idx[near]].astype(np.float64) @ q64) / norms[idx[near]]
             # Rows are stored in doc_id order, so a stable sort breaks distance ties by doc_id.
             m = min(len(d), K * 50)
             part = np.argpartition(d, m - 1)[:m] if m < len(d) else np.arange(len(d))
@@ -164,6 +168,7 @@ def main() -> None:
             stats["ranklock"]["recall"].append(recall(got, cand_dist, kth, want))
             if not res.complete:
                 flags["incomplete"] += 1
+                flags["truncation"][res.truncation] = flags["truncation"].get(res.truncation, 0) + 1
             if res.params.get("vector_fallback"):
                 flags["fallback"] += 1
             strat = str(res.params.get("vector_strategy"))
@@ -195,7 +200,9 @@ def main() -> None:
             if m == "ranklock":
                 note = (
                     f"strategy {', '.join(f'{k} x{v}' for k, v in sorted(r['strategies'].items()))}; "
-                    f"incomplete {r['incomplete']}; exact fallback {r['fallback']}"
+                    f"flagged incomplete {r['incomplete']}"
+                    + "".join(f" ({k} {v})" for k, v in sorted(r["truncation"].items()))
+                    + f"; exact fallback {r['fallback']}"
                 )
             else:
                 note = "plan: " + next((p.split(":")[1] for p in row["planner"].split() if p.startswith(m)), "?")

@@ -38,7 +38,9 @@ def test_strategy_follows_selectivity(engine: Engine, hnsw_coll: str) -> None:
     assert big.params["iterative_scan"] == "strict_order"
     assert (big.params["ef_search"], big.params["max_scan_tuples"]) == (100, 20000)
     assert big.params["matching_chunks"] == 100 and big.params["vector_fallback"] is None
-    assert (big.matching_count, big.complete, len(big.hits)) == (100, True, 5)
+    # a full count from an ANN index: approximate order, said so
+    assert (big.matching_count, big.complete, big.truncation, len(big.hits)) == (100, False, "approximate_index", 5)
+    assert (small.complete, small.truncation) == (True, None)
     sql_text, _ = engine.search_sql(hnsw_coll, "item", k=5, mode="semantic", filter="n < 10", exact_threshold=50)
     assert "ORDER BY c.embedding <=>" not in sql_text  # the exact scan the search would run
     unfiltered = engine.search(hnsw_coll, "item", k=5, mode="semantic")

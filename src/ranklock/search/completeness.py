@@ -19,10 +19,12 @@ default) or the response says ``complete: false, truncation:
 "index_scan_budget"``.  Nothing is dropped silently.
 
 ``complete`` is true when the response holds ``min(k, matching_count)``
-documents that are the top of the chosen ranking, or, in lexical mode, every
-matching document that contains the query's words.  ANN strategies rank by
-the index's order (approximate by design); ``vector_strategy`` in the
-response params says which was used.
+documents that are certainly the top of the chosen ranking, or, in lexical
+mode, every matching document that contains the query's words.  An ANN index
+(HNSW, IVFFlat) orders approximately, so a vector branch it served gives
+``complete: false, truncation: "approximate_index"`` even when the count is
+full; only an exact scan certifies the top.  Truncation reasons, strongest
+first: ``index_scan_budget``, ``fusion_depth``, ``approximate_index``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ TRUNCATIONS = {
     "index_scan_budget": "the vector index stopped (ef_search / max_scan_tuples / probes) before it returned "
     "min(depth, matching_count) documents",
     "fusion_depth": "hybrid fusion saw at most `depth` documents per branch, fewer than k",
+    "approximate_index": "the vector branch was served by an ANN index (hnsw / ivfflat) with enough documents, "
+    "but its order is approximate: the true nearest documents are not guaranteed (raise exact_threshold above "
+    "matching chunks for an exact scan)",
 }
 
 
@@ -293,6 +298,10 @@ def execute_search(
                 f"{len(rows)} of the {scope.documents} matching documents contain the query's words; "
                 "lexical mode ranks only those (use hybrid or semantic mode to rank all)"
             )
+    if truncation is None and plan.uses_semantic and plan.vector_strategy != "exact":
+        # The index returned enough documents, but an ANN index cannot certify
+        # they are the true nearest ones: say so rather than claim the top.
+        truncation = "approximate_index"
     params: dict[str, Any] = {"matching_chunks": scope.chunks, "exact_threshold": sp.exact_threshold}
     if plan.uses_semantic:
         params["vector_fallback"] = fallback
