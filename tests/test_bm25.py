@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -202,3 +205,18 @@ def test_search_sql_twin_binds_the_statistics(engine: Engine, zipf: str) -> None
     assert params["bm25_seed"] == bm25_module.SEED_PER_TERM
     assert params["bm25_full"] == bm25_module.FULL_SCAN_POSTINGS
     assert "alpha" not in text  # the query is bound, never spliced
+
+
+def test_cli_passes_ranker_and_bm25_parameters(engine: Engine, zipf: str, rl_home: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ranklock.cli import app
+
+    dsn = ["--dsn", os.environ["RANKLOCK_TEST_DSN"]] if os.environ.get("RANKLOCK_TEST_DSN") else []
+    args = ["search", zipf, "alpha canyon", "--mode", "lexical", "--k1", "0.9", "--b", "0.4", "--json"]
+    r = CliRunner().invoke(app, [*args, "--home", str(rl_home), *dsn])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert (out["params"]["lexical_ranker"], out["params"]["k1"], out["params"]["b"]) == ("bm25", 0.9, 0.4)
+    want = reference_bm25(engine, zipf, "alpha canyon", k1=0.9, b=0.4, depth=10)
+    assert [h["doc_id"] for h in out["hits"]] == [d for d, _, _ in want]

@@ -182,6 +182,8 @@ def search(
     ef_search: Annotated[int | None, typer.Option(help="HNSW ef_search.")] = None,
     ranker: Annotated[str | None, typer.Option(help="Lexical ranker: bm25 or ts_rank_cd.")] = None,
     syntax: Annotated[str | None, typer.Option(help="Lexical query syntax: natural or websearch.")] = None,
+    k1: Annotated[float | None, typer.Option("--k1", help="BM25 term-frequency saturation (default 1.2).")] = None,
+    b: Annotated[float | None, typer.Option("--b", help="BM25 length normalisation, 0..1 (default 0.75).")] = None,
     timings: Annotated[bool, typer.Option(help="Include timings and the query-log id (for `ranklock replay`) in the JSON output.")] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
@@ -210,6 +212,8 @@ def search(
             ef_search=ef_search,
             lexical_ranker=ranker,
             query_syntax=syntax,
+            k1=k1,
+            b=b,
         )
     if as_json:
         sys.stdout.write(res.to_json(timings=timings) + "\n")
