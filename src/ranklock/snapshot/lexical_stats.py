@@ -18,7 +18,11 @@ table itself, so the statistics a reader scores with can never drift:
     decreasing impact, which is what lets a query skip the long tail of a
     frequent term (see ranklock.search.bm25).  ``w`` is float8, computed by
     the same expression the query side uses, so a score summed from postings
-    and one computed from a chunk's tsvector agree to the last bits or so.
+    and one computed from a chunk's tsvector differ at most by the rounding
+    of a different summation order.
+
+Dropping a snapshot drops these with it (ranklock.snapshot.ops drops every
+``ranklock_data`` table named ``*_<id>``).
 
 Example::
 
@@ -38,7 +42,6 @@ __all__ = [
     "DEFAULT_B",
     "DEFAULT_K1",
     "build_lexical_stats",
-    "drop_lexical_tables",
     "postings_table",
     "terms_table",
 ]
@@ -55,14 +58,6 @@ def terms_table(snapshot_id: int) -> sql.Identifier:
 
 def postings_table(snapshot_id: int) -> sql.Identifier:
     return sql.Identifier("ranklock_data", f"postings_{snapshot_id}")
-
-
-def drop_lexical_tables(db: Database, snapshot_id: int) -> None:
-    """Drop a snapshot's BM25 tables (when the snapshot itself is discarded)."""
-    with db.connection() as conn:
-        conn.execute(
-            sql.SQL("DROP TABLE IF EXISTS {}, {}").format(terms_table(snapshot_id), postings_table(snapshot_id))
-        )
 
 
 def build_lexical_stats(
