@@ -298,6 +298,7 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     _negations(st)
     _preferences(st)
     _requirements(st)
+    _ambiguous_leftovers(st)
     if st.issues:
         _, phrase, question = sorted(st.issues)[0]
         return Plan(kind="clarification_request", phrase=phrase, question=question, **base)
@@ -490,6 +491,13 @@ _LOOSE_CUE = re.compile(
 )
 
 
+_ROLE_AFTER = re.compile(
+    r"\s+(?:engineers?|developers?|devs?|programmers?|scientists?|analysts?|designers?|architects?|managers?|"
+    r"specialists?|consultants?|recruiters?|accountants?)\b",
+    re.IGNORECASE,
+)
+
+
 def _loose_values(st: _State) -> None:
     """Accept an ambiguous word in any case next to a sure value of its field or after a skill cue.
 
@@ -505,7 +513,10 @@ def _loose_values(st: _State) -> None:
                     continue
                 sure = [x for x in st.mentions if x.field == f.name and x.kind == "value"]
                 glued = any(_LIST_GLUE.match(st.text[x.end : s]) or _LIST_GLUE.match(st.text[e : x.start]) for x in sure)
-                if glued or _LOOSE_CUE.search(st.text[max(0, s - 40) : s]):
+                lo, hi = _clause_bounds(st.text, s, e)
+                alone = _content_words(st, lo, hi) == [(s, e)]  # "excel, 2+ years": the clause is the value
+                role = _ROLE_AFTER.match(st.text, e)  # "go developer", "lead engineer"
+                if glued or alone or role or _LOOSE_CUE.search(st.text[max(0, s - 40) : s]):
                     st.mentions.append(_Mention(s, e, f.name, v, "value"))
                     st.claim(s, e)
                     changed = True
@@ -649,6 +660,22 @@ def _requirements(st: _State) -> None:
             st.issues.append((words[0][0], phrase, f"{phrase!r} is stated as a requirement, but it is not a value of "
                               f"any typed field (fields: {', '.join(st.schema.names())}). Should it be ranking "
                               "text instead, or which field value did you mean?"))
+
+
+def _ambiguous_leftovers(st: _State) -> None:
+    """A vocabulary value written as an ordinary word ("excel", "lead") is asked about, not silently ranked."""
+    for f in st.schema.fields:
+        for s, e, v in find_values(st.text, loose_table(st.schema.vocab.get(f.name, []))):
+            if v in _NEVER_ASK or not st.free(s, e):
+                continue
+            word = st.text[s:e]
+            st.issues.append((s, word, f"{word!r} is also the {f.name} value {v!r}. Is it a requirement (write it "
+                              f"as {v.capitalize()!r} to require it) or just a word to rank by?"))
+            st.claim(s, e)
+
+
+# Ambiguous values that are almost always ordinary words in a request.
+_NEVER_ASK = frozenset({"us", "none"})
 
 
 def _concepts(st: _State) -> None:
