@@ -153,6 +153,9 @@ def test_logging_can_be_turned_off(engine: Engine, shared: str) -> None:
         assert res.query_id is None
         assert engine.db.fetchone("SELECT count(*) AS n FROM ranklock.query_log") == before
         assert res.to_json() == engine.search(cname, QUERY, k=2).to_json()
+        # The statement asks for the branch candidates only when they are logged.
+        assert "NULL::json AS branches" in quiet.search_sql(cname, QUERY, k=2)[0]
+        assert "json_agg" in engine.search_sql(cname, QUERY, k=2)[0]
     finally:
         quiet.close()
 

@@ -357,3 +357,29 @@ def test_activate_with_gate_refuses_a_worse_snapshot(engine: Engine, cname: str,
     assert json.loads(out)["activated"] is True
     assert engine.collection(cname).active_snapshot_id == same.snapshot_id
     print(f"gate refused snapshot {worse.snapshot_id}: {refused['gate']['reasons'][0]}")
+
+
+def test_snapshot_commands_print_readable_tables(engine: Engine, cname: str, rl_home: Path) -> None:
+    r1 = engine.ingest(cname, docs(TAG))
+    r2 = engine.ingest(cname, docs(TAG, change={"tides": "Neap tides are weaker."}), activate=False)
+    runs = [
+        ("snapshot", "list", cname),
+        ("snapshot", "show", cname, str(r2.snapshot_id)),
+        ("snapshot", "diff", cname, str(r1.snapshot_id), str(r2.snapshot_id)),
+        ("snapshot", "activate", cname, str(r2.snapshot_id)),
+        ("snapshot", "rollback", cname),
+        ("snapshot", "drop", cname, str(r2.snapshot_id)),
+        ("search", cname, QUERY, "-k", "2"),
+    ]
+    outputs = []
+    for args in runs:
+        code, out = cli(rl_home, engine, *args)
+        assert code == 0, (args, out)
+        outputs.append(" ".join(out.split()))  # rich wraps lines at the terminal width
+    assert "~ tides" in outputs[2]
+    assert f"snapshot {r2.snapshot_id} is active (was {r1.snapshot_id})" in outputs[3]
+    assert f"rolled back from snapshot {r2.snapshot_id} to {r1.snapshot_id}" in outputs[4]
+    assert f"dropped snapshot {r2.snapshot_id}" in outputs[5]
+    assert "logged as query" in outputs[6] and "ranklock replay" in outputs[6]
+    code, out = cli(rl_home, engine, "snapshot", "drop", cname, str(r1.snapshot_id))
+    assert code == 2 and "is the active snapshot" in out

@@ -592,6 +592,7 @@ class Engine:
         from .search.completeness import prepare_plan
 
         prepare_plan(self.db, plan, coll.index_kind, snap, sp)  # the strategy search() would pick
+        plan.capture_branches = bool(self.settings.log_queries)  # search() also returns branches to log
         q, p = build_search_sql(plan)
         with self.db.connection() as conn:
             text = q.as_string(conn)
