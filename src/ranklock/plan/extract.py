@@ -14,8 +14,9 @@ works in passes over the request, each claiming the characters it explains:
    preference words ("ideally", "a plus") turn what they cover into soft
    preferences;
 5. what is left: phrases that state a requirement no field can express
-   ("near the office", "culture fit", "must know cobol") -> a
-   ``clarification_request`` naming the phrase; other content words become
+   ("near the office", "culture fit", "must know cobol"), and vocabulary
+   values written as ordinary words that no context settles ("team lead") ->
+   a ``clarification_request`` naming the phrase; other content words become
    the ranking text.
 
 Every constraint the extractor emits names a declared field and an operator
@@ -281,7 +282,7 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     base: dict[str, Any] = {"request": request, "collection": collection}
     if not text:
         return Plan(kind="clarification_request", phrase="", question="The request is empty. What should the "
-                    "candidates have (skills, years of experience, location)?", **base)
+                    f"results have (fields: {', '.join(schema.names())})?", **base)
     hit = find_protected(text)
     if hit is not None:
         return Plan(kind="refusal", phrase=hit.phrase, attribute=hit.attribute, reason=hit.reason, **base)
