@@ -187,7 +187,14 @@ def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: 
     if plan.as_of is None and len(fields) == 1:
         (name,) = fields
         one_chunk = int(stats.get("max_chunks_per_doc", 2) or 2) <= 1
-        if _value_counts_ready(conn, db, plan, int(snap["id"]), name, one_chunk):
+        try:
+            ready = _value_counts_ready(conn, db, plan, int(snap["id"]), name, one_chunk)
+        except psycopg.Error:
+            # A read-only role or replica cannot create the counts table;
+            # counting rows gives the same number, only slower.
+            _READY[(db.dsn, int(snap["id"]), name)] = False
+            ready = False
+        if ready:
             q = sql.SQL(
                 'SELECT coalesce(sum(c."#docs"), 0), coalesce(sum(c."#chunks"), 0) FROM {} AS c '
                 'WHERE c."#field" = %(rl_count_field)s AND ({})'
