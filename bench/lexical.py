@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -244,11 +245,12 @@ def main() -> None:
     report: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
-            "cpus": __import__("os").cpu_count(),
+            "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "python": platform.python_version(),
         },
         "depth": args.depth,
+        "loadavg_start": list(os.getloadavg()),
         "datasets": {},
     }
     for name in args.datasets:
@@ -271,9 +273,12 @@ def main() -> None:
         lat = latency_table(eng, args.large, texts, depth=args.depth, warm_ts_rank_cd=False)
         print_latency(f"{args.large} ({snap['chunk_count'] if snap else '?'} chunks)", lat)
         report["large"] = {"collection": args.large, "chunks": snap["chunk_count"] if snap else None, "latency": lat}
+    # Other processes share these 2 cores; the load average says how much.
+    report["loadavg_end"] = list(os.getloadavg())
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
-    print(f"\nwrote {args.out}")
+    print(f"\nload average at start {report['loadavg_start']}, at end {report['loadavg_end']}")
+    print(f"wrote {args.out}")
     eng.close()
 
 
