@@ -127,14 +127,22 @@ def ingest(
     collection: Annotated[str, typer.Argument(help="Collection name (created if missing).")],
     path: Annotated[Path, typer.Argument(help="corpus.jsonl, a BEIR folder, or a folder of .txt/.md files.")],
     replace: Annotated[bool, typer.Option("--replace", help="The new snapshot holds exactly these documents.")] = False,
-    no_activate: Annotated[bool, typer.Option("--no-activate", help="Build the snapshot but keep the old one active.")] = False,
+    no_activate: Annotated[
+        bool, typer.Option("--no-activate", help="Build the snapshot but keep the old one active.")
+    ] = False,
     language: Annotated[str, typer.Option(help="Text-search language for a new collection.")] = "english",
-    accent: Annotated[str, typer.Option(help="Accent policy for a new collection: sensitive or insensitive.")] = "sensitive",
-    field: Annotated[list[str] | None, typer.Option("--field", help="Typed field for a new collection, name:type[!].")] = None,
+    accent: Annotated[
+        str, typer.Option(help="Accent policy for a new collection: sensitive or insensitive.")
+    ] = "sensitive",
+    field: Annotated[
+        list[str] | None, typer.Option("--field", help="Typed field for a new collection, name:type[!].")
+    ] = None,
     index: Annotated[str, typer.Option(help="Vector index for a new collection: hnsw, ivfflat or exact.")] = "hnsw",
     window: Annotated[int, typer.Option(help="Chunk window in embedder tokens (new collection).")] = 256,
     overlap: Annotated[int, typer.Option(help="Chunk overlap in tokens (new collection).")] = 32,
-    embedder: Annotated[str | None, typer.Option(help="Embedder for a new collection (default all-MiniLM-L6-v2).")] = None,
+    embedder: Annotated[
+        str | None, typer.Option(help="Embedder for a new collection (default all-MiniLM-L6-v2).")
+    ] = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -152,7 +160,9 @@ def ingest(
             "embedder": embedder,
         }
         with progress_bar(not as_json) as prog:
-            report = eng.ingest(collection, path, replace=replace, activate=not no_activate, progress=prog, create=create)
+            report = eng.ingest(
+                collection, path, replace=replace, activate=not no_activate, progress=prog, create=create
+            )
     d = report.as_dict()
     if as_json:
         print_json(d)

@@ -543,6 +543,7 @@ class Engine:
                 plan.vector_strategy = coll.index_kind
             max_chunks = int((snap.get("stats") or {}).get("max_chunks_per_doc", 1) or 1)
             plan.sem_fetch = max(plan.depth, plan.depth * min(max_chunks, 4))
+            plan.max_chunks_per_doc = max_chunks
         return plan, coll, snap, sp, timings, warnings
 
     def _query_vector(self, coll: CollectionInfo, text: str) -> np.ndarray:
@@ -571,7 +572,7 @@ class Engine:
             "ON CONFLICT DO NOTHING",
             [coll.embedder_sha256, h, Vector(vec)],
         )
-        return vec
+        return np.asarray(vec, dtype=np.float32)
 
     def search_sql(
         self,

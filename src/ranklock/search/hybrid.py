@@ -43,6 +43,8 @@ class SearchPlan:
     #: "hnsw"/"ivfflat": index scan with over-fetch; "exact": full scan of the filtered set.
     vector_strategy: str = "exact"
     sem_fetch: int = 40
+    #: Most chunks any document of the snapshot has (from the snapshot's stats).
+    max_chunks_per_doc: int = 1
     qvec: Any = None
     filter_sql: sql.Composable = field(default_factory=lambda: sql.SQL("TRUE"))
     filter_params: dict[str, Any] = field(default_factory=dict)
@@ -101,10 +103,18 @@ lex AS (
 
 def _semantic_cte(plan: SearchPlan) -> sql.Composable:
     if plan.vector_strategy == "exact":
-        # Every filtered chunk is scored: exact and complete by construction.
-        cand = sql.SQL(
+        # Every filtered chunk is scored (the MATERIALIZED CTE has no ORDER BY,
+        # so no ANN index can stand in for the scan): exact and complete by
+        # construction.  Then a top-N sort keeps depth * max_chunks_per_doc
+        # chunks, which always hold the best chunk of each of the top `depth`
+        # documents: at most (depth - 1) * max_chunks chunks of better-ranked
+        # documents can precede it.  That avoids sorting every chunk by doc_id.
+        scored = sql.SQL(
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where}"
         ).format(table=plan.table, where=_where(plan))
+        cand = sql.SQL(
+            "SELECT doc_id, chunk, dist FROM sem_scored ORDER BY dist, doc_id, chunk LIMIT %(sem_exact_fetch)s"
+        )
     else:
         # ORDER BY the bare distance so the planner can use the ANN index; the
         # over-fetch leaves room for several chunks of one document.  Ties
@@ -113,8 +123,9 @@ def _semantic_cte(plan: SearchPlan) -> sql.Composable:
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
             "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s"
         ).format(table=plan.table, where=_where(plan))
+    prefix = sql.SQL("sem_scored AS MATERIALIZED ({}),\n").format(scored) if plan.vector_strategy == "exact" else sql.SQL("")
     return sql.SQL(
-        """sem_cand AS MATERIALIZED ({cand}),
+        """{prefix}sem_cand AS MATERIALIZED ({cand}),
 sem_best AS (
     SELECT doc_id, chunk, dist,
            row_number() OVER (PARTITION BY doc_id ORDER BY dist, chunk) AS rn
@@ -127,7 +138,7 @@ sem AS (
     ORDER BY dist, doc_id, chunk
     LIMIT %(depth)s
 )"""
-    ).format(cand=cand)
+    ).format(prefix=prefix, cand=cand)
 
 
 def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
@@ -150,6 +161,8 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
         params["qvec"] = plan.qvec
         if plan.vector_strategy != "exact":
             params["sem_fetch"] = plan.sem_fetch
+        else:
+            params["sem_exact_fetch"] = plan.depth * max(1, plan.max_chunks_per_doc)
         ctes.append(_semantic_cte(plan))
 
     if plan.uses_lexical and plan.uses_semantic:
