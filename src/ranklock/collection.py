@@ -86,7 +86,7 @@ def parse_field_spec(text: str) -> FieldSpec:
         )
     if ftype not in FIELD_TYPES:
         raise ConfigError(f"unknown field type {ftype!r} for {name!r}; valid types: {', '.join(FIELD_TYPES)}.")
-    return FieldSpec(name=name, type=ftype, required=bool(req))  # type: ignore[arg-type]
+    return FieldSpec(name=name, type=ftype, required=bool(req))
 
 
 class CollectionInfo(BaseModel):

@@ -109,10 +109,10 @@ def _semantic_cte(plan: SearchPlan) -> sql.Composable:
         # chunks, which always hold the best chunk of each of the top `depth`
         # documents: at most (depth - 1) * max_chunks chunks of better-ranked
         # documents can precede it.  That avoids sorting every chunk by doc_id.
-        scored = sql.SQL(
+        scored: sql.Composable = sql.SQL(
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where}"
         ).format(table=plan.table, where=_where(plan))
-        cand = sql.SQL(
+        cand: sql.Composable = sql.SQL(
             "SELECT doc_id, chunk, dist FROM sem_scored ORDER BY dist, doc_id, chunk LIMIT %(sem_exact_fetch)s"
         )
     else:
