@@ -14,7 +14,9 @@ RRF_K = 60
 
 @pytest.fixture(scope="module")
 def demo(engine: Engine) -> str:
-    engine.ingest("t_search_demo", demo_corpus_path(), replace=True)
+    engine.ingest(
+        "t_search_demo", demo_corpus_path(), replace=True, create={"fields": ["year:int", "tags:keyword[]"]}
+    )
     return "t_search_demo"
 
 
@@ -168,3 +170,21 @@ def test_stop_word_only_query(engine: Engine, demo: str) -> None:
 def test_unknown_collection(engine: Engine) -> None:
     with pytest.raises(NotFound, match=r"no collection named 'nope'; existing: .*Create one with `ranklock ingest"):
         engine.search("nope", "anything")
+
+
+def test_filter_is_pushed_into_both_branches_and_constrains_both(engine: Engine, demo: str) -> None:
+    f = 'year >= 2023 and tags has "database"'
+    text, params = engine.search_sql(demo, "index for vectors", k=10, filter=f)
+    lex_part = text[text.index("lex_hits AS") : text.index("lex_best AS")]
+    sem_part = text[text.index("sem_") : text.index("sem_best AS")]
+    for part in (lex_part, sem_part):
+        assert '"year" >=' in part and '"tags" @>' in part, part
+    assert 2023 in params.values()
+    res = engine.search(demo, "index for vectors", k=10, filter=f)
+    allowed = {"pg-001", "pg-002", "pg-003", "pg-004"}  # year >= 2023 and tagged database
+    assert {h.doc_id for h in res.hits} == allowed
+    assert res.matching_count == 4 and res.complete is True
+    # Both branches saw only filtered documents: no hit ranked by either branch is outside the filter.
+    for mode in ("lexical", "semantic"):
+        branch = engine.search(demo, "index for vectors", k=10, mode=mode, filter=f)
+        assert {h.doc_id for h in branch.hits} <= allowed
