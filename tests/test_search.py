@@ -49,13 +49,16 @@ def test_hybrid_equals_python_fusion_of_the_two_branches(engine: Engine, demo: s
     sem = engine.search(demo, q, k=depth, mode="semantic", depth=depth)
     hyb = engine.search(demo, q, k=25, mode="hybrid", depth=depth)
     fused: dict[str, float] = {}
-    for branch in (lex, sem):
-        for h in branch.hits:
-            fused[h.doc_id] = fused.get(h.doc_id, 0.0) + 1.0 / (RRF_K + h.rank)
+    for h in lex.hits:
+        assert h.lexical_rank is not None
+        fused[h.doc_id] = fused.get(h.doc_id, 0.0) + 1.0 / (RRF_K + h.lexical_rank)
+    for h in sem.hits:
+        assert h.semantic_rank is not None
+        fused[h.doc_id] = fused.get(h.doc_id, 0.0) + 1.0 / (RRF_K + h.semantic_rank)
     expected = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0].encode()))
     assert [(h.doc_id, pytest.approx(h.score)) for h in hyb.hits] == [(d, pytest.approx(s)) for d, s in expected]
-    lex_ranks = {h.doc_id: h.rank for h in lex.hits}
-    sem_ranks = {h.doc_id: h.rank for h in sem.hits}
+    lex_ranks = {h.doc_id: h.lexical_rank for h in lex.hits}
+    sem_ranks = {h.doc_id: h.semantic_rank for h in sem.hits}
     for h in hyb.hits:
         assert h.lexical_rank == lex_ranks.get(h.doc_id)
         assert h.semantic_rank == sem_ranks.get(h.doc_id)
@@ -93,11 +96,13 @@ def test_duplicated_texts_tie_break_by_doc_id(engine: Engine, cname: str) -> Non
     for mode in ("hybrid", "lexical", "semantic"):
         res = engine.search(cname, "lighthouse keepers lamps", k=3, mode=mode)
         assert [h.doc_id for h in res.hits] == ["dup-a", "dup-b", "dup-c"], mode
-        # Raw signals are identical; ranks are still distinct and consecutive because
-        # row_number() breaks the tie by doc_id, so the fused scores follow doc_id order.
-        assert len({(h.lexical_score, h.semantic_distance) for h in res.hits}) == 1
+        # Raw signals are identical, so the branch ranks (competition ranks) and the
+        # fused scores are identical too: a tie, ordered by doc_id and reported as one
+        # tie group whose inner order carries no meaning.
+        assert len({(h.lexical_score, h.semantic_distance, h.lexical_rank, h.semantic_rank) for h in res.hits}) == 1
+        assert len({h.score for h in res.hits}) == 1
         assert [h.rank for h in res.hits] == [1, 2, 3]
-        assert res.hits[0].score > res.hits[1].score > res.hits[2].score
+        assert [h.tie_group for h in res.hits] == [1, 1, 1]
 
 
 def test_same_search_fifty_times_is_byte_identical(engine: Engine, demo: str) -> None:

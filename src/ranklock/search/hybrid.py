@@ -8,7 +8,11 @@ runs.  The same filter predicate is placed in both branches.
 
 Each branch first keeps one chunk per document (its best), then ranks
 documents; fusion is Reciprocal Rank Fusion, ``sum 1 / (rrf_k + rank)`` with
-ranks counted from 1.  The hit's chunk is the one from the branch that
+ranks counted from 1.  Branch ranks are competition ranks (``rank()``):
+documents with identical raw scores share a rank, so a tie stays a tie after
+fusion instead of becoming a preference for the smaller doc id; the doc id
+only decides the (stable, meaningless) order inside the tie and which tied
+documents survive a LIMIT.  The hit's chunk is the one from the branch that
 ranked the document higher (the lower chunk number when both ranked it equal).
 """
 
@@ -93,7 +97,7 @@ lex_best AS (
 ),
 lex AS (
     SELECT doc_id, chunk, score,
-           row_number() OVER (ORDER BY score DESC, doc_id, chunk) AS rank
+           rank() OVER (ORDER BY score DESC) AS rank
     FROM lex_best WHERE rn = 1
     ORDER BY score DESC, doc_id, chunk
     LIMIT %(depth)s
@@ -133,7 +137,7 @@ sem_best AS (
 ),
 sem AS (
     SELECT doc_id, chunk, dist,
-           row_number() OVER (ORDER BY dist, doc_id, chunk) AS rank
+           rank() OVER (ORDER BY dist) AS rank
     FROM sem_best WHERE rn = 1
     ORDER BY dist, doc_id, chunk
     LIMIT %(depth)s

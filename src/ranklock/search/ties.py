@@ -1,12 +1,13 @@
 """Ties are not preferences: hits with identical ranking signals share a tie group.
 
-Each branch numbers its candidates with ``row_number()``, breaking equal
-scores by doc id, so two documents the ranker cannot tell apart (the same
-lexical score and the same vector distance, e.g. two identical resumes under
-different names) still get different ranks and different fused scores.
-Their order is stable but meaningless.  This module finds such hits among
-the results and gives them one ``tie_group`` (the rank of the group's first
-hit), with a warning saying that order within the group carries no meaning.
+Each branch ranks with competition ranks (``rank()``), so two documents the
+ranker cannot tell apart (the same lexical score and the same vector
+distance, e.g. two identical resumes under different names) get the same
+branch ranks and the same fused score, and sit next to each other; the final
+order inside the tie is by doc id: stable, but meaningless.  This module
+finds such hits among the results and gives them one ``tie_group`` (the rank
+of the group's first hit), with a warning saying that order within the group
+carries no meaning.
 
 The raw signals are compared, not the ranks: ranks already contain the
 doc-id tie-break that we want to expose.
