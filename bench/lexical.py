@@ -238,6 +238,7 @@ def main() -> None:
     ap.add_argument("--large", default="large", help="large generated collection ('' to skip)")
     ap.add_argument("--large-queries", type=int, default=50, help="first N of bench/large_corpus.queries()")
     ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--skip-latency", action="store_true", help="data sets: quality only")
     ap.add_argument("--out", default=str(OUT / "lexical.json"))
     args = ap.parse_args()
 
@@ -258,9 +259,10 @@ def main() -> None:
         if not args.skip_quality:
             entry["quality"] = quality(eng, name, depth=args.depth)
             print_quality(name, entry["quality"])
-        _, queries, _ = load_beir(name)
-        entry["latency"] = latency_table(eng, name, list(queries.values()), depth=args.depth)
-        print_latency(name, entry["latency"])
+        if not args.skip_latency:
+            _, queries, _ = load_beir(name)
+            entry["latency"] = latency_table(eng, name, list(queries.values()), depth=args.depth)
+            print_latency(name, entry["latency"])
         report["datasets"][name] = entry
     if args.large:
         from large_corpus import GeneratedEmbedder, queries
