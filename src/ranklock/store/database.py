@@ -62,7 +62,11 @@ class Database:
             max_size=max_size,
             open=True,
             configure=self._configure,
-            kwargs={"autocommit": True},
+            # No server-side prepared statements: after five executions psycopg
+            # would prepare, and PostgreSQL may then switch to a generic plan.
+            # A different plan for the same query can walk an ANN index
+            # differently and return different rows; one statement, one plan.
+            kwargs={"autocommit": True, "prepare_threshold": None},
         )
 
     @staticmethod
@@ -70,6 +74,9 @@ class Database:
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
+        # Belt and braces for statements prepared by anything else: always plan
+        # with the actual parameter values.
+        conn.execute("SET plan_cache_mode = force_custom_plan")
 
     def close(self) -> None:
         self.pool.close()
