@@ -99,10 +99,14 @@ def _query_terms(terms: sql.Composable) -> sql.Composable:
 
 
 def _score(alias: str = "c") -> sql.Composable:
-    """The BM25 score of chunk ``alias`` from its tsvector, over the terms in CTE ``qt``."""
+    """The BM25 score of chunk ``alias`` from its tsvector, over the terms in CTE ``qt``.
+
+    Term contributions are summed as numeric, which is exact: the result does
+    not depend on the order the terms are visited in.
+    """
     return sql.SQL(
-        "(SELECT coalesce(sum(qt.idf * x.tf * (%(k1)s::float8 + 1) / (x.tf + %(k1)s::float8 * "
-        "(1 - %(b)s::float8 + %(b)s::float8 * {a}.doc_len / %(bm25_avgdl)s::float8))), 0)::float8 "
+        "(SELECT coalesce(sum((qt.idf * x.tf * (%(k1)s::float8 + 1) / (x.tf + %(k1)s::float8 * "
+        "(1 - %(b)s::float8 + %(b)s::float8 * {a}.doc_len / %(bm25_avgdl)s::float8)))::numeric), 0)::float8 "
         "FROM unnest({a}.tsv) AS u JOIN qt ON qt.lexeme = u.lexeme "
         "CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS x)"
     ).format(a=sql.Identifier(alias))
@@ -166,7 +170,9 @@ summed AS MATERIALIZED (
     -- Every chunk that can reach theta is in cand (all chunks with a posting
     -- when theta = 0); summing the weights of all query terms over those
     -- chunks gives their exact scores without touching their tsvectors.
-    SELECT p.row_id, sum(p.w) AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    -- Summed as numeric: exact, so the order rows arrive in (hash join,
+    -- parallel workers) cannot change the last bit of a score.
+    SELECT p.row_id, sum(p.w::numeric)::float8 AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
     WHERE (SELECT full_scan FROM gate)
       AND CASE WHEN (SELECT theta FROM theta) = 0 THEN true ELSE p.row_id IN (SELECT row_id FROM cand) END
     GROUP BY p.row_id

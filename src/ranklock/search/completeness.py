@@ -226,7 +226,9 @@ def _apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: S
     # carries one query's budget into the next.  JIT compilation costs tens of
     # milliseconds and only pays off for long analytic queries, never here.
     # All in one round trip.
-    settings: list[tuple[str, str]] = [("jit", "off")]
+    # work_mem: BM25 over very common terms aggregates 10^5-10^6 postings; at
+    # the default 4 MB the hash aggregate spills to disk.
+    settings: list[tuple[str, str]] = [("jit", "off"), ("work_mem", "64MB")]
     if plan.uses_semantic and plan.vector_strategy == "hnsw":
         settings += [
             ("hnsw.ef_search", str(sp.ef_search)),
