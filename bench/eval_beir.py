@@ -99,13 +99,17 @@ def main() -> None:
     print(f"{'collection':<10} {'ranker':<11} {'mode':<9} " + " ".join(f"{c:>10}" for c in cols) + "  depth  sem")
     for name, ranker, mode, m, p in rows:
         print(
-            f"{name:<10} {ranker:<11} {mode:<9} " + " ".join(f"{m[c]:>10.4f}" for c in cols)
+            f"{name:<10} {ranker:<11} {mode:<9} "
+            + " ".join(f"{m[c]:>10.4f}" for c in cols)
             + f"  {p.get('depth')!s:>5}  {p.get('vector_strategy')}"
         )
     for name, e in result["collections"].items():
         if "gate" in e:
             g = e["gate"]
-            print(f"gate {name}: {g['base']} -> {g['new']}: {'PASS' if g['passed'] else 'FAIL'}; " + "; ".join(g["failures"]))
+            print(
+                f"gate {name}: {g['base']} -> {g['new']}: {'PASS' if g['passed'] else 'FAIL'}; "
+                + "; ".join(g["failures"])
+            )
     print(f"wrote {out / 'eval_beir.json'}")
 
 

@@ -58,11 +58,15 @@ def load_vectors(eng: Engine, sid: int, cache: Path) -> tuple[list[str], np.ndar
     ids: list[str] = []
     buckets: list[int] = []
     rows: list[np.ndarray] = []
-    with eng.db.connection() as conn, conn.cursor() as cur, cur.copy(
-        sql.SQL("COPY (SELECT doc_id, bucket, embedding FROM {} ORDER BY row_id) TO STDOUT (FORMAT BINARY)").format(
-            chunk_table(sid)
-        )
-    ) as cp:
+    with (
+        eng.db.connection() as conn,
+        conn.cursor() as cur,
+        cur.copy(
+            sql.SQL("COPY (SELECT doc_id, bucket, embedding FROM {} ORDER BY row_id) TO STDOUT (FORMAT BINARY)").format(
+                chunk_table(sid)
+            )
+        ) as cp,
+    ):
         cp.set_types(["text", "int8", "vector"])
         for doc_id, bucket, vec in cp.rows():
             ids.append(doc_id)
@@ -119,9 +123,7 @@ def main() -> None:
     for frac, n in SELECTIVITIES:
         mask = buckets < n
         idx = np.nonzero(mask)[0]
-        stats: dict[str, dict[str, list[float]]] = {
-            m: {"recall": [], "returned": [], "ms": []} for m in METHODS
-        }
+        stats: dict[str, dict[str, list[float]]] = {m: {"recall": [], "returned": [], "ms": []} for m in METHODS}
         flags: dict[str, Any] = {"incomplete": 0, "fallback": 0, "strategies": {}, "truncation": {}}
         # One unmeasured warm-up search per selectivity (its first query builds ranklock's value counts).
         eng.search(args.collection, "warm up", k=K, mode="semantic", filter=f"bucket < {n}")
@@ -144,8 +146,10 @@ def main() -> None:
 
             for method, settings in (
                 ("pgvector", {"hnsw.ef_search": "40", "hnsw.iterative_scan": "off"}),
-                ("iterative", {"hnsw.ef_search": "40", "hnsw.iterative_scan": "strict_order",
-                               "hnsw.max_scan_tuples": "20000"}),
+                (
+                    "iterative",
+                    {"hnsw.ef_search": "40", "hnsw.iterative_scan": "strict_order", "hnsw.max_scan_tuples": "20000"},
+                ),
             ):
                 with eng.db.connection() as conn, conn.transaction():
                     for key, val in settings.items():
@@ -154,9 +158,7 @@ def main() -> None:
                     got = [r[0] for r in conn.execute(post_filter, {"n": n, "q": qv, "k": K}).fetchall()]
                     stats[method]["ms"].append((time.perf_counter() - t) * 1000)
                     if method not in plans.get(str(n), ""):
-                        plan = conn.execute(
-                            sql.SQL("EXPLAIN ") + post_filter, {"n": n, "q": qv, "k": K}
-                        ).fetchall()
+                        plan = conn.execute(sql.SQL("EXPLAIN ") + post_filter, {"n": n, "q": qv, "k": K}).fetchall()
                         uses = "hnsw" if any("hnsw" in r[0] for r in plan) else "btree+sort"
                         plans[str(n)] = plans.get(str(n), "") + f"{method}:{uses} "
                 stats[method]["returned"].append(len(got))

@@ -143,13 +143,21 @@ def ranklock_run(
 
 
 def latency_table(
-    eng: Engine, coll: str, texts: list[str], *, depth: int, rounds: int = 1, warm_ts_rank_cd: bool = True
+    eng: Engine,
+    coll: str,
+    texts: list[str],
+    *,
+    depth: int,
+    rounds: int = 1,
+    warm_ts_rank_cd: bool = True,
+    ts_rank_cd_queries: int | None = None,
 ) -> dict[str, Any]:
     """p50/p95/p99 of the lexical branch (both rankers) and of hybrid, interleaved query by query.
 
     Every query first runs once unmeasured (buffer cache, cached query
     vector); on the 1M-chunk collection ts_rank_cd takes seconds a query, so
-    its warm-up can be skipped (its measured times then include cold reads).
+    its warm-up can be skipped (its measured times then include cold reads),
+    and it can be measured on the first ``ts_rank_cd_queries`` queries only.
     """
     configs = [("lexical", "bm25"), ("lexical", "ts_rank_cd"), ("hybrid", "bm25"), ("hybrid", "ts_rank_cd")]
     out: dict[str, dict[str, list[float]]] = {f"{m}/{r}": {"search_ms": [], "embed_ms": []} for m, r in configs}
@@ -158,8 +166,10 @@ def latency_table(
             if r == "bm25" or warm_ts_rank_cd:
                 _timed(eng, coll, text, m, r, depth)
     for _ in range(rounds):
-        for text in texts:
+        for i, text in enumerate(texts):
             for m, r in configs:
+                if r == "ts_rank_cd" and ts_rank_cd_queries is not None and i >= ts_rank_cd_queries:
+                    continue
                 got = _timed(eng, coll, text, m, r, depth)
                 if got is not None:
                     out[f"{m}/{r}"]["search_ms"].append(got[0])
@@ -237,6 +247,9 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=40)
     ap.add_argument("--large", default="large", help="large generated collection ('' to skip)")
     ap.add_argument("--large-queries", type=int, default=50, help="first N of bench/large_corpus.queries()")
+    ap.add_argument(
+        "--large-ts-queries", type=int, default=None, help="measure ts_rank_cd on the large set for the first N only"
+    )
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--skip-latency", action="store_true", help="data sets: quality only")
     ap.add_argument("--out", default=str(OUT / "lexical.json"))
@@ -272,7 +285,9 @@ def main() -> None:
         info = eng.collection(args.large)
         snap = eng.db.fetchone("SELECT chunk_count FROM ranklock.snapshots WHERE id = %s", [info.active_snapshot_id])
         texts = queries(args.large_queries)
-        lat = latency_table(eng, args.large, texts, depth=args.depth, warm_ts_rank_cd=False)
+        lat = latency_table(
+            eng, args.large, texts, depth=args.depth, warm_ts_rank_cd=False, ts_rank_cd_queries=args.large_ts_queries
+        )
         print_latency(f"{args.large} ({snap['chunk_count'] if snap else '?'} chunks)", lat)
         report["large"] = {"collection": args.large, "chunks": snap["chunk_count"] if snap else None, "latency": lat}
     # Other processes share these 2 cores; the load average says how much.

@@ -1,6 +1,6 @@
 """Planner accuracy on the labelled request set: outcome accuracy and exact-plan accuracy.
 
-    .venv/bin/python bench/plan_accuracy.py [tests/data/plan_requests.yaml] [--json out.json]
+.venv/bin/python bench/plan_accuracy.py [tests/data/plan_requests.yaml] [--json out.json]
 """
 
 from __future__ import annotations
@@ -41,13 +41,27 @@ def main() -> None:
         print(f"{k:<24}{by_kind[k]:>4}{kind_ok[k]:>10}{exact_ok[k]:>10}")
     n = sum(by_kind.values())
     print(f"{'all':<24}{n:>4}{sum(kind_ok.values()):>10}{sum(exact_ok.values()):>10}")
-    print(f"outcome accuracy {sum(kind_ok.values()) / n:.3f}, exact-plan accuracy {sum(exact_ok.values()) / n:.3f}, "
-          f"{ms:.2f} ms per request")
+    print(
+        f"outcome accuracy {sum(kind_ok.values()) / n:.3f}, exact-plan accuracy {sum(exact_ok.values()) / n:.3f}, "
+        f"{ms:.2f} ms per request"
+    )
     for f in failures:
         print(f"FAIL {f['request']!r}: {'; '.join(f['problems'])}")
     if out:
-        Path(out).write_text(json.dumps({"n": n, "by_kind": by_kind, "kind_ok": kind_ok, "exact_ok": exact_ok,
-                                         "ms_per_request": ms, "failures": failures}, indent=2) + "\n")
+        Path(out).write_text(
+            json.dumps(
+                {
+                    "n": n,
+                    "by_kind": by_kind,
+                    "kind_ok": kind_ok,
+                    "exact_ok": exact_ok,
+                    "ms_per_request": ms,
+                    "failures": failures,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

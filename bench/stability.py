@@ -82,8 +82,9 @@ def _build(eng: Engine, table: sql.Identifier, name: str) -> float:
         # Enough memory that the graph is built in memory, as pgvector recommends.
         conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
         conn.execute(
-            sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
-            .format(sql.Identifier(name), table)
+            sql.SQL(
+                "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+            ).format(sql.Identifier(name), table)
         )
     return time.perf_counter() - t
 
@@ -106,8 +107,10 @@ def rebuild_test(eng: Engine, source_sql: sql.Composable, label: str, vectors: l
     for b in range(2):
         builds.append(round(_build(eng, table, f"hnsw_{label}"), 1))
         runs.append(_topk(eng, table, vectors, exact=False))
-        print(f"  {label}: build {b + 1} in {builds[-1]}s, recall@{K} vs exact {_recall(runs[-1], exact):.4f}",
-              file=sys.stderr)
+        print(
+            f"  {label}: build {b + 1} in {builds[-1]}s, recall@{K} vs exact {_recall(runs[-1], exact):.4f}",
+            file=sys.stderr,
+        )
     _exec(eng, sql.SQL("DROP TABLE {}").format(table))
     as_runs = [{str(i): r for i, r in enumerate(run)} for run in runs]
     st = stability_of_runs(as_runs, k=K)
@@ -151,9 +154,11 @@ def main() -> None:
     }
     with Engine(home=args.home, log_queries=False) as eng:
         _exec(eng, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)))
-        pg = eng.db.fetchone("SELECT current_setting('server_version') AS pg, "
-                             "(SELECT extversion FROM pg_extension WHERE extname = 'vector') AS vector, "
-                             "current_setting('max_parallel_maintenance_workers') AS workers")
+        pg = eng.db.fetchone(
+            "SELECT current_setting('server_version') AS pg, "
+            "(SELECT extversion FROM pg_extension WHERE extname = 'vector') AS vector, "
+            "current_setting('max_parallel_maintenance_workers') AS workers"
+        )
         result["postgres"] = pg
         for name in [c.strip() for c in args.collections.split(",") if c.strip()]:
             queries = load_queries(DATA / name)
@@ -169,20 +174,37 @@ def main() -> None:
                 for vname in [v.strip() for v in args.variants.split(",") if v.strip()]:
                     t = time.perf_counter()
                     rep = measure_stability(
-                        eng, name, queries, runs=args.runs, concurrency=args.concurrency, k=K, mode="hybrid",
+                        eng,
+                        name,
+                        queries,
+                        runs=args.runs,
+                        concurrency=args.concurrency,
+                        k=K,
+                        mode="hybrid",
                         params=variants[vname],
                     )
                     d = rep.to_dict()
                     d["unstable"] = d["unstable"][:20]
                     entry[f"ranklock_{vname}"] = d
-                    print(f"  {name}: ranklock {vname} {args.runs} runs in {time.perf_counter() - t:.0f}s, "
-                          f"RSI {rep.rsi:.4f}", file=sys.stderr)
+                    print(
+                        f"  {name}: ranklock {vname} {args.runs} runs in {time.perf_counter() - t:.0f}s, "
+                        f"RSI {rep.rsi:.4f}",
+                        file=sys.stderr,
+                    )
                 cfg = compare_configurations(
-                    eng, name, queries, a={"exact_threshold": 10**9}, b={"exact_threshold": 0}, k=K, mode="semantic",
+                    eng,
+                    name,
+                    queries,
+                    a={"exact_threshold": 10**9},
+                    b={"exact_threshold": 0},
+                    k=K,
+                    mode="semantic",
                     concurrency=args.concurrency,
                 )
                 entry["ranklock_exact_vs_hnsw_semantic"] = {
-                    "rsi": cfg.rsi, "rbo": cfg.rbo, "identical_share": cfg.identical_share,
+                    "rsi": cfg.rsi,
+                    "rbo": cfg.rbo,
+                    "identical_share": cfg.identical_share,
                     "a": cfg.extra["a"]["params"].get("vector_strategy"),
                     "b": cfg.extra["b"]["params"].get("vector_strategy"),
                 }
@@ -214,8 +236,12 @@ def main() -> None:
                     ).fetchall()
                 vectors = [np.asarray(r[0].to_numpy(), dtype=np.float32) for r in qrows]
                 entry = rebuild_test(eng, src_bound, f"{args.large}_{n}", vectors)
-                entry["source"] = {"collection": args.large, "snapshot": sid, "sample": f"row_id < {n}",
-                                   "queries": f"vectors of rows {n}..{n + nq - 1}"}
+                entry["source"] = {
+                    "collection": args.large,
+                    "snapshot": sid,
+                    "sample": f"row_id < {n}",
+                    "queries": f"vectors of rows {n}..{n + nq - 1}",
+                }
                 result["large"] = entry
         if args.random:
             # The hard case for HNSW: unclustered random unit vectors (384 dimensions, fixed seed).
@@ -230,31 +256,40 @@ def main() -> None:
             with eng.db.connection() as conn, conn.cursor() as cur, cur.copy(copy) as cp:
                 for i in range(args.random):
                     cp.write_row([i, Vector(m[i])])
-            entry = rebuild_test(eng, sql.SQL("SELECT row_id, embedding FROM {}").format(src_table), "random",
-                                 list(m[args.random:]))
+            entry = rebuild_test(
+                eng, sql.SQL("SELECT row_id, embedding FROM {}").format(src_table), "random", list(m[args.random :])
+            )
             entry["source"] = {"rows": "random unit vectors, numpy seed 20261130", "queries": "random unit vectors"}
             result["random"] = entry
         _exec(eng, sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
-    print(f"{'data':<16} {'rows':>8} {'queries':>7} {'system':<34} {'RSI':>7} {'RBO':>7} {'identical':>9} {'changed':>8}")
+    print(
+        f"{'data':<16} {'rows':>8} {'queries':>7} {'system':<34} {'RSI':>7} {'RBO':>7} {'identical':>9} {'changed':>8}"
+    )
     for name, e in result["collections"].items():
         for vname in ("default", "hnsw"):
             if f"ranklock_{vname}" not in e:
                 continue
             r = e[f"ranklock_{vname}"]
             label = f"ranklock {vname}, {args.runs} runs, c={args.concurrency}"
-            print(f"{name:<16} {'':>8} {e['queries']:>7} {label:<34} "
-                  f"{r['rsi']:>7.4f} {r['rbo']:>7.4f} {r['identical_share']:>9.1%} {1 - r['identical_share']:>8.1%}")
+            print(
+                f"{name:<16} {'':>8} {e['queries']:>7} {label:<34} "
+                f"{r['rsi']:>7.4f} {r['rbo']:>7.4f} {r['identical_share']:>9.1%} {1 - r['identical_share']:>8.1%}"
+            )
         p = e["pgvector_rebuild"]
-        print(f"{name:<16} {p['rows']:>8} {p['queries']:>7} {'pgvector HNSW, 2 index builds':<34} "
-              f"{p['rsi']:>7.4f} {p['rbo']:>7.4f} {p['identical_share']:>9.1%} {p['changed_top10_share']:>8.1%}")
+        print(
+            f"{name:<16} {p['rows']:>8} {p['queries']:>7} {'pgvector HNSW, 2 index builds':<34} "
+            f"{p['rsi']:>7.4f} {p['rbo']:>7.4f} {p['identical_share']:>9.1%} {p['changed_top10_share']:>8.1%}"
+        )
     for key, label in (("large", f"{args.large} sample"), ("random", "random vectors")):
         if key in result and "rsi" in result[key]:
             p = result[key]
-            print(f"{label:<16} {p['rows']:>8} {p['queries']:>7} {'pgvector HNSW, 2 index builds':<34} "
-                  f"{p['rsi']:>7.4f} {p['rbo']:>7.4f} {p['identical_share']:>9.1%} {p['changed_top10_share']:>8.1%}")
+            print(
+                f"{label:<16} {p['rows']:>8} {p['queries']:>7} {'pgvector HNSW, 2 index builds':<34} "
+                f"{p['rsi']:>7.4f} {p['rbo']:>7.4f} {p['identical_share']:>9.1%} {p['changed_top10_share']:>8.1%}"
+            )
     print(f"wrote {out}")
 
 

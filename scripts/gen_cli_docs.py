@@ -1,14 +1,13 @@
 """Generate docs/cli.md from the CLI's own declarations, so the reference cannot drift.
 
-    python scripts/gen_cli_docs.py          # rewrite docs/cli.md
-    python scripts/gen_cli_docs.py --check  # exit 1 if docs/cli.md is stale (tests run this)
+python scripts/gen_cli_docs.py          # rewrite docs/cli.md
+python scripts/gen_cli_docs.py --check  # exit 1 if docs/cli.md is stale (tests run this)
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-
 from typing import Any
 
 import typer

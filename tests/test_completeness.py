@@ -11,10 +11,13 @@ from test_filters import use_hash_embedder
 @pytest.fixture
 def hnsw_coll(engine: Engine, cname: str) -> str:
     emb = use_hash_embedder(engine)
-    engine.create_collection(cname, fields=["n:int!", "tag:keyword"], embedder=emb,
-                             index_params={"m": 4, "ef_construction": 16})
-    engine.ingest(cname, [Document(f"d{i:03d}", "", f"item {i} text", {"n": i, "tag": "odd" if i % 2 else "even"})
-                          for i in range(120)])
+    engine.create_collection(
+        cname, fields=["n:int!", "tag:keyword"], embedder=emb, index_params={"m": 4, "ef_construction": 16}
+    )
+    engine.ingest(
+        cname,
+        [Document(f"d{i:03d}", "", f"item {i} text", {"n": i, "tag": "odd" if i % 2 else "even"}) for i in range(120)],
+    )
     return cname
 
 
@@ -22,10 +25,13 @@ def hnsw_coll(engine: Engine, cname: str) -> str:
 def big_hnsw(engine: Engine, cname: str) -> str:
     # Large enough that the planner walks the HNSW index rather than sorting a seq scan.
     emb = use_hash_embedder(engine)
-    engine.create_collection(cname, fields=["n:int!", "tag:keyword"], embedder=emb,
-                             index_params={"m": 4, "ef_construction": 16})
-    engine.ingest(cname, [Document(f"d{i:04d}", "", f"item {i} text", {"n": i, "tag": "odd" if i % 2 else "even"})
-                          for i in range(2000)])
+    engine.create_collection(
+        cname, fields=["n:int!", "tag:keyword"], embedder=emb, index_params={"m": 4, "ef_construction": 16}
+    )
+    engine.ingest(
+        cname,
+        [Document(f"d{i:04d}", "", f"item {i} text", {"n": i, "tag": "odd" if i % 2 else "even"}) for i in range(2000)],
+    )
     return cname
 
 
@@ -52,8 +58,9 @@ def test_short_index_is_flagged_or_rescanned(engine: Engine, big_hnsw: str) -> N
     # iterative scan off and ef_search 1: the index hands over one candidate,
     # the filter keeps at most that one, far fewer than min(depth, 1000).
     knobs = {"exact_threshold": 0, "iterative_scan": "off", "ef_search": 1}
-    flagged = engine.search(hnsw_coll, "item", k=10, mode="semantic", filter='tag = "odd"', exact_fallback=False,
-                            **knobs)
+    flagged = engine.search(
+        hnsw_coll, "item", k=10, mode="semantic", filter='tag = "odd"', exact_fallback=False, **knobs
+    )
     assert flagged.matching_count == 1000
     assert (flagged.complete, flagged.truncation) == (False, "index_scan_budget")
     assert len(flagged.hits) < 10
@@ -91,8 +98,12 @@ def test_matching_count_honours_as_of(engine: Engine, cname: str) -> None:
     emb = use_hash_embedder(engine)
     engine.create_collection(cname, fields=["n:int!"], embedder=emb)
     docs = [
-        Document("old", "", "policy text", {"n": 1, "effective_from": "2020-01-01T00:00:00Z",
-                                            "effective_to": "2023-01-01T00:00:00Z"}),
+        Document(
+            "old",
+            "",
+            "policy text",
+            {"n": 1, "effective_from": "2020-01-01T00:00:00Z", "effective_to": "2023-01-01T00:00:00Z"},
+        ),
         Document("new", "", "policy text", {"n": 1, "effective_from": "2023-01-01T00:00:00Z"}),
         Document("any", "", "policy text", {"n": 2}),
     ]
@@ -116,8 +127,18 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
     for flt in ['tag = "odd"', "n < 17", "not (n between 3 and 90)", "tag is null", 'tag in ("even", "x") or n > 5']:
         res = engine.search(hnsw_coll, "item", k=1, mode="semantic", filter=flt)
         f = compile_filter(coll, flt)
-        plan = SearchPlan(table=chunk_table(sid), mode="semantic", k=1, depth=1, rrf_k=60, query="", language="",
-                          accent="", filter_sql=f.sql, filter_params=f.params)
+        plan = SearchPlan(
+            table=chunk_table(sid),
+            mode="semantic",
+            k=1,
+            depth=1,
+            rrf_k=60,
+            query="",
+            language="",
+            accent="",
+            filter_sql=f.sql,
+            filter_params=f.params,
+        )
         q, p = count_matching_sql(plan, {})
         row = engine.db.fetchone(q, p)
         assert row is not None and res.matching_count == row["documents"], flt

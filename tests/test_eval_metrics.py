@@ -44,7 +44,9 @@ def test_ndcg_uses_grade_as_gain_and_log2_discount() -> None:
 def test_reciprocal_rank_has_no_cutoff() -> None:
     assert reciprocal_rank(["x", "y", "b"], QRELS) == pytest.approx(1 / 3)
     assert reciprocal_rank(["c", "x"], QRELS) == 0.0
-    assert mean([reciprocal_rank(["a"], QRELS), reciprocal_rank(["x", "d"], QRELS)]) == pytest.approx((1 / 1 + 1 / 2) / 2)
+    assert mean([reciprocal_rank(["a"], QRELS), reciprocal_rank(["x", "d"], QRELS)]) == pytest.approx(
+        (1 / 1 + 1 / 2) / 2
+    )
     assert mean([]) == 0.0
 
 
@@ -77,9 +79,7 @@ def test_rank_biased_overlap() -> None:
     assert rank_biased_overlap(["a", "b"], ["b", "a"], p) == pytest.approx((1 - p) / p * (p**2) + p**2)
     # Uneven lengths s = 1, l = 2, X_1 = 1, X_2 = 1 (eq. 32 of Webber et al.):
     # (1-p)/p * (1/1 p + 1/2 p^2 + 1*(2-1)/(1*2) p^2) + ((1-1)/2 + 1/1) p^2
-    assert rank_biased_overlap(["a"], ["a", "b"], p) == pytest.approx(
-        (1 - p) / p * (p + p**2 / 2 + p**2 / 2) + p**2
-    )
+    assert rank_biased_overlap(["a"], ["a", "b"], p) == pytest.approx((1 - p) / p * (p + p**2 / 2 + p**2 / 2) + p**2)
     # Position-aware: disagreement at the top costs more than at the bottom.
     top = rank_biased_overlap(["a", "b", "c", "d"], ["b", "a", "c", "d"], p)
     bottom = rank_biased_overlap(["a", "b", "c", "d"], ["a", "b", "d", "c"], p)

@@ -36,7 +36,14 @@ def test_report_files_and_trec_eval_agreement(engine: Engine, small: str, tmp_pa
     out = tmp_path / "out"
     paths = run.write(out)
     names = sorted(p.name for p in paths)
-    assert names == ["plot.png", "report.json", "run-hybrid.trec", "run-lexical.trec", "run-semantic.trec", "summary.md"]
+    assert names == [
+        "plot.png",
+        "report.json",
+        "run-hybrid.trec",
+        "run-lexical.trec",
+        "run-semantic.trec",
+        "summary.md",
+    ]
     assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "plot.png").stat().st_size > 10_000
 
@@ -96,8 +103,20 @@ def test_cli_eval_and_compare(engine: Engine, small: str, tmp_path: Path, rl_hom
     assert sorted(Path(f).name for f in data["files"])[0] == "plot.png"
     # `eval run` is the same command.
     res2 = runner.invoke(
-        app, ["eval", "run", small, "--golden", str(golden), "--k", "1,5", "--modes", "semantic", "--json",
-              *_cli_db(rl_home)]
+        app,
+        [
+            "eval",
+            "run",
+            small,
+            "--golden",
+            str(golden),
+            "--k",
+            "1,5",
+            "--modes",
+            "semantic",
+            "--json",
+            *_cli_db(rl_home),
+        ],
     )
     assert res2.exit_code == 0, res2.output
     assert json.loads(res2.output)["modes"]["semantic"] == data["modes"]["semantic"]

@@ -128,7 +128,10 @@ def test_format_round_trip() -> None:
             "filter syntax error at position 15: expected ')', found end of input; "
             'e.g. years_exp >= 5 and skills has "python".',
         ),
-        ('location = "Berl', 'filter syntax error at position 11: string starting here has no closing "; close it with ".'),
+        (
+            'location = "Berl',
+            'filter syntax error at position 11: string starting here has no closing "; close it with ".',
+        ),
         (
             "years_exp ~ 5",
             "filter syntax error at position 10: unexpected character '~'; "
@@ -260,15 +263,41 @@ def test_injection_through_field_name_is_rejected() -> None:
 # -- end to end ------------------------------------------------------------------------------
 
 PEOPLE = [
-    ("p1", "python developer in berlin", {"years_exp": 7, "rate": 80.5, "remote": True, "location": "Berlin",
-                                          "skills": ["python", "sql"], "start": "2024-03-01"}),
-    ("p2", "java engineer in lisbon", {"years_exp": 3, "rate": 60.0, "remote": False, "location": "Lisbon",
-                                       "skills": ["java", "sql"], "start": "2023-01-15"}),
+    (
+        "p1",
+        "python developer in berlin",
+        {
+            "years_exp": 7,
+            "rate": 80.5,
+            "remote": True,
+            "location": "Berlin",
+            "skills": ["python", "sql"],
+            "start": "2024-03-01",
+        },
+    ),
+    (
+        "p2",
+        "java engineer in lisbon",
+        {
+            "years_exp": 3,
+            "rate": 60.0,
+            "remote": False,
+            "location": "Lisbon",
+            "skills": ["java", "sql"],
+            "start": "2023-01-15",
+        },
+    ),
     ("p3", "python data scientist", {"years_exp": 5, "location": "Paris", "skills": ["Python", "r"]}),
-    ("p4", "go backend developer", {"years_exp": 10, "rate": 95.0, "remote": True, "location": "Berlin",
-                                    "skills": ["go", "python"]}),
-    ("p5", "junior web developer", {"years_exp": 1, "location": "x'); DROP TABLE ranklock.collections; --",
-                                    "skills": []}),
+    (
+        "p4",
+        "go backend developer",
+        {"years_exp": 10, "rate": 95.0, "remote": True, "location": "Berlin", "skills": ["go", "python"]},
+    ),
+    (
+        "p5",
+        "junior web developer",
+        {"years_exp": 1, "location": "x'); DROP TABLE ranklock.collections; --", "skills": []},
+    ),
 ]
 
 
@@ -299,8 +328,9 @@ def test_filtered_search_end_to_end(engine: Engine, people: str) -> None:
     assert ids(engine, people, "start >= '2024-01-01' or rate > 90") == ["p1", "p4"]
     # an empty list is a value, not null
     assert ids(engine, people, "skills is null") == []
-    structured = {"and": [{"field": "years_exp", "op": ">=", "value": 5}, {"field": "skills", "op": "has",
-                                                                           "value": "python"}]}
+    structured = {
+        "and": [{"field": "years_exp", "op": ">=", "value": 5}, {"field": "skills", "op": "has", "value": "python"}]
+    }
     for mode in ("hybrid", "semantic", "lexical"):
         assert ids(engine, people, structured, mode=mode) == ids(engine, people, format_filter(structured), mode=mode)
 
@@ -383,9 +413,28 @@ def test_cli_collection_create_and_filtered_search(
     home = str(rl_home)
     r = runner.invoke(
         app,
-        ["collection", "create", cname, "--field", "years_exp:int!", "--field", "skills:keyword[]", "--index",
-         "hnsw", "--m", "8", "--ef-construction", "32", "--language", "english", "--embedder", HashEmbedder.id,
-         "--home", home, "--json"],
+        [
+            "collection",
+            "create",
+            cname,
+            "--field",
+            "years_exp:int!",
+            "--field",
+            "skills:keyword[]",
+            "--index",
+            "hnsw",
+            "--m",
+            "8",
+            "--ef-construction",
+            "32",
+            "--language",
+            "english",
+            "--embedder",
+            HashEmbedder.id,
+            "--home",
+            home,
+            "--json",
+        ],
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
@@ -397,8 +446,13 @@ def test_cli_collection_create_and_filtered_search(
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(
         "\n".join(
-            json.dumps({"_id": f"d{i}", "text": f"developer number {i}",
-                        "metadata": {"years_exp": i, "skills": ["python"] if i % 2 else ["go"]}})
+            json.dumps(
+                {
+                    "_id": f"d{i}",
+                    "text": f"developer number {i}",
+                    "metadata": {"years_exp": i, "skills": ["python"] if i % 2 else ["go"]},
+                }
+            )
             for i in range(8)
         )
     )
@@ -422,8 +476,21 @@ def test_cli_collection_create_and_filtered_search(
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps({"fields": ["years_exp:int!"], "index": "ivfflat", "index_params": {"lists": 4}}))
     r = runner.invoke(
-        app, ["collection", "create", cname + "_y", "--schema", str(schema), "--probes", "3",
-              "--embedder", HashEmbedder.id, "--home", home, "--json"]
+        app,
+        [
+            "collection",
+            "create",
+            cname + "_y",
+            "--schema",
+            str(schema),
+            "--probes",
+            "3",
+            "--embedder",
+            HashEmbedder.id,
+            "--home",
+            home,
+            "--json",
+        ],
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
@@ -436,8 +503,9 @@ def test_cli_collection_create_and_filtered_search(
 
 def test_index_options_are_recorded(engine: Engine, cname: str) -> None:
     emb = use_hash_embedder(engine)
-    info = engine.create_collection(cname, fields=["n:int"], index="ivfflat", index_params={"lists": 2},
-                                    embedder=emb, search_defaults={"probes": 2})
+    info = engine.create_collection(
+        cname, fields=["n:int"], index="ivfflat", index_params={"lists": 2}, embedder=emb, search_defaults={"probes": 2}
+    )
     assert (info.index_kind, info.index_params, info.search_defaults) == ("ivfflat", {"lists": 2}, {"probes": 2})
     engine.ingest(cname, [Document(f"d{i}", "", f"text number {i}", {"n": i}) for i in range(30)])
     res = engine.search(cname, "text", k=5, mode="semantic", filter="n < 20", exact_threshold=0)

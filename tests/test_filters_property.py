@@ -95,9 +95,7 @@ def holds(f: dict[str, Any], meta: dict[str, Any]) -> bool:
     if op == "between":
         return bool(typed(want[0], name) <= v <= typed(want[1], name))
     w = typed(want, name)
-    return bool(
-        {"=": v == w, "!=": v != w, "<": v < w, "<=": v <= w, ">": v > w, ">=": v >= w}[op]
-    )
+    return bool({"=": v == w, "!=": v != w, "<": v < w, "<=": v <= w, ">": v > w, ">=": v >= w}[op])
 
 
 # -- random filters ---------------------------------------------------------------------------
@@ -109,13 +107,23 @@ def leaf(name: str, pool: list[Any], ordered: bool) -> st.SearchStrategy[dict[st
     json_pool = [p.isoformat() if isinstance(p, (date, datetime)) else p for p in pool]
     ops = ORDERED_OPS if ordered else ["=", "!="]
     return st.one_of(
-        st.builds(lambda op, v: {"field": name, "op": op, "value": v}, st.sampled_from(ops), st.sampled_from(json_pool)),
-        st.builds(lambda vs: {"field": name, "op": "in", "value": vs},
-                  st.lists(st.sampled_from(json_pool), min_size=1, max_size=3)),
+        st.builds(
+            lambda op, v: {"field": name, "op": op, "value": v}, st.sampled_from(ops), st.sampled_from(json_pool)
+        ),
+        st.builds(
+            lambda vs: {"field": name, "op": "in", "value": vs},
+            st.lists(st.sampled_from(json_pool), min_size=1, max_size=3),
+        ),
         *(
-            [st.builds(lambda a, b: {"field": name, "op": "between", "value": [a, b]},
-                       st.sampled_from(json_pool), st.sampled_from(json_pool))]
-            if ordered else []
+            [
+                st.builds(
+                    lambda a, b: {"field": name, "op": "between", "value": [a, b]},
+                    st.sampled_from(json_pool),
+                    st.sampled_from(json_pool),
+                )
+            ]
+            if ordered
+            else []
         ),
         st.sampled_from([{"field": name, "op": "is_null"}, {"field": name, "op": "is_not_null"}]),
     )
@@ -129,8 +137,11 @@ LEAVES = st.one_of(
     leaf("day", DAYS, True),
     leaf("ts", TSS, True),
     st.builds(lambda t: {"field": "tags", "op": "has", "value": t}, st.sampled_from(TAGS)),
-    st.builds(lambda op, ts: {"field": "tags", "op": op, "value": ts},
-              st.sampled_from(["has_all", "has_any"]), st.lists(st.sampled_from(TAGS), min_size=1, max_size=3)),
+    st.builds(
+        lambda op, ts: {"field": "tags", "op": op, "value": ts},
+        st.sampled_from(["has_all", "has_any"]),
+        st.lists(st.sampled_from(TAGS), min_size=1, max_size=3),
+    ),
     st.sampled_from([{"field": "tags", "op": "is_null"}, {"field": "tags", "op": "is_not_null"}]),
 )
 
@@ -159,8 +170,16 @@ def corpus(engine: Engine) -> str:
     return name
 
 
-def check(engine: Engine, name: str, docs: list[Document], flt: dict[str, Any], as_text: bool, mode: str,
-          exact_threshold: int, deep: bool = True) -> None:
+def check(
+    engine: Engine,
+    name: str,
+    docs: list[Document],
+    flt: dict[str, Any],
+    as_text: bool,
+    mode: str,
+    exact_threshold: int,
+    deep: bool = True,
+) -> None:
     expected = {d.doc_id for d in docs if holds(flt, d.metadata)}
     spec: Any = format_filter(flt) if as_text else flt
     k = len(expected) + 1 if expected else 1
@@ -207,8 +226,9 @@ def scratch(engine: Engine) -> str:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**6), n=st.integers(1, 15), flt=FILTERS, mode=st.sampled_from(["hybrid", "semantic"]))
-def test_filters_on_random_corpora(engine: Engine, scratch: str, seed: int, n: int, flt: dict[str, Any],
-                                   mode: str) -> None:
+def test_filters_on_random_corpora(
+    engine: Engine, scratch: str, seed: int, n: int, flt: dict[str, Any], mode: str
+) -> None:
     docs = make_docs(seed, n)
     engine.ingest(scratch, docs, replace=True)
     check(engine, scratch, docs, flt, False, mode, 20000)

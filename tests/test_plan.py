@@ -54,7 +54,9 @@ def test_planner_matches_label(entry: dict[str, Any]) -> None:
 def test_same_request_same_plan() -> None:
     for e in LABELLED[:30]:
         schema = SCHEMAS[e.get("schema", "resumes")]
-        assert extract_plan(e["request"], schema).model_dump_json() == extract_plan(e["request"], schema).model_dump_json()
+        assert (
+            extract_plan(e["request"], schema).model_dump_json() == extract_plan(e["request"], schema).model_dump_json()
+        )
 
 
 @pytest.mark.parametrize(
@@ -180,12 +182,17 @@ def fake_llm() -> Iterator[str]:
 def test_llm_plan_goes_through_the_same_validation(fake_llm: str) -> None:
     ext = LLMExtractor(fake_llm, "fake-model")
     _FakeLLM.answer = json.dumps(
-        {"kind": "answer", "constraints": [{"field": "skills", "op": "has", "value": "python", "phrase": "python"}],
-         "ranking_text": "developers"}
+        {
+            "kind": "answer",
+            "constraints": [{"field": "skills", "op": "has", "value": "python", "phrase": "python"}],
+            "ranking_text": "developers",
+        }
     )
     plan = validate_plan(ext.extract("python developers", RESUMES, "resumes"), RESUMES)
     assert (plan.kind, plan.extractor, plan.filter) == (
-        "answer", "llm:fake-model", {"field": "skills", "op": "has", "value": "python"}
+        "answer",
+        "llm:fake-model",
+        {"field": "skills", "op": "has", "value": "python"},
     )
     sent = _FakeLLM.seen[0]
     assert sent["path"] == "/v1/chat/completions" and sent["body"]["temperature"] == 0
@@ -223,11 +230,37 @@ _FRAGMENTS = st.one_of(
     st.sampled_from(sorted(SKILLS)),
     st.sampled_from(sorted(LOCATIONS)).map(lambda c: f"in {c}"),
     st.integers(1, 15).map(lambda n: f"{n}+ years of experience"),
-    st.sampled_from(["no agency", "remote", "ideally docker", "backend engineer", "master's or higher", "no php",
-                     "not in paris", "salary under 80k", "within 2 weeks", "developers", "fluent in german"]),
+    st.sampled_from(
+        [
+            "no agency",
+            "remote",
+            "ideally docker",
+            "backend engineer",
+            "master's or higher",
+            "no php",
+            "not in paris",
+            "salary under 80k",
+            "within 2 weeks",
+            "developers",
+            "fluent in german",
+        ]
+    ),
 )
-_PROTECTED = st.sampled_from(["young", "female", "native speaker", "no pregnant women", "christian", "under 30 years old",
-                              "married", "named Anna", "white candidates", "no disabled people", "German nationals"])
+_PROTECTED = st.sampled_from(
+    [
+        "young",
+        "female",
+        "native speaker",
+        "no pregnant women",
+        "christian",
+        "under 30 years old",
+        "married",
+        "named Anna",
+        "white candidates",
+        "no disabled people",
+        "German nationals",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)

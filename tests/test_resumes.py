@@ -89,8 +89,12 @@ def test_loaders_read_folders_jsonl_and_csv(tmp_path: Path) -> None:
     csv_file = tmp_path / "kaggle.csv"
     csv_file.write_text('Category,Resume\nJava Developer,"Skills: Java, Spring, SQL\nExprience - 30 months"\n')
     (doc,) = load_resumes(csv_file)
-    assert doc.metadata == {"category": "java developer", "skills": ["java", "spring", "sql"], "years_experience": 2.5,
-                            "seniority": "junior"}
+    assert doc.metadata == {
+        "category": "java developer",
+        "skills": ["java", "spring", "sql"],
+        "years_experience": 2.5,
+        "seniority": "junior",
+    }
     with pytest.raises(IngestError, match="no 'Resume' column"):
         (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
         load_resumes(tmp_path / "bad.csv")
@@ -219,7 +223,12 @@ def test_explain_says_why_each_hit_is_where_it_is(engine: Engine, corpus: dict[s
     assert out.result is not None and out.explanations is not None
     assert len(out.explanations) == len(out.result.hits) > 0
     for e, h in zip(out.explanations, out.result.hits, strict=True):
-        assert (e.doc_id, e.rank, e.lexical_rank, e.semantic_rank) == (h.doc_id, h.rank, h.lexical_rank, h.semantic_rank)
+        assert (e.doc_id, e.rank, e.lexical_rank, e.semantic_rank) == (
+            h.doc_id,
+            h.rank,
+            h.lexical_rank,
+            h.semantic_rank,
+        )
         assert [c.satisfied for c in e.constraints] == [True, True]
         assert e.moved_by_preferences is not None
         assert ("docker" in e.preferences_matched) == ("docker" in (e.constraints[0].value or []) or

@@ -14,9 +14,7 @@ RRF_K = 60
 
 @pytest.fixture(scope="module")
 def demo(engine: Engine) -> str:
-    engine.ingest(
-        "t_search_demo", demo_corpus_path(), replace=True, create={"fields": ["year:int", "tags:keyword[]"]}
-    )
+    engine.ingest("t_search_demo", demo_corpus_path(), replace=True, create={"fields": ["year:int", "tags:keyword[]"]})
     return "t_search_demo"
 
 

@@ -194,14 +194,18 @@ def search(
     syntax: Annotated[str | None, typer.Option(help="Lexical query syntax: natural or websearch.")] = None,
     k1: Annotated[float | None, typer.Option("--k1", help="BM25 term-frequency saturation (default 1.2).")] = None,
     b: Annotated[float | None, typer.Option("--b", help="BM25 length normalisation, 0..1 (default 0.75).")] = None,
-    timings: Annotated[bool, typer.Option(help="Include timings and the query-log id (for `ranklock replay`) in the JSON output.")] = False,
+    timings: Annotated[
+        bool, typer.Option(help="Include timings and the query-log id (for `ranklock replay`) in the JSON output.")
+    ] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     request: Annotated[
         str | None, typer.Option("--request", help="A structured request: planned, then run, asked or refused.")
     ] = None,
-    explain: Annotated[bool, typer.Option("--explain", help="With --request: say why each hit is where it is.")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="With --request: say why each hit is where it is.")
+    ] = False,
 ) -> None:
     """Search COLLECTION: keyword and vector branches fused by RRF."""
     if request is not None or query is None:

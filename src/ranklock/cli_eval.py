@@ -150,14 +150,20 @@ def eval_compare(
         for mode, ms in res.metrics.items():
             for name, v in ms.items():
                 style = "red" if name.startswith("recall@") and v["delta"] < -res.tolerance else ""
-                table.add_row(mode, name, f"{v['base']:.4f}", f"{v['new']:.4f}", f"[{style}]{v['delta']:+.4f}[/]"
-                              if style else f"{v['delta']:+.4f}")
+                table.add_row(
+                    mode,
+                    name,
+                    f"{v['base']:.4f}",
+                    f"{v['new']:.4f}",
+                    f"[{style}]{v['delta']:+.4f}[/]" if style else f"{v['delta']:+.4f}",
+                )
         console.print(table)
         if res.lost:
             console.print(f"[bold]queries that lost relevant documents[/] ({len(res.lost)} query/cutoff pairs):")
             for row in res.lost[:50]:
-                console.print(f"  {row['mode']} k={row['k']} query {row['qid']}: lost {', '.join(row['lost'])}",
-                              highlight=False)
+                console.print(
+                    f"  {row['mode']} k={row['k']} query {row['qid']}: lost {', '.join(row['lost'])}", highlight=False
+                )
             if len(res.lost) > 50:
                 console.print(f"  … {len(res.lost) - 50} more (see --json)")
         if res.manifest_diff or res.params_diff:
@@ -219,14 +225,28 @@ def stability(
     with engine(dsn, home) as eng:
         if compare_snapshot is not None or other:
             rep = compare_configurations(
-                eng, collection, qs, a={"snapshot": snapshot, **params},
+                eng,
+                collection,
+                qs,
+                a={"snapshot": snapshot, **params},
                 b={"snapshot": compare_snapshot if compare_snapshot is not None else snapshot, **params, **other},
-                k=k, mode=mode, concurrency=concurrency, threshold=threshold,
+                k=k,
+                mode=mode,
+                concurrency=concurrency,
+                threshold=threshold,
             )
         else:
             rep = measure_stability(
-                eng, collection, qs, runs=runs, concurrency=concurrency, k=k, mode=mode, snapshot=snapshot,
-                params=params, threshold=threshold,
+                eng,
+                collection,
+                qs,
+                runs=runs,
+                concurrency=concurrency,
+                k=k,
+                mode=mode,
+                snapshot=snapshot,
+                params=params,
+                threshold=threshold,
             )
     if as_json:
         print_json(rep.to_dict())
@@ -272,8 +292,9 @@ def canary(
     except RanklockError as exc:
         raise fail(exc) from None
     with engine(dsn, home) as eng:
-        rep = run_canary(eng, collection, qs, record=record, k=k, mode=mode, params=params, threshold=threshold,
-                         accept=accept)
+        rep = run_canary(
+            eng, collection, qs, record=record, k=k, mode=mode, params=params, threshold=threshold, accept=accept
+        )
     if as_json:
         print_json(rep.to_dict())
     else:

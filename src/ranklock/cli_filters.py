@@ -71,7 +71,9 @@ def create(
     ] = None,
     index: Annotated[str | None, typer.Option(help="Vector index: hnsw, ivfflat or exact.")] = None,
     m: Annotated[int | None, typer.Option("--m", help="HNSW: links per node.")] = None,
-    ef_construction: Annotated[int | None, typer.Option("--ef-construction", help="HNSW: build candidate list.")] = None,
+    ef_construction: Annotated[
+        int | None, typer.Option("--ef-construction", help="HNSW: build candidate list.")
+    ] = None,
     lists: Annotated[int | None, typer.Option("--lists", help="IVFFlat: number of lists.")] = None,
     probes: Annotated[int | None, typer.Option("--probes", help="IVFFlat: lists probed per query (default).")] = None,
     ef_search: Annotated[int | None, typer.Option("--ef-search", help="HNSW: ef_search per query (default).")] = None,
@@ -99,7 +101,12 @@ def create(
         defaults["probes"] = probes
     if ef_search is not None:
         defaults["ef_search"] = ef_search
-    kwargs: dict[str, Any] = {"fields": fields, "index": kind, "index_params": index_params, "search_defaults": defaults}
+    kwargs: dict[str, Any] = {
+        "fields": fields,
+        "index": kind,
+        "index_params": index_params,
+        "search_defaults": defaults,
+    }
     for key, value in (("language", language), ("accent", accent), ("embedder", embedder)):
         if value is not None or key in spec:
             kwargs[key] = value if value is not None else spec[key]

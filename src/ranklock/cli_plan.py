@@ -19,13 +19,17 @@ from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, pr
 
 __all__ = ["render_plan", "run_resume_demo", "search_request_cli", "search_request_command"]
 
-resumes_app = typer.Typer(help="Resume collections: ingest real resumes, generate synthetic ones.", no_args_is_help=True)
+resumes_app = typer.Typer(
+    help="Resume collections: ingest real resumes, generate synthetic ones.", no_args_is_help=True
+)
 app.add_typer(resumes_app, name="resumes")
 
 LlmOpt = Annotated[
     bool,
-    typer.Option("--llm", help="Let the OpenAI-compatible endpoint in RANKLOCK_PLAN_LLM_URL propose the plan "
-                 "(validated like any other)."),
+    typer.Option(
+        "--llm",
+        help="Let the OpenAI-compatible endpoint in RANKLOCK_PLAN_LLM_URL propose the plan (validated like any other).",
+    ),
 ]
 
 
@@ -55,7 +59,9 @@ def render_plan(plan: Any) -> None:
         console.print(table)
     else:
         console.print("no hard constraints: every candidate is eligible")
-    console.print(f"ranking text: {plan.ranking_text!r}" if plan.ranking_text else "ranking text: (none)", highlight=False)
+    console.print(
+        f"ranking text: {plan.ranking_text!r}" if plan.ranking_text else "ranking text: (none)", highlight=False
+    )
     for p in plan.preferences:
         console.print(f"soft preference ({p.kind}): {p.value!r}{' on ' + p.field if p.field else ''}", highlight=False)
     console.print(f"query the ranker sees: {plan.query_text()!r}", highlight=False)
@@ -102,13 +108,21 @@ def search_request_command(
         rank = f"={h.tie_group}" if h.tie_group is not None else str(h.rank)
         e = expl.get(h.doc_id)
         name = str((e.display.get("name") if e else "") or "")
-        row = [rank, h.doc_id, name, f"{h.score:.5f}",
-               "-" if h.lexical_rank is None else str(h.lexical_rank),
-               "-" if h.semantic_rank is None else str(h.semantic_rank)]
+        row = [
+            rank,
+            h.doc_id,
+            name,
+            f"{h.score:.5f}",
+            "-" if h.lexical_rank is None else str(h.lexical_rank),
+            "-" if h.semantic_rank is None else str(h.semantic_rank),
+        ]
         if explain and e is not None:
             ok = sum(c.satisfied for c in e.constraints)
-            row += [f"{ok}/{len(e.constraints)}", ", ".join(e.preferences_matched) or "-",
-                    "-" if e.moved_by_preferences is None else f"{e.moved_by_preferences:+d}"]
+            row += [
+                f"{ok}/{len(e.constraints)}",
+                ", ".join(e.preferences_matched) or "-",
+                "-" if e.moved_by_preferences is None else f"{e.moved_by_preferences:+d}",
+            ]
         if not explain:
             snippet = h.text.replace("\n", " ")
             row.append(snippet[:60] + ("…" if len(snippet) > 60 else ""))
@@ -120,8 +134,9 @@ def search_request_command(
         highlight=False,
     )
     if any(h.tie_group is not None for h in res.hits):
-        console.print("'=N': tied with the hit ranked N (identical ranking signals); order within a tie group "
-                      "carries no meaning.")
+        console.print(
+            "'=N': tied with the hit ranked N (identical ranking signals); order within a tie group carries no meaning."
+        )
     for w in res.warnings:
         err_console.print(f"[yellow]note:[/] {w}", highlight=False)
 
@@ -141,13 +156,16 @@ def resumes_ingest(
     with engine(dsn, home) as eng:
         docs = load_resumes(path)  # inside the engine block: an IngestError becomes a clear message
         with progress_bar(not as_json) as prog:
-            report = eng.ingest(collection, docs, replace=replace, progress=prog,
-                                create={"fields": list(resume_fields_for(path))})
+            report = eng.ingest(
+                collection, docs, replace=replace, progress=prog, create={"fields": list(resume_fields_for(path))}
+            )
     if as_json:
         print_json(report.as_dict())
         return
-    console.print(f"[bold]{collection}[/]: {report.documents} resumes in snapshot {report.snapshot_id}; "
-                  f"embedded {report.embedded}, reused {report.reused}")
+    console.print(
+        f"[bold]{collection}[/]: {report.documents} resumes in snapshot {report.snapshot_id}; "
+        f"embedded {report.embedded}, reused {report.reused}"
+    )
 
 
 @resumes_app.command("generate")

@@ -302,8 +302,7 @@ class Engine:
     def _store_versions(self, collection_id: int, docs: list[Document]) -> None:
         with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS doc_stage (LIKE ranklock.documents INCLUDING DEFAULTS) "
-                "ON COMMIT DROP"
+                "CREATE TEMP TABLE IF NOT EXISTS doc_stage (LIKE ranklock.documents INCLUDING DEFAULTS) ON COMMIT DROP"
             )
             with cur.copy(
                 "COPY doc_stage (collection_id, doc_id, content_hash, title, body, metadata, display) FROM STDIN"
@@ -386,7 +385,9 @@ class Engine:
                 raise NotFound(f"no collection named {name!r}.")
             cid, active, status = row
             if status is None:
-                raise NotFound(f"collection {name!r} has no snapshot {snapshot_id}; see `ranklock snapshot list {name}`.")
+                raise NotFound(
+                    f"collection {name!r} has no snapshot {snapshot_id}; see `ranklock snapshot list {name}`."
+                )
             if status != "ready":
                 raise SnapshotError(f"snapshot {snapshot_id} is {status}, not ready; only a built snapshot can serve.")
             if active == snapshot_id:
@@ -625,9 +626,22 @@ class Engine:
         from .snapshot.querylog import SearchRecord
 
         record = SearchRecord.start(
-            self, coll=coll, snap=snap, plan=plan, sql_query=q, sql_params=p,
-            request={"collection": name, "query": query, "k": k, "mode": mode, "filter": filter,
-                     "snapshot": snapshot, "as_of": as_of, "params": params},
+            self,
+            coll=coll,
+            snap=snap,
+            plan=plan,
+            sql_query=q,
+            sql_params=p,
+            request={
+                "collection": name,
+                "query": query,
+                "k": k,
+                "mode": mode,
+                "filter": filter,
+                "snapshot": snapshot,
+                "as_of": as_of,
+                "params": params,
+            },
         )
         cached = record.cached(timings, t0)
         if cached is not None:
@@ -734,4 +748,3 @@ def _parse_as_of(value: datetime | str | None) -> datetime | None:
     if dt.tzinfo is None:
         raise QueryError(f"as_of {value!r} has no time zone; append Z or an offset like +01:00.")
     return dt
-

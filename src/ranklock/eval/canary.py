@@ -92,8 +92,9 @@ def run_canary(
         "params": used,
         "results": {qid: {"ids": ids, "digest": payloads[0][qid].hex()} for qid, ids in rankings[0].items()},
     }
-    rep = CanaryReport(passed=True, verdict="recorded", record=str(path), collection=collection,
-                       snapshot=current["snapshot"])
+    rep = CanaryReport(
+        passed=True, verdict="recorded", record=str(path), collection=collection, snapshot=current["snapshot"]
+    )
     if previous is None:
         rep.notes.append(f"no previous run at {path}; this run is the baseline")
     else:
@@ -114,9 +115,7 @@ def _compare(prev: dict[str, Any], cur: dict[str, Any], rep: CanaryReport, *, k:
     rep.previous = {"snapshot": prev["snapshot"], "created_at": prev.get("created_at")}
     common = [q for q in cur["results"] if q in prev["results"]]
     if len(common) != len(cur["results"]) or len(common) != len(prev["results"]):
-        rep.notes.append(
-            f"the query set changed: {len(common)} queries in common with the previous run are compared"
-        )
+        rep.notes.append(f"the query set changed: {len(common)} queries in common with the previous run are compared")
     if not common:
         rep.verdict = "no common queries"
         rep.notes.append("nothing to compare; this run becomes the baseline")

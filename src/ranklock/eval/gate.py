@@ -104,8 +104,14 @@ def promotion_gate(
             rep.reasons.extend(verdict.failures)
     queries = [(q.qid, q.text, q.filter) for q in gs.queries]
     stab = measure_stability(
-        eng, collection, queries, runs=max(2, runs), concurrency=concurrency, k=stability_k,
-        snapshot=candidate_snapshot, threshold=rsi_threshold,
+        eng,
+        collection,
+        queries,
+        runs=max(2, runs),
+        concurrency=concurrency,
+        k=stability_k,
+        snapshot=candidate_snapshot,
+        threshold=rsi_threshold,
     )
     rep.stability = stab.to_dict()
     if not stab.passed:
@@ -116,11 +122,21 @@ def promotion_gate(
         )
     if active_id is not None and active_id != candidate_snapshot:
         cross = compare_configurations(
-            eng, collection, queries, a={"snapshot": active_id}, b={"snapshot": candidate_snapshot},
-            k=stability_k, concurrency=concurrency, threshold=cross_rsi_threshold or 0.0,
+            eng,
+            collection,
+            queries,
+            a={"snapshot": active_id},
+            b={"snapshot": candidate_snapshot},
+            k=stability_k,
+            concurrency=concurrency,
+            threshold=cross_rsi_threshold or 0.0,
         )
-        rep.rsi_vs_active = {"rsi": cross.rsi, "rbo": cross.rbo, "identical_share": cross.identical_share,
-                             "threshold": cross_rsi_threshold}
+        rep.rsi_vs_active = {
+            "rsi": cross.rsi,
+            "rbo": cross.rbo,
+            "identical_share": cross.identical_share,
+            "threshold": cross_rsi_threshold,
+        }
         if cross_rsi_threshold is not None and cross.rsi < cross_rsi_threshold:
             rep.passed = False
             rep.reasons.append(

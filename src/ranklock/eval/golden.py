@@ -153,8 +153,10 @@ def _load_beir(root: Path, qrels_path: Path) -> GoldenSet:
         )
     texts: dict[str, str] = {}
     for lineno, row in _read_jsonl(qfile):
-        if not isinstance(row, dict) or not isinstance(row.get("_id"), (str, int)) or not isinstance(
-            row.get("text"), str
+        if (
+            not isinstance(row, dict)
+            or not isinstance(row.get("_id"), (str, int))
+            or not isinstance(row.get("text"), str)
         ):
             raise InputError(f'{qfile}:{lineno}: a BEIR query needs "_id" and "text"; got {_short(row)}.')
         texts[str(row["_id"])] = row["text"]
@@ -232,7 +234,7 @@ def _expected(where: str, expected: Any, grades: Any) -> dict[str, int]:
         out: dict[str, int] = {}
         for did, g in expected.items():
             if not isinstance(g, int) or isinstance(g, bool):
-                raise InputError(f'{where}: grade of {did!r} is {g!r}; grades are integers (0, 1, 2, …).')
+                raise InputError(f"{where}: grade of {did!r} is {g!r}; grades are integers (0, 1, 2, …).")
             out[str(did)] = g
         return out
     if not isinstance(expected, list) or not expected:
@@ -252,7 +254,7 @@ def _expected(where: str, expected: Any, grades: Any) -> dict[str, int]:
         )
     for g in grades:
         if not isinstance(g, int) or isinstance(g, bool):
-            raise InputError(f'{where}: grade {g!r} is not an integer; grades are 0, 1, 2, …')
+            raise InputError(f"{where}: grade {g!r} is not an integer; grades are 0, 1, 2, …")
     return dict(zip(ids, grades, strict=True))
 
 

@@ -171,9 +171,7 @@ def evaluate(
         for i, q in enumerate(gs.queries):
             t = time.perf_counter()
             try:
-                res = eng.search(
-                    collection, q.text, k=depth, mode=mode, filter=q.filter, snapshot=snap["id"], **extra
-                )
+                res = eng.search(collection, q.text, k=depth, mode=mode, filter=q.filter, snapshot=snap["id"], **extra)
             except QueryError as exc:
                 # A lexical search of a stop-word-only query is refused by the
                 # engine; for evaluation it is an empty ranking, and it is said.

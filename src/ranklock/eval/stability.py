@@ -220,7 +220,14 @@ def measure_stability(
     snap = snapshot_info(eng, collection, snapshot)
     t0 = time.perf_counter()
     rankings, payloads, used = collect_runs(
-        eng, collection, queries, runs=runs, concurrency=concurrency, k=k, mode=mode, snapshot=snap["id"],
+        eng,
+        collection,
+        queries,
+        runs=runs,
+        concurrency=concurrency,
+        k=k,
+        mode=mode,
+        snapshot=snap["id"],
         params=dict(params or {}),
     )
     stats = stability_of_runs(rankings, k=k, payloads=payloads)
@@ -260,8 +267,9 @@ def compare_configurations(
     # Two configurations echo different parameters in every response, so their
     # bytes always differ; "identical" here means the same ranked ids.
     stats = stability_of_runs([sides[0][1], sides[1][1]], k=k)
-    rep = _report(stats, "configurations", collection, sides[0][0], sides[0][3], queries, 2, concurrency, k, mode,
-                  threshold, t0)
+    rep = _report(
+        stats, "configurations", collection, sides[0][0], sides[0][3], queries, 2, concurrency, k, mode, threshold, t0
+    )
     rep.extra = {
         "a": {"snapshot": _snap_ref(sides[0][0]), "params": sides[0][3], "overrides": a},
         "b": {"snapshot": _snap_ref(sides[1][0]), "params": sides[1][3], "overrides": b},

@@ -39,13 +39,26 @@ from .vocab import find_values, loose_table
 __all__ = ["RuleExtractor", "extract_plan"]
 
 _NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "half a": 0.5,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "half a": 0.5,
 }
 _NUM = r"(?:\d+(?:[.,]\d+)*|half a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty)"
-_UNIT = (
-    r"(?:years?|yrs?|yoe|months?|mos?|weeks?|wks?|days?|eur(?:os?)?|usd|gbp|dollars?|pounds?)(?![a-z])"
-)
+_UNIT = r"(?:years?|yrs?|yoe|months?|mos?|weeks?|wks?|days?|eur(?:os?)?|usd|gbp|dollars?|pounds?)(?![a-z])"
 _CMP = (
     r"at least|minimum of|minimum|min\.?|no less than|not less than|more than|over|above|greater than|"
     r"at most|maximum of|maximum|max\.?|no more than|not more than|up to|less than|under|below|fewer than|"
@@ -72,11 +85,43 @@ _RANGE = re.compile(
     re.IGNORECASE,
 )
 _OPS = {
-    ">=": ("at least", "minimum of", "minimum", "min", "min.", "no less than", "not less than", ">=", "≥", "+",
-           "or more", "or above", "or higher", "or longer", "or greater", "plus"),
+    ">=": (
+        "at least",
+        "minimum of",
+        "minimum",
+        "min",
+        "min.",
+        "no less than",
+        "not less than",
+        ">=",
+        "≥",
+        "+",
+        "or more",
+        "or above",
+        "or higher",
+        "or longer",
+        "or greater",
+        "plus",
+    ),
     ">": ("more than", "over", "above", "greater than", ">"),
-    "<=": ("at most", "maximum of", "maximum", "max", "max.", "no more than", "not more than", "up to", "within",
-           "<=", "≤", "or less", "or fewer", "or under", "or below", "or shorter"),
+    "<=": (
+        "at most",
+        "maximum of",
+        "maximum",
+        "max",
+        "max.",
+        "no more than",
+        "not more than",
+        "up to",
+        "within",
+        "<=",
+        "≤",
+        "or less",
+        "or fewer",
+        "or under",
+        "or below",
+        "or shorter",
+    ),
     "<": ("less than", "under", "below", "fewer than", "<"),
     "=": ("exactly",),
 }
@@ -125,7 +170,192 @@ _PREAMBLE = re.compile(
     re.IGNORECASE,
 )
 _FILLER = frozenset(
-    ["a", "an", "the", "and", "or", "of", "for", "to", "in", "on", "at", "with", "who", "whom", "whose", "that", "which", "is", "are", "be", "been", "being", "was", "were", "has", "have", "having", "had", "can", "could", "would", "will", "shall", "may", "might", "we", "i", "me", "us", "our", "my", "you", "your", "they", "them", "their", "it", "its", "some", "any", "all", "both", "either", "neither", "nor", "one", "ones", "looking", "look", "find", "finding", "show", "get", "give", "list", "want", "wanted", "seeking", "seek", "hire", "hiring", "hires", "candidates", "candidate", "people", "person", "persons", "someone", "somebody", "anyone", "profiles", "profile", "resumes", "resume", "cv", "cvs", "applicants", "applicant", "talent", "please", "also", "least", "more", "less", "than", "experience", "experienced", "background", "knowledge", "skills", "skill", "proficiency", "proficient", "familiar", "familiarity", "expertise", "expert", "strong", "solid", "good", "great", "excellent", "deep", "hands-on", "working", "work", "worked", "using", "use", "used", "know", "knows", "knowing", "level", "as", "well", "from", "into", "about", "like", "such", "etc", "must", "should", "need", "needs", "needed", "required", "requires", "require", "only", "mandatory", "essential", "very", "really", "just", "do", "does", "did", "able", "willing", "open", "other", "who's", "based", "located", "currently", "preferably", "ideally", "plus", "bonus", "nice", "have", "must-have", "years", "year", "months", "month", "weeks", "week", "days", "day", "total", "professional", "relevant", "prior", "previous", "something", "time", "period", "current", "currently", "same", "new"]
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "for",
+        "to",
+        "in",
+        "on",
+        "at",
+        "with",
+        "who",
+        "whom",
+        "whose",
+        "that",
+        "which",
+        "is",
+        "are",
+        "be",
+        "been",
+        "being",
+        "was",
+        "were",
+        "has",
+        "have",
+        "having",
+        "had",
+        "can",
+        "could",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "we",
+        "i",
+        "me",
+        "us",
+        "our",
+        "my",
+        "you",
+        "your",
+        "they",
+        "them",
+        "their",
+        "it",
+        "its",
+        "some",
+        "any",
+        "all",
+        "both",
+        "either",
+        "neither",
+        "nor",
+        "one",
+        "ones",
+        "looking",
+        "look",
+        "find",
+        "finding",
+        "show",
+        "get",
+        "give",
+        "list",
+        "want",
+        "wanted",
+        "seeking",
+        "seek",
+        "hire",
+        "hiring",
+        "hires",
+        "candidates",
+        "candidate",
+        "people",
+        "person",
+        "persons",
+        "someone",
+        "somebody",
+        "anyone",
+        "profiles",
+        "profile",
+        "resumes",
+        "resume",
+        "cv",
+        "cvs",
+        "applicants",
+        "applicant",
+        "talent",
+        "please",
+        "also",
+        "least",
+        "more",
+        "less",
+        "than",
+        "experience",
+        "experienced",
+        "background",
+        "knowledge",
+        "skills",
+        "skill",
+        "proficiency",
+        "proficient",
+        "familiar",
+        "familiarity",
+        "expertise",
+        "expert",
+        "strong",
+        "solid",
+        "good",
+        "great",
+        "excellent",
+        "deep",
+        "hands-on",
+        "working",
+        "work",
+        "worked",
+        "using",
+        "use",
+        "used",
+        "know",
+        "knows",
+        "knowing",
+        "level",
+        "as",
+        "well",
+        "from",
+        "into",
+        "about",
+        "like",
+        "such",
+        "etc",
+        "must",
+        "should",
+        "need",
+        "needs",
+        "needed",
+        "required",
+        "requires",
+        "require",
+        "only",
+        "mandatory",
+        "essential",
+        "very",
+        "really",
+        "just",
+        "do",
+        "does",
+        "did",
+        "able",
+        "willing",
+        "open",
+        "other",
+        "who's",
+        "based",
+        "located",
+        "currently",
+        "preferably",
+        "ideally",
+        "plus",
+        "bonus",
+        "nice",
+        "have",
+        "must-have",
+        "years",
+        "year",
+        "months",
+        "month",
+        "weeks",
+        "week",
+        "days",
+        "day",
+        "total",
+        "professional",
+        "relevant",
+        "prior",
+        "previous",
+        "something",
+        "time",
+        "period",
+        "current",
+        "currently",
+        "same",
+        "new",
+    ]
 )
 
 
@@ -177,14 +407,12 @@ _CONCEPTS: tuple[_Concept, ...] = (
         "availability",
         r"\b(?:available (?:immediately|now|asap|soon|right away)|immediately available|asap|"
         r"start (?:immediately|asap|soon|right away)|immediate joiners?|short notice)\b",
-        "{phrase!r} has no exact meaning. What is the longest notice period to accept (e.g. 'notice under "
-        "30 days')?",
+        "{phrase!r} has no exact meaning. What is the longest notice period to accept (e.g. 'notice under 30 days')?",
     ),
     _concept(
         "salary",
         r"\b(?:cheap|affordable|inexpensive|low salary|low cost|within (?:our|the) budget|reasonable salary)\b",
-        "{phrase!r} has no exact meaning. What is the highest salary expectation to accept (e.g. 'salary under "
-        "80k')?",
+        "{phrase!r} has no exact meaning. What is the highest salary expectation to accept (e.g. 'salary under 80k')?",
     ),
     _concept(
         "education",
@@ -281,8 +509,12 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     text = " ".join(request.replace("\u2013", "-").replace("\u2014", "-").split())
     base: dict[str, Any] = {"request": request, "collection": collection}
     if not text:
-        return Plan(kind="clarification_request", phrase="", question="The request is empty. What should the "
-                    f"results have (fields: {', '.join(schema.names())})?", **base)
+        return Plan(
+            kind="clarification_request",
+            phrase="",
+            question=f"The request is empty. What should the results have (fields: {', '.join(schema.names())})?",
+            **base,
+        )
     hit = find_protected(text)
     if hit is not None:
         return Plan(kind="refusal", phrase=hit.phrase, attribute=hit.attribute, reason=hit.reason, **base)
@@ -306,9 +538,13 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     constraints, preferences = _group(st)
     ranking = _ranking_text(st)
     if not constraints and not ranking and not preferences:
-        return Plan(kind="clarification_request", phrase=text, question="Nothing in the request names a "
-                    f"requirement or a topic. What should the candidates have (fields: {', '.join(schema.names())})?",
-                    **base)
+        return Plan(
+            kind="clarification_request",
+            phrase=text,
+            question="Nothing in the request names a "
+            f"requirement or a topic. What should the candidates have (fields: {', '.join(schema.names())})?",
+            **base,
+        )
     return Plan(kind="answer", constraints=constraints, preferences=preferences, ranking_text=ranking, **base)
 
 
@@ -354,8 +590,10 @@ def _choose_numeric_field(st: _State, unit: str | None, start: int, end: int) ->
     phrase = st.text[start:end]
     cands = [n for n in _numeric_fields(st.schema) if _compatible(st.schema, n, unit)]
     if not cands:
-        return None, (f"{phrase!r} is a quantity, but no numeric field can hold it; numeric fields: "
-                      f"{', '.join(_numeric_fields(st.schema)) or 'none'}. Which requirement did you mean?")
+        return None, (
+            f"{phrase!r} is a quantity, but no numeric field can hold it; numeric fields: "
+            f"{', '.join(_numeric_fields(st.schema)) or 'none'}. Which requirement did you mean?"
+        )
     cued = [(d, i, n) for i, n in enumerate(cands) if (d := _cue_distance(st, n, start, end)) is not None]
     if cued:
         return min(cued)[2], None
@@ -364,8 +602,9 @@ def _choose_numeric_field(st: _State, unit: str | None, start: int, end: int) ->
     native = [n for n in cands if st.schema.unit(n) == unit]
     if len(native) == 1:
         return native[0], None
-    return None, (f"{phrase!r} could be any of {', '.join(cands)}. Which one do you mean (e.g. "
-                  f"'{phrase} of experience')?")
+    return None, (
+        f"{phrase!r} could be any of {', '.join(cands)}. Which one do you mean (e.g. '{phrase} of experience')?"
+    )
 
 
 def _convert(schema: PlanSchema, name: str, value: float, unit: str | None) -> float:
@@ -388,8 +627,11 @@ def _numbers(st: _State) -> None:
     text = st.text
     for m in _RANGE.finditer(text):
         a, b = ("a", "b") if m.group("anum") else ("c", "d")
-        u = _unit(m.group(f"{b}unit") or m.group(f"{a}unit"), m.group(f"{a}cur") or m.group(f"{b}cur"),
-                  m.group(f"{b}k") or m.group(f"{a}k"))
+        u = _unit(
+            m.group(f"{b}unit") or m.group(f"{a}unit"),
+            m.group(f"{a}cur") or m.group(f"{b}cur"),
+            m.group(f"{b}k") or m.group(f"{a}k"),
+        )
         if u is None and not m.group(0).lower().startswith("between"):
             continue
         name, question = _choose_numeric_field(st, u, m.start(), m.end())
@@ -419,8 +661,11 @@ def _numbers(st: _State) -> None:
         if name is None:
             st.issues.append((start, m.group(0).strip(), question or ""))
             continue
-        word = ((m.group("cmp") or "").lower() or ("+" if m.group("plus") else "")
-                or (m.group("pre") or m.group("post") or "").lower())
+        word = (
+            (m.group("cmp") or "").lower()
+            or ("+" if m.group("plus") else "")
+            or (m.group("pre") or m.group("post") or "").lower()
+        )
         op = _OP_OF.get(word, st.schema.bare_op(name))
         value = _fit(st.schema, name, _convert(st.schema, name, _amount(m, ""), u), op)
         st.mentions.append(_Mention(start, m.end(), name, value, "number", op))
@@ -451,7 +696,7 @@ def _values(st: _State) -> None:
             if st.free(s, e):
                 found.setdefault((s, e), []).append((f.name, v))
     taken: list[tuple[int, int]] = []
-    for (s, e) in sorted(found, key=lambda se: (-(se[1] - se[0]), se[0])):
+    for s, e in sorted(found, key=lambda se: (-(se[1] - se[0]), se[0])):
         if any(s < te and ts < e for ts, te in taken):
             continue
         taken.append((s, e))
@@ -513,7 +758,9 @@ def _loose_values(st: _State) -> None:
                 if not st.free(s, e):
                     continue
                 sure = [x for x in st.mentions if x.field == f.name and x.kind == "value"]
-                glued = any(_LIST_GLUE.match(st.text[x.end : s]) or _LIST_GLUE.match(st.text[e : x.start]) for x in sure)
+                glued = any(
+                    _LIST_GLUE.match(st.text[x.end : s]) or _LIST_GLUE.match(st.text[e : x.start]) for x in sure
+                )
                 lo, hi = _clause_bounds(st.text, s, e)
                 alone = _content_words(st, lo, hi) == [(s, e)]  # "excel, 2+ years": the clause is the value
                 role = _ROLE_AFTER.match(st.text, e)  # "go developer", "lead engineer"
@@ -572,9 +819,15 @@ def _negations(st: _State) -> None:
             words = _content_words(st, m.end(), end)
             if words:
                 phrase = st.text[m.start() : end].strip()
-                st.issues.append((m.start(), phrase, f"{phrase!r} excludes something no typed field records "
-                                  f"(fields: {', '.join(st.schema.names())}). Which field and value should be "
-                                  "excluded?"))
+                st.issues.append(
+                    (
+                        m.start(),
+                        phrase,
+                        f"{phrase!r} excludes something no typed field records "
+                        f"(fields: {', '.join(st.schema.names())}). Which field and value should be "
+                        "excluded?",
+                    )
+                )
                 st.claim(m.start(), end)
             continue
         for x in inside:
@@ -585,12 +838,58 @@ def _negations(st: _State) -> None:
 
 
 _BREAK_WORDS = frozenset(
-    ["but", "who", "which", "that", "with", "and", "in", "based", "located", "having", "has", "have", "must", "should", "plus", "preferably", "ideally", "for", "at", "from", "whose", "while"]
+    [
+        "but",
+        "who",
+        "which",
+        "that",
+        "with",
+        "and",
+        "in",
+        "based",
+        "located",
+        "having",
+        "has",
+        "have",
+        "must",
+        "should",
+        "plus",
+        "preferably",
+        "ideally",
+        "for",
+        "at",
+        "from",
+        "whose",
+        "while",
+    ]
 )
 # Words that do not end a negation before its object: "no *experience in* java", "not *based in* paris".
 _LIST_WORDS = frozenset(
-    {"or", "nor", "and/or", "either", "any", "/", "&", "a", "an", "the", "based", "located", "living", "in", "from",
-     "with", "experience", "background", "knowledge", "of", "at", "worked", "working"}
+    {
+        "or",
+        "nor",
+        "and/or",
+        "either",
+        "any",
+        "/",
+        "&",
+        "a",
+        "an",
+        "the",
+        "based",
+        "located",
+        "living",
+        "in",
+        "from",
+        "with",
+        "experience",
+        "background",
+        "knowledge",
+        "of",
+        "at",
+        "worked",
+        "working",
+    }
 )
 
 
@@ -633,9 +932,14 @@ def _preferences(st: _State) -> None:
             if s <= x.start < e:
                 if x.kind != "value":
                     phrase = st.text[x.start : x.end]
-                    st.issues.append((x.start, st.text[min(s, m.start()) : max(e, m.end())].strip(),
-                                      f"{phrase!r} is stated as a preference, but a number or yes/no can only be a "
-                                      "hard requirement here. Should it be required, or dropped?"))
+                    st.issues.append(
+                        (
+                            x.start,
+                            st.text[min(s, m.start()) : max(e, m.end())].strip(),
+                            f"{phrase!r} is stated as a preference, but a number or yes/no can only be a "
+                            "hard requirement here. Should it be required, or dropped?",
+                        )
+                    )
                 x.soft = True
         for w in _content_words(st, s, e):
             st.mentions.append(_Mention(w[0], w[1], "", st.text[w[0] : w[1]], "text", soft=True))
@@ -658,9 +962,15 @@ def _requirements(st: _State) -> None:
         words = _content_words(st, s, e)
         if words:
             phrase = st.text[words[0][0] : words[-1][1]]
-            st.issues.append((words[0][0], phrase, f"{phrase!r} is stated as a requirement, but it is not a value of "
-                              f"any typed field (fields: {', '.join(st.schema.names())}). Should it be ranking "
-                              "text instead, or which field value did you mean?"))
+            st.issues.append(
+                (
+                    words[0][0],
+                    phrase,
+                    f"{phrase!r} is stated as a requirement, but it is not a value of "
+                    f"any typed field (fields: {', '.join(st.schema.names())}). Should it be ranking "
+                    "text instead, or which field value did you mean?",
+                )
+            )
 
 
 def _ambiguous_leftovers(st: _State) -> None:
@@ -670,8 +980,14 @@ def _ambiguous_leftovers(st: _State) -> None:
             if v in _NEVER_ASK or not st.free(s, e):
                 continue
             word = st.text[s:e]
-            st.issues.append((s, word, f"{word!r} is also the {f.name} value {v!r}. Is it a requirement (write it "
-                              f"as {v.capitalize()!r} to require it) or just a word to rank by?"))
+            st.issues.append(
+                (
+                    s,
+                    word,
+                    f"{word!r} is also the {f.name} value {v!r}. Is it a requirement (write it "
+                    f"as {v.capitalize()!r} to require it) or just a word to rank by?",
+                )
+            )
             st.claim(s, e)
 
 
@@ -724,9 +1040,14 @@ def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
         x = ms[i]
         if x.soft:
             if x.kind in ("value", "text"):
-                preferences.append(Preference(kind="preferred_value" if x.kind == "value" else "ranking_text",
-                                              value=str(x.value), field=x.field or None,
-                                              phrase=st.text[x.start : x.end]))
+                preferences.append(
+                    Preference(
+                        kind="preferred_value" if x.kind == "value" else "ranking_text",
+                        value=str(x.value),
+                        field=x.field or None,
+                        phrase=st.text[x.start : x.end],
+                    )
+                )
             i += 1
             continue
         if x.kind in ("number", "bool"):
@@ -734,8 +1055,9 @@ def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
             negate = x.negated
             if x.kind == "bool" and negate:
                 value, negate = not value, False
-            constraints.append(Constraint(field=x.field, op=x.op or "=", value=value, negate=negate,
-                                          phrase=st.text[x.start : x.end]))
+            constraints.append(
+                Constraint(field=x.field, op=x.op or "=", value=value, negate=negate, phrase=st.text[x.start : x.end])
+            )
             i += 1
             continue
         # A run of values of the same field joined by list glue is one list: "python, go or rust".
@@ -745,7 +1067,13 @@ def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
         while j < len(ms):
             y = ms[j]
             glue = st.text[group[-1].end : y.start]
-            if y.kind != "value" or y.field != x.field or y.negated != x.negated or y.soft or not _LIST_GLUE.match(glue):
+            if (
+                y.kind != "value"
+                or y.field != x.field
+                or y.negated != x.negated
+                or y.soft
+                or not _LIST_GLUE.match(glue)
+            ):
                 break
             any_or = any_or or bool(re.search(r"\bor\b|/|\bnor\b", glue, re.IGNORECASE))
             group.append(y)
@@ -770,11 +1098,15 @@ def _merge_has(constraints: list[Constraint]) -> list[Constraint]:
             out.append(c)
             continue
         prev = out[first[c.field]]
-        merged = sorted(set(prev.value if prev.op == "has_all" else [prev.value])
-                        | set(c.value if c.op == "has_all" else [c.value]))
-        out[first[c.field]] = Constraint(field=c.field, op="has" if len(merged) == 1 else "has_all",
-                                         value=merged[0] if len(merged) == 1 else merged,
-                                         phrase=f"{prev.phrase} … {c.phrase}")
+        merged = sorted(
+            set(prev.value if prev.op == "has_all" else [prev.value]) | set(c.value if c.op == "has_all" else [c.value])
+        )
+        out[first[c.field]] = Constraint(
+            field=c.field,
+            op="has" if len(merged) == 1 else "has_all",
+            value=merged[0] if len(merged) == 1 else merged,
+            phrase=f"{prev.phrase} … {c.phrase}",
+        )
     return out
 
 

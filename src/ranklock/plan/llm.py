@@ -92,8 +92,7 @@ class LLMExtractor:
             content = payload["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise QueryError(
-                f"the LLM endpoint {self.url} answered without choices[0].message.content; "
-                "is it OpenAI-compatible?"
+                f"the LLM endpoint {self.url} answered without choices[0].message.content; is it OpenAI-compatible?"
             ) from exc
         if not isinstance(content, str):
             raise QueryError(f"the LLM endpoint {self.url} returned non-text content.")

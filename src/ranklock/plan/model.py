@@ -12,7 +12,19 @@ PlanKind = Literal["answer", "clarification_request", "refusal"]
 
 #: The operators of the structured filter form (see ranklock.search.filters).
 OPS: tuple[str, ...] = (
-    "=", "!=", "<", "<=", ">", ">=", "in", "between", "has", "has_all", "has_any", "is_null", "is_not_null",
+    "=",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "in",
+    "between",
+    "has",
+    "has_all",
+    "has_any",
+    "is_null",
+    "is_not_null",
 )
 
 

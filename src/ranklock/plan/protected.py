@@ -31,31 +31,67 @@ _RULES: tuple[tuple[str, str], ...] = (
     ("gender", r"\b(?:gender|sex)\b"),
     ("gender", r"\b(?:males?|females?|wom[ae]n|m[ae]n|ladies|lady|girls?|boys?|guys|gentlemen|feminine|masculine)\b"),
     ("gender", r"\b(?:he|she)\s+(?:must|should|needs? to)\b"),
-    ("race or ethnicity", r"\b(?:race|racial|ethnic(?:ity|ally)?|caucasian|hispanic|latin[oax]s?|minorit(?:y|ies)|"
-                          r"african[- ]american)\b"),
+    (
+        "race or ethnicity",
+        r"\b(?:race|racial|ethnic(?:ity|ally)?|caucasian|hispanic|latin[oax]s?|minorit(?:y|ies)|"
+        r"african[- ]american)\b",
+    ),
     ("race or ethnicity", rf"\b(?:white|black|brown|asian)\s+{_PEOPLE}"),
-    ("religion", r"\b(?:religion|religious|christians?|muslims?|jewish|jews?|hindus?|sikhs?|buddhists?|atheists?|"
-                 r"catholics?|church|mosque|synagogue|temple)\b"),
-    ("age", r"\b(?:age|aged|ages|young|younger|youthful|old|older|elderly|millennials?|boomers?|gen[- ]?z|"
-            r"digital natives?|fresh blood|retirees?|retirement age)\b"),
-    ("age", r"\b(?:under|below|over|above|less than|more than)\s+\d+\s*(?:years? old|yo)\b|\b\d+\s*(?:years? old|yo)\b"),
-    ("age", r"\bborn (?:in|after|before)\s+(?:19|20)\d\d\b|\b(?:in (?:their|his|her) )?(?:twenties|thirties|forties|fifties|sixties)\b"),
+    (
+        "religion",
+        r"\b(?:religion|religious|christians?|muslims?|jewish|jews?|hindus?|sikhs?|buddhists?|atheists?|"
+        r"catholics?|church|mosque|synagogue|temple)\b",
+    ),
+    (
+        "age",
+        r"\b(?:age|aged|ages|young|younger|youthful|old|older|elderly|millennials?|boomers?|gen[- ]?z|"
+        r"digital natives?|fresh blood|retirees?|retirement age)\b",
+    ),
+    (
+        "age",
+        r"\b(?:under|below|over|above|less than|more than)\s+\d+\s*(?:years? old|yo)\b|\b\d+\s*(?:years? old|yo)\b",
+    ),
+    (
+        "age",
+        r"\bborn (?:in|after|before)\s+(?:19|20)\d\d\b|\b(?:in (?:their|his|her) )?(?:twenties|thirties|forties|fifties|sixties)\b",
+    ),
     ("age", r"\b(?:recent|new) (?:college )?grads?\b|\brecent graduates?\b"),
-    ("disability", r"\b(?:disabled|disabilit(?:y|ies)|handicap(?:ped)?|wheelchair|able[- ]bodied|blind|deaf|"
-                   r"mental(?:ly)? (?:health|illness|ill)|neurodivergent|autis(?:m|tic)|health (?:issues|problems|conditions))\b"),
-    ("pregnancy", r"\b(?:pregnan(?:t|cy)|maternity|paternity|expecting a (?:baby|child)|plans? (?:to have|for) (?:kids|children)|"
-                  r"start(?:ing)? a family|family plans?)\b"),
-    ("marital or family status", r"\b(?:married|unmarried|marital|spouses?|husband|wife|divorced|widow(?:ed|er)?|"
-                                 r"kids|children|childless|no family|single (?:mothers?|fathers?|parents?|candidates?|"
-                                 r"applicants?|people|men|women))\b"),
-    ("national origin", r"\bnative[- ](?:\w+[- ])?speakers?\b|\bnative (?:english|german|french|spanish|italian|dutch|"
-                        r"polish|swedish|hindi|mandarin|arabic|japanese|portuguese)\b"),
-    ("national origin", r"\b(?:nationality|nationalities|national origin|ethnic origin|country of (?:birth|origin)|"
-                        r"citizens?(?:hip)?|immigrants?|foreigners?|expats?|born (?:in|and raised)|accent)\b"),
-    ("national origin", rf"\b(?:{_NATIONALITIES})\s+{_PEOPLE}\b|\b(?:{_NATIONALITIES})s\s+only\b|\bonly\s+(?:{_NATIONALITIES})s?\b"),
+    (
+        "disability",
+        r"\b(?:disabled|disabilit(?:y|ies)|handicap(?:ped)?|wheelchair|able[- ]bodied|blind|deaf|"
+        r"mental(?:ly)? (?:health|illness|ill)|neurodivergent|autis(?:m|tic)|health (?:issues|problems|conditions))\b",
+    ),
+    (
+        "pregnancy",
+        r"\b(?:pregnan(?:t|cy)|maternity|paternity|expecting a (?:baby|child)|plans? (?:to have|for) (?:kids|children)|"
+        r"start(?:ing)? a family|family plans?)\b",
+    ),
+    (
+        "marital or family status",
+        r"\b(?:married|unmarried|marital|spouses?|husband|wife|divorced|widow(?:ed|er)?|"
+        r"kids|children|childless|no family|single (?:mothers?|fathers?|parents?|candidates?|"
+        r"applicants?|people|men|women))\b",
+    ),
+    (
+        "national origin",
+        r"\bnative[- ](?:\w+[- ])?speakers?\b|\bnative (?:english|german|french|spanish|italian|dutch|"
+        r"polish|swedish|hindi|mandarin|arabic|japanese|portuguese)\b",
+    ),
+    (
+        "national origin",
+        r"\b(?:nationality|nationalities|national origin|ethnic origin|country of (?:birth|origin)|"
+        r"citizens?(?:hip)?|immigrants?|foreigners?|expats?|born (?:in|and raised)|accent)\b",
+    ),
+    (
+        "national origin",
+        rf"\b(?:{_NATIONALITIES})\s+{_PEOPLE}\b|\b(?:{_NATIONALITIES})s\s+only\b|\bonly\s+(?:{_NATIONALITIES})s?\b",
+    ),
     ("name", r"\b(?:named|names?|surnames?|first[- ]names?|last[- ]names?|family names?)\b"),
-    ("appearance", r"\b(?:attractive|good[- ]looking|pretty|handsome|photogenic|beautiful|appearance|"
-                   r"height|weight|tall|short people|slim|overweight|photo)\b"),
+    (
+        "appearance",
+        r"\b(?:attractive|good[- ]looking|pretty|handsome|photogenic|beautiful|appearance|"
+        r"height|weight|tall|short people|slim|overweight|photo)\b",
+    ),
 )
 _COMPILED = tuple((attr, re.compile(p, re.IGNORECASE)) for attr, p in _RULES)
 
@@ -118,8 +154,6 @@ def find_protected(text: str) -> ProtectedHit | None:
         m = pat.search(masked)
         if m and (best is None or m.start() < best.start):
             extra = _INSTEAD.get(attr, "Describe the job-related skills or experience you need instead.")
-            reason = (
-                f"{_REASONS[attr]}; ranklock never selects or ranks candidates on it. {extra}"
-            )
+            reason = f"{_REASONS[attr]}; ranklock never selects or ranks candidates on it. {extra}"
             best = ProtectedHit(attr, text[m.start() : m.end()], m.start(), reason)
     return best

@@ -141,7 +141,9 @@ def plan_request(engine: Engine, name: str, request: str, *, extractor: Extracto
     return validate_plan(plan, schema)
 
 
-def _metadata(engine: Engine, name: str, snapshot_id: int, doc_ids: list[str]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+def _metadata(
+    engine: Engine, name: str, snapshot_id: int, doc_ids: list[str]
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     coll = engine.collection(name)
     rows = engine.db.fetchall(
         "SELECT d.doc_id, d.metadata, d.display FROM ranklock.snapshot_documents sd "
@@ -152,7 +154,9 @@ def _metadata(engine: Engine, name: str, snapshot_id: int, doc_ids: list[str]) -
     return {r["doc_id"]: (r["metadata"], r["display"]) for r in rows}
 
 
-def explain_hits(engine: Engine, plan: Plan, result: SearchResult, baseline: SearchResult | None) -> list[HitExplanation]:
+def explain_hits(
+    engine: Engine, plan: Plan, result: SearchResult, baseline: SearchResult | None
+) -> list[HitExplanation]:
     """One explanation per hit: constraints it satisfies, branch ranks, preferences that moved it."""
     data = _metadata(engine, result.collection, result.snapshot.id, [h.doc_id for h in result.hits])
     base_rank = {h.doc_id: h.rank for h in baseline.hits} if baseline is not None else {}
@@ -182,10 +186,19 @@ def explain_hits(engine: Engine, plan: Plan, result: SearchResult, baseline: Sea
             moved = before - h.rank
         out.append(
             HitExplanation(
-                rank=h.rank, doc_id=h.doc_id, tie_group=h.tie_group, score=h.score, lexical_rank=h.lexical_rank,
-                lexical_score=h.lexical_score, semantic_rank=h.semantic_rank,
-                semantic_distance=h.semantic_distance, constraints=checks, preferences_matched=matched,
-                rank_without_preferences=without, moved_by_preferences=moved, display=display,
+                rank=h.rank,
+                doc_id=h.doc_id,
+                tie_group=h.tie_group,
+                score=h.score,
+                lexical_rank=h.lexical_rank,
+                lexical_score=h.lexical_score,
+                semantic_rank=h.semantic_rank,
+                semantic_distance=h.semantic_distance,
+                constraints=checks,
+                preferences_matched=matched,
+                rank_without_preferences=without,
+                moved_by_preferences=moved,
+                display=display,
             )
         )
     return out
@@ -214,8 +227,10 @@ def search_request(
         # Only exclusions ("no agency recruiters"): nothing says who is better.  A query with no
         # words skips the lexical branch; the order that remains is arbitrary, and we say so.
         query = NO_RANKING_QUERY
-        notes.append("the request only excludes candidates and gives nothing to rank by; the order of the hits "
-                     "carries no meaning")
+        notes.append(
+            "the request only excludes candidates and gives nothing to rank by; the order of the hits "
+            "carries no meaning"
+        )
     result = engine.search(name, query, k=k, filter=plan.filter, depth=depth, **params)
     if result.hits and any(h.tie_group is not None for h in result.hits):
         notes.append("hits that share a tie group are equally good for the ranker; their order carries no meaning")

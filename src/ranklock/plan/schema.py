@@ -37,50 +37,77 @@ def _resume_hints() -> dict[str, FieldHints]:
     from ..resumes.schema import DEGREES, SENIORITY, SKILL_ALIASES
 
     return {
-        "years_experience": FieldHints(
-            cues=("experience", "experienced", "exp", "years"), unit="years", bare_op=">="
-        ),
+        "years_experience": FieldHints(cues=("experience", "experienced", "exp", "years"), unit="years", bare_op=">="),
         "skills": FieldHints(cues=("skills", "skill", "knows", "know", "using"), aliases=SKILL_ALIASES),
         "locations": FieldHints(
             cues=("based in", "located in", "location", "living in", "lives in", "city", "in"),
             aliases={"new york": ("nyc",), "bangalore": ("bengaluru",)},
         ),
         "work_authorization": FieldHints(
-            cues=("authorized to work", "authorised to work", "authorization", "authorisation",
-                  "eligible to work", "right to work", "work permit", "permit"),
-            aliases={"us": ("united states", "usa", "u.s."), "uk": ("united kingdom", "u.k."),
-                     "eu": ("european union",)},
+            cues=(
+                "authorized to work",
+                "authorised to work",
+                "authorization",
+                "authorisation",
+                "eligible to work",
+                "right to work",
+                "work permit",
+                "permit",
+            ),
+            aliases={
+                "us": ("united states", "usa", "u.s."),
+                "uk": ("united kingdom", "u.k."),
+                "eu": ("european union",),
+            },
         ),
         "visa_sponsorship": FieldHints(
             cues=("sponsorship", "sponsor"),
-            true_cues=(r"\b(?:need|needs|needing|require|requires|requiring)\s+(?:a\s+)?(?:visa\s+)?sponsor(?:ship)?",
-                       r"\bvisa sponsorship\b", r"\bsponsorship\b"),
+            true_cues=(
+                r"\b(?:need|needs|needing|require|requires|requiring)\s+(?:a\s+)?(?:visa\s+)?sponsor(?:ship)?",
+                r"\bvisa sponsorship\b",
+                r"\bsponsorship\b",
+            ),
         ),
         "remote": FieldHints(
             cues=("remote", "remotely"),
-            true_cues=(r"\b(?:open to |willing to work |able to work |works? )?remote(?:ly)?\b",
-                       r"\bwork(?:ing)? from home\b", r"\bwfh\b"),
+            true_cues=(
+                r"\b(?:open to |willing to work |able to work |works? )?remote(?:ly)?\b",
+                r"\bwork(?:ing)? from home\b",
+                r"\bwfh\b",
+            ),
         ),
         "seniority": FieldHints(
-            cues=("seniority", "level"), ordinal=SENIORITY,
-            aliases={"junior": ("entry-level", "entry level", "jr"), "senior": ("sr",), "mid": ("mid-level", "mid level")},
+            cues=("seniority", "level"),
+            ordinal=SENIORITY,
+            aliases={
+                "junior": ("entry-level", "entry level", "jr"),
+                "senior": ("sr",),
+                "mid": ("mid-level", "mid level"),
+            },
         ),
         "languages": FieldHints(
             cues=("speaks", "speak", "speaking", "fluent in", "fluent", "language", "languages"),
             aliases={"mandarin": ("chinese",)},
         ),
         "degree": FieldHints(
-            cues=("degree", "educated", "education"), ordinal=DEGREES,
-            aliases={"phd": ("ph.d.", "ph.d", "doctorate", "doctoral degree"),
-                     "master": ("masters", "master's", "msc", "m.sc.", "ms degree", "mba"),
-                     "bachelor": ("bachelors", "bachelor's", "bsc", "b.sc.", "ba degree", "undergraduate degree"),
-                     "associate": ("associate degree", "associate's")},
+            cues=("degree", "educated", "education"),
+            ordinal=DEGREES,
+            aliases={
+                "phd": ("ph.d.", "ph.d", "doctorate", "doctoral degree"),
+                "master": ("masters", "master's", "msc", "m.sc.", "ms degree", "mba"),
+                "bachelor": ("bachelors", "bachelor's", "bsc", "b.sc.", "ba degree", "undergraduate degree"),
+                "associate": ("associate degree", "associate's"),
+            },
         ),
         "employer_types": FieldHints(
             cues=("employer", "employers", "worked at", "worked for", "background"),
-            aliases={"agency": ("agencies", "staffing"), "startup": ("startups", "start-up", "start-ups"),
-                     "consultancy": ("consultancies", "consulting"), "nonprofit": ("non-profit", "nonprofits", "ngo"),
-                     "government": ("public sector",)},
+            aliases={
+                "agency": ("agencies", "staffing"),
+                "startup": ("startups", "start-up", "start-ups"),
+                "consultancy": ("consultancies", "consulting"),
+                "nonprofit": ("non-profit", "nonprofits", "ngo"),
+                "government": ("public sector",),
+            },
         ),
         "notice_days": FieldHints(
             cues=("notice", "available", "availability", "start", "join", "joining"), unit="days", bare_op="<="
@@ -141,9 +168,7 @@ class PlanSchema:
         return [f.name for f in self.fields]
 
 
-def build_schema(
-    fields: Sequence[str | FieldSpec], vocab: Mapping[str, Iterable[str]] | None = None
-) -> PlanSchema:
+def build_schema(fields: Sequence[str | FieldSpec], vocab: Mapping[str, Iterable[str]] | None = None) -> PlanSchema:
     """The planner's schema for ``fields`` with the given vocabularies (keyword fields).
 
     >>> s = build_schema(["skills:keyword[]", "years_experience:float"], {"skills": ["python"]})

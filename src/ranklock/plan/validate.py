@@ -19,6 +19,7 @@ from .schema import PlanSchema
 
 __all__ = ["OPS_BY_TYPE", "check_constraint", "validate_plan"]
 
+
 def _scalar_ok(ftype: str, v: Any) -> bool:
     if ftype in ("int", "float"):
         return isinstance(v, (int, float)) and not isinstance(v, bool) and (ftype == "float" or v == int(v))
@@ -33,8 +34,10 @@ def check_constraint(c: Constraint, schema: PlanSchema) -> str | None:
     """Why ``c`` cannot run against ``schema``, or None when it can."""
     spec = schema.field(c.field)
     if spec is None:
-        return (f"{c.phrase or c.field!r} maps to no typed field ({c.field!r} is not declared; fields: "
-                f"{', '.join(sorted(schema.names()))})")
+        return (
+            f"{c.phrase or c.field!r} maps to no typed field ({c.field!r} is not declared; fields: "
+            f"{', '.join(sorted(schema.names()))})"
+        )
     ops = OPS_BY_TYPE[spec.type]
     if c.op not in ops:
         return f"operator {c.op!r} does not apply to {c.field} ({spec.type}); valid: {', '.join(ops)}"
@@ -63,20 +66,39 @@ def validate_plan(plan: Plan, schema: PlanSchema) -> Plan:
     """``plan`` if it can run against ``schema``; otherwise the refusal or clarification it must become."""
     hit = find_protected(plan.request)
     if hit is not None:
-        return Plan(kind="refusal", request=plan.request, collection=plan.collection, phrase=hit.phrase,
-                    attribute=hit.attribute, reason=hit.reason, extractor=plan.extractor)
+        return Plan(
+            kind="refusal",
+            request=plan.request,
+            collection=plan.collection,
+            phrase=hit.phrase,
+            attribute=hit.attribute,
+            reason=hit.reason,
+            extractor=plan.extractor,
+        )
     if plan.kind != "answer":
         return plan
     # Soft text reaches the ranker, so it is held to the same bar as the request.
     for text in [plan.ranking_text, *(p.value for p in plan.preferences)]:
         hit = find_protected(text)
         if hit is not None:
-            return Plan(kind="refusal", request=plan.request, collection=plan.collection, phrase=hit.phrase,
-                        attribute=hit.attribute, reason=hit.reason, extractor=plan.extractor)
+            return Plan(
+                kind="refusal",
+                request=plan.request,
+                collection=plan.collection,
+                phrase=hit.phrase,
+                attribute=hit.attribute,
+                reason=hit.reason,
+                extractor=plan.extractor,
+            )
     for c in plan.constraints:
         problem = check_constraint(c, schema)
         if problem is not None:
-            return Plan(kind="clarification_request", request=plan.request, collection=plan.collection,
-                        phrase=c.phrase or c.field, extractor=plan.extractor,
-                        question=f"{problem}. Which typed field and value did you mean?")
+            return Plan(
+                kind="clarification_request",
+                request=plan.request,
+                collection=plan.collection,
+                phrase=c.phrase or c.field,
+                extractor=plan.extractor,
+                question=f"{problem}. Which typed field and value did you mean?",
+            )
     return plan

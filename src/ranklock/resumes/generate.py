@@ -24,105 +24,275 @@ from .schema import EMPLOYER_TYPES, LANGUAGES, LOCATIONS, WORK_AUTHORIZATION
 __all__ = ["RawResume", "generate_resumes", "swap_identities"]
 
 FIRST_NAMES = (
-    "Aisha", "Aleksandra", "Amara", "Anders", "Arjun", "Beatriz", "Chen", "Chiara", "Dmitri", "Elif",
-    "Emeka", "Fatima", "Freya", "Gustavo", "Hana", "Ibrahim", "Ingrid", "Javier", "Kenji", "Keira",
-    "Lars", "Leila", "Lucas", "Mateo", "Mei", "Nadia", "Nikolai", "Oluwaseun", "Priya", "Rafael",
-    "Rohan", "Saanvi", "Sofia", "Tariq", "Thabo", "Valentina", "Wei", "Yara", "Yusuf", "Zanele",
-    "Magnus", "Noor", "Camille", "Tomasz", "Aiko", "Kwame", "Siobhan", "Esteban", "Ananya", "Bjorn",
+    "Aisha",
+    "Aleksandra",
+    "Amara",
+    "Anders",
+    "Arjun",
+    "Beatriz",
+    "Chen",
+    "Chiara",
+    "Dmitri",
+    "Elif",
+    "Emeka",
+    "Fatima",
+    "Freya",
+    "Gustavo",
+    "Hana",
+    "Ibrahim",
+    "Ingrid",
+    "Javier",
+    "Kenji",
+    "Keira",
+    "Lars",
+    "Leila",
+    "Lucas",
+    "Mateo",
+    "Mei",
+    "Nadia",
+    "Nikolai",
+    "Oluwaseun",
+    "Priya",
+    "Rafael",
+    "Rohan",
+    "Saanvi",
+    "Sofia",
+    "Tariq",
+    "Thabo",
+    "Valentina",
+    "Wei",
+    "Yara",
+    "Yusuf",
+    "Zanele",
+    "Magnus",
+    "Noor",
+    "Camille",
+    "Tomasz",
+    "Aiko",
+    "Kwame",
+    "Siobhan",
+    "Esteban",
+    "Ananya",
+    "Bjorn",
 )
 LAST_NAMES = (
-    "Abara", "Okafor", "Andersson", "Bianchi", "Chowdhury", "Dubois", "Eriksen", "Fernandes", "Garcia",
-    "Haddad", "Ivanova", "Jansen", "Kowalski", "Lindqvist", "Mahlangu", "Nakamura", "Novak", "Oyelaran",
-    "Petrov", "Quispe", "Rahman", "Schneider", "Tanaka", "Usman", "Varga", "Wojcik", "Xu", "Yilmaz",
-    "Zhang", "Mensah", "Kapoor", "Moreau", "Haugen", "Castillo", "Nguyen", "Ramirez", "Sato", "Kiptoo",
+    "Abara",
+    "Okafor",
+    "Andersson",
+    "Bianchi",
+    "Chowdhury",
+    "Dubois",
+    "Eriksen",
+    "Fernandes",
+    "Garcia",
+    "Haddad",
+    "Ivanova",
+    "Jansen",
+    "Kowalski",
+    "Lindqvist",
+    "Mahlangu",
+    "Nakamura",
+    "Novak",
+    "Oyelaran",
+    "Petrov",
+    "Quispe",
+    "Rahman",
+    "Schneider",
+    "Tanaka",
+    "Usman",
+    "Varga",
+    "Wojcik",
+    "Xu",
+    "Yilmaz",
+    "Zhang",
+    "Mensah",
+    "Kapoor",
+    "Moreau",
+    "Haugen",
+    "Castillo",
+    "Nguyen",
+    "Ramirez",
+    "Sato",
+    "Kiptoo",
 )
 
 # Roles, with the skills their holders tend to have and the phrases their work is described with.
 ROLES: dict[str, dict[str, Any]] = {
     "Backend Engineer": {
-        "skills": ["python", "java", "go", "postgresql", "docker", "kubernetes", "kafka", "redis", "aws",
-                   "distributed systems", "django", "flask", "spring", "sql", "linux", "graphql", "rust"],
-        "work": ["designed and operated REST and GraphQL APIs serving millions of requests a day",
-                 "migrated a monolith to services with clear ownership and on-call runbooks",
-                 "cut p99 latency of the payments service by a third through query and cache tuning",
-                 "built an event pipeline with exactly-once processing and replay"],
+        "skills": [
+            "python",
+            "java",
+            "go",
+            "postgresql",
+            "docker",
+            "kubernetes",
+            "kafka",
+            "redis",
+            "aws",
+            "distributed systems",
+            "django",
+            "flask",
+            "spring",
+            "sql",
+            "linux",
+            "graphql",
+            "rust",
+        ],
+        "work": [
+            "designed and operated REST and GraphQL APIs serving millions of requests a day",
+            "migrated a monolith to services with clear ownership and on-call runbooks",
+            "cut p99 latency of the payments service by a third through query and cache tuning",
+            "built an event pipeline with exactly-once processing and replay",
+        ],
     },
     "Frontend Engineer": {
         "skills": ["javascript", "typescript", "react", "angular", "css", "html", "graphql", "figma", "node.js"],
-        "work": ["rebuilt the checkout flow as accessible, responsive components",
-                 "introduced a design system shared by four product teams",
-                 "improved Lighthouse performance scores from 60 to 95 on the main pages",
-                 "set up visual regression tests and a component library"],
+        "work": [
+            "rebuilt the checkout flow as accessible, responsive components",
+            "introduced a design system shared by four product teams",
+            "improved Lighthouse performance scores from 60 to 95 on the main pages",
+            "set up visual regression tests and a component library",
+        ],
     },
     "Data Scientist": {
-        "skills": ["python", "r", "machine learning", "deep learning", "pandas", "sql", "pytorch",
-                   "tensorflow", "nlp", "spark", "tableau", "data analysis"],
-        "work": ["built churn and lifetime-value models used in weekly planning",
-                 "ran A/B tests and wrote the experimentation guidelines for product teams",
-                 "trained text classifiers for support ticket routing",
-                 "forecast demand for a retail network with hierarchical time-series models"],
+        "skills": [
+            "python",
+            "r",
+            "machine learning",
+            "deep learning",
+            "pandas",
+            "sql",
+            "pytorch",
+            "tensorflow",
+            "nlp",
+            "spark",
+            "tableau",
+            "data analysis",
+        ],
+        "work": [
+            "built churn and lifetime-value models used in weekly planning",
+            "ran A/B tests and wrote the experimentation guidelines for product teams",
+            "trained text classifiers for support ticket routing",
+            "forecast demand for a retail network with hierarchical time-series models",
+        ],
     },
     "DevOps Engineer": {
-        "skills": ["kubernetes", "docker", "terraform", "ansible", "aws", "azure", "gcp", "linux",
-                   "jenkins", "python", "git"],
-        "work": ["moved deployments to GitOps with automated rollbacks",
-                 "ran the Kubernetes platform for forty services across three regions",
-                 "reduced cloud spend by a quarter through rightsizing and reserved capacity",
-                 "wrote infrastructure as code for every environment"],
+        "skills": [
+            "kubernetes",
+            "docker",
+            "terraform",
+            "ansible",
+            "aws",
+            "azure",
+            "gcp",
+            "linux",
+            "jenkins",
+            "python",
+            "git",
+        ],
+        "work": [
+            "moved deployments to GitOps with automated rollbacks",
+            "ran the Kubernetes platform for forty services across three regions",
+            "reduced cloud spend by a quarter through rightsizing and reserved capacity",
+            "wrote infrastructure as code for every environment",
+        ],
     },
     "Mobile Developer": {
         "skills": ["swift", "kotlin", "ios", "android", "react", "javascript", "git", "graphql"],
-        "work": ["shipped a banking app rated 4.8 in both stores",
-                 "introduced offline sync and push notifications",
-                 "halved app start time by deferring work and trimming dependencies"],
+        "work": [
+            "shipped a banking app rated 4.8 in both stores",
+            "introduced offline sync and push notifications",
+            "halved app start time by deferring work and trimming dependencies",
+        ],
     },
     "QA Engineer": {
         "skills": ["selenium", "test automation", "manual testing", "python", "java", "jenkins", "sql"],
-        "work": ["built an end-to-end test suite that runs on every merge",
-                 "defined release criteria and regression plans",
-                 "cut flaky tests from twelve percent to under one"],
+        "work": [
+            "built an end-to-end test suite that runs on every merge",
+            "defined release criteria and regression plans",
+            "cut flaky tests from twelve percent to under one",
+        ],
     },
     "Data Analyst": {
         "skills": ["sql", "excel", "tableau", "power bi", "python", "data analysis", "pandas"],
-        "work": ["built the weekly revenue dashboards for leadership",
-                 "automated reporting that used to take two days a month",
-                 "analysed funnel drop-off and proposed fixes adopted by product"],
+        "work": [
+            "built the weekly revenue dashboards for leadership",
+            "automated reporting that used to take two days a month",
+            "analysed funnel drop-off and proposed fixes adopted by product",
+        ],
     },
     "Recruiter": {
         "skills": ["recruiting", "sourcing", "negotiation", "salesforce", "excel"],
-        "work": ["filled sixty engineering roles a year with a strong offer acceptance rate",
-                 "built sourcing pipelines for hard-to-fill technical roles",
-                 "ran structured interviews and trained hiring managers"],
+        "work": [
+            "filled sixty engineering roles a year with a strong offer acceptance rate",
+            "built sourcing pipelines for hard-to-fill technical roles",
+            "ran structured interviews and trained hiring managers",
+        ],
     },
     "Accountant": {
         "skills": ["accounting", "excel", "sap", "payroll", "power bi"],
-        "work": ["closed the monthly books in four working days",
-                 "prepared statutory accounts and supported external audits",
-                 "ran payroll for three hundred employees"],
+        "work": [
+            "closed the monthly books in four working days",
+            "prepared statutory accounts and supported external audits",
+            "ran payroll for three hundred employees",
+        ],
     },
     "Marketing Specialist": {
         "skills": ["seo", "content marketing", "data analysis", "excel", "figma"],
-        "work": ["grew organic traffic by half in one year",
-                 "ran campaigns across search, social and email",
-                 "wrote the content strategy for a product launch"],
+        "work": [
+            "grew organic traffic by half in one year",
+            "ran campaigns across search, social and email",
+            "wrote the content strategy for a product launch",
+        ],
     },
     "Machine Learning Engineer": {
-        "skills": ["python", "pytorch", "tensorflow", "machine learning", "deep learning", "kubernetes",
-                   "docker", "airflow", "spark", "nlp", "aws"],
-        "work": ["served ranking models at low latency behind a feature store",
-                 "built training pipelines with reproducible data snapshots",
-                 "fine-tuned language models for document search"],
+        "skills": [
+            "python",
+            "pytorch",
+            "tensorflow",
+            "machine learning",
+            "deep learning",
+            "kubernetes",
+            "docker",
+            "airflow",
+            "spark",
+            "nlp",
+            "aws",
+        ],
+        "work": [
+            "served ranking models at low latency behind a feature store",
+            "built training pipelines with reproducible data snapshots",
+            "fine-tuned language models for document search",
+        ],
     },
     "Project Manager": {
         "skills": ["project management", "excel", "salesforce", "sap", "data analysis"],
-        "work": ["delivered an ERP rollout across six countries on budget",
-                 "ran agile ceremonies for three teams",
-                 "managed vendor contracts and stakeholder reporting"],
+        "work": [
+            "delivered an ERP rollout across six countries on budget",
+            "ran agile ceremonies for three teams",
+            "managed vendor contracts and stakeholder reporting",
+        ],
     },
 }
 
-COMPANY_STEMS = ("Northwind", "Bluepeak", "Ostara", "Kelvin", "Larkspur", "Meridian", "Quillon", "Tessel",
-                 "Corvid", "Halcyon", "Brightwater", "Vantor", "Solenne", "Petrel", "Arbor", "Fjordline")
+COMPANY_STEMS = (
+    "Northwind",
+    "Bluepeak",
+    "Ostara",
+    "Kelvin",
+    "Larkspur",
+    "Meridian",
+    "Quillon",
+    "Tessel",
+    "Corvid",
+    "Halcyon",
+    "Brightwater",
+    "Vantor",
+    "Solenne",
+    "Petrel",
+    "Arbor",
+    "Fjordline",
+)
 COMPANY_KIND_WORDS = {
     "agency": "Talent Agency",
     "consultancy": "Consulting",
@@ -139,10 +309,24 @@ DEGREE_TEXT = {
     "master": "MSc in Computer Science",
     "phd": "PhD in Computer Science",
 }
-WORK_AUTH_TEXT = {"eu": "EU", "uk": "UK", "us": "US", "canada": "Canada", "india": "India",
-                  "singapore": "Singapore", "switzerland": "Switzerland"}
-PERSONAL_EXTRAS = ("Date of Birth: 14/03/1991", "Gender: Female", "Gender: Male", "Marital Status: Married",
-                   "Marital Status: Single", "Nationality: Indian", "Nationality: Brazilian")
+WORK_AUTH_TEXT = {
+    "eu": "EU",
+    "uk": "UK",
+    "us": "US",
+    "canada": "Canada",
+    "india": "India",
+    "singapore": "Singapore",
+    "switzerland": "Switzerland",
+}
+PERSONAL_EXTRAS = (
+    "Date of Birth: 14/03/1991",
+    "Gender: Female",
+    "Gender: Male",
+    "Marital Status: Married",
+    "Marital Status: Single",
+    "Nationality: Indian",
+    "Nationality: Brazilian",
+)
 
 
 @dataclass
@@ -160,8 +344,18 @@ class RawResume:
         return {"markdown": ".md", "text": ".txt", "json": ".json"}[self.format]
 
 
-SKILL_DISPLAY = {"r": "R", "go": "Go", "c": "C", "c#": "C#", "c++": "C++", "swift": "Swift", "rust": "Rust",
-                 "spring": "Spring", "excel": "Excel", "react": "React"}
+SKILL_DISPLAY = {
+    "r": "R",
+    "go": "Go",
+    "c": "C",
+    "c#": "C#",
+    "c++": "C++",
+    "swift": "Swift",
+    "rust": "Rust",
+    "spring": "Spring",
+    "excel": "Excel",
+    "react": "React",
+}
 
 
 def _skill_text(skills: list[str]) -> str:
@@ -217,8 +411,11 @@ def _one(rng: random.Random, i: int) -> RawResume:
     langs = sorted({"english", *rng.sample(LANGUAGES, k=rng.choice((0, 1, 1, 2)))})
     degree = rng.choice(("bachelor", "bachelor", "master", "master", "phd", "associate", "none"))
     n_jobs = 1 if years < 3 else rng.randint(2, 3)
-    employer_types = sorted(set(rng.sample(EMPLOYER_TYPES, k=n_jobs)) if role != "Recruiter" else
-                            {rng.choice(("agency", "in-house")), *rng.sample(EMPLOYER_TYPES, k=n_jobs - 1)})
+    employer_types = sorted(
+        set(rng.sample(EMPLOYER_TYPES, k=n_jobs))
+        if role != "Recruiter"
+        else {rng.choice(("agency", "in-house")), *rng.sample(EMPLOYER_TYPES, k=n_jobs - 1)}
+    )
     notice = rng.choice((0, 14, 30, 30, 60, 90))
     salary = rng.randrange(30, 160) * 1000
     ident = _identity(rng, i)

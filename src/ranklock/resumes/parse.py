@@ -41,33 +41,78 @@ REMOVED_MARKERS = re.compile(r"\[(?:email|phone) removed\]", re.IGNORECASE)
 # Keys whose values identify a person or state a protected attribute.  Their
 # lines go to ``display`` and are dropped from the text the ranker sees.
 IDENTITY_KEYS = {
-    "name": "name", "full name": "name", "candidate": "name", "email": "email", "e-mail": "email",
-    "mail": "email", "phone": "phone", "mobile": "phone", "tel": "phone", "telephone": "phone",
-    "contact": "contact", "address": "address", "linkedin": "links", "github": "links", "website": "links",
-    "links": "links", "photo": "photo", "picture": "photo", "date of birth": "date_of_birth",
-    "dob": "date_of_birth", "d.o.b": "date_of_birth", "birth date": "date_of_birth", "age": "age",
-    "gender": "gender", "sex": "gender", "nationality": "nationality", "citizenship": "nationality",
-    "marital status": "marital_status", "religion": "religion", "caste": "religion",
-    "father's name": "family", "father name": "family", "mother's name": "family", "husband's name": "family",
-    "place of birth": "place_of_birth", "passport": "passport", "passport no": "passport",
+    "name": "name",
+    "full name": "name",
+    "candidate": "name",
+    "email": "email",
+    "e-mail": "email",
+    "mail": "email",
+    "phone": "phone",
+    "mobile": "phone",
+    "tel": "phone",
+    "telephone": "phone",
+    "contact": "contact",
+    "address": "address",
+    "linkedin": "links",
+    "github": "links",
+    "website": "links",
+    "links": "links",
+    "photo": "photo",
+    "picture": "photo",
+    "date of birth": "date_of_birth",
+    "dob": "date_of_birth",
+    "d.o.b": "date_of_birth",
+    "birth date": "date_of_birth",
+    "age": "age",
+    "gender": "gender",
+    "sex": "gender",
+    "nationality": "nationality",
+    "citizenship": "nationality",
+    "marital status": "marital_status",
+    "religion": "religion",
+    "caste": "religion",
+    "father's name": "family",
+    "father name": "family",
+    "mother's name": "family",
+    "husband's name": "family",
+    "place of birth": "place_of_birth",
+    "passport": "passport",
+    "passport no": "passport",
 }
 
 PRONOUNS = {
-    "he": "they", "she": "they", "him": "them", "his": "their", "her": "their", "hers": "theirs",
-    "himself": "themselves", "herself": "themselves",
+    "he": "they",
+    "she": "they",
+    "him": "them",
+    "his": "their",
+    "her": "their",
+    "hers": "theirs",
+    "himself": "themselves",
+    "herself": "themselves",
 }
 HONORIFIC = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Mx)\.?\s+(?=[A-Z])")
 
 KEY_LINE = re.compile(r"^\s*[-*]?\s*([A-Za-z][A-Za-z' .-]{0,30}?)\s*[:：]\s*(.*)$")
 WORK_AUTH_WORDS = {
-    "eu": "eu", "european union": "eu", "uk": "uk", "united kingdom": "uk", "us": "us", "usa": "us",
-    "united states": "us", "canada": "canada", "india": "india", "singapore": "singapore",
+    "eu": "eu",
+    "european union": "eu",
+    "uk": "uk",
+    "united kingdom": "uk",
+    "us": "us",
+    "usa": "us",
+    "united states": "us",
+    "canada": "canada",
+    "india": "india",
+    "singapore": "singapore",
     "switzerland": "switzerland",
 }
 DEGREE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("phd", r"\bph\.?\s?d\b|\bdoctor(?:ate|al)\b"),
     ("master", r"\bm\.?\s?sc\b|\bmaster'?s?\b|\bm\.?\s?tech\b|\bmba\b|\bm\.?\s?e\.?\b(?=\s)|\bm\.?c\.?a\b|\bllm\b"),
-    ("bachelor", r"\bb\.?\s?sc\b|\bbachelor'?s?\b|\bb\.?\s?tech\b|\bb\.?\s?e\b|\bb\.?\s?a\b|\bb\.?c\.?a\b|\bb\.?com\b|\bllb\b"),
+    (
+        "bachelor",
+        r"\bb\.?\s?sc\b|\bbachelor'?s?\b|\bb\.?\s?tech\b|\bb\.?\s?e\b|\bb\.?\s?a\b|\bb\.?c\.?a\b|\bb\.?com\b|\bllb\b",
+    ),
     ("associate", r"\bassociate degree\b|\bdiploma\b"),
 )
 EMPLOYER_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -83,8 +128,11 @@ _SKILL_SECTION = re.compile(
 SKILL_MONTHS = re.compile(r"\bexp(?:e)?rience\s*-\s*(\d+)\s*months?\b", re.IGNORECASE)
 YEARS_PATTERNS = (
     re.compile(r"total experience\s*[:-]?\s*(\d+(?:\.\d+)?)\s*(years?|yrs?|months?)", re.IGNORECASE),
-    re.compile(r"(\d+(?:\.\d+)?)\s*\+?\s*(years?|yrs?|months?)\s+(?:of\s+)?(?:total\s+|professional\s+|work\s+)?"
-               r"experience", re.IGNORECASE),
+    re.compile(
+        r"(\d+(?:\.\d+)?)\s*\+?\s*(years?|yrs?|months?)\s+(?:of\s+)?(?:total\s+|professional\s+|work\s+)?"
+        r"experience",
+        re.IGNORECASE,
+    ),
     re.compile(r"experience\s+of\s+(\d+(?:\.\d+)?)\s*\+?\s*(years?|yrs?|months?)", re.IGNORECASE),
 )
 
@@ -155,9 +203,13 @@ def _years(text: str) -> float | None:
 
 def _seniority(headline: str, years: float | None) -> str | None:
     words = headline.lower()
-    for level, pat in (("intern", r"\bintern(?:ship)?\b|\btrainee\b"), ("principal", r"\bprincipal\b|\bstaff\b"),
-                       ("lead", r"\blead\b|\bhead of\b"), ("senior", r"\bsenior\b|\bsr\.?\b"),
-                       ("junior", r"\bjunior\b|\bjr\.?\b|\bentry[- ]level\b")):
+    for level, pat in (
+        ("intern", r"\bintern(?:ship)?\b|\btrainee\b"),
+        ("principal", r"\bprincipal\b|\bstaff\b"),
+        ("lead", r"\blead\b|\bhead of\b"),
+        ("senior", r"\bsenior\b|\bsr\.?\b"),
+        ("junior", r"\bjunior\b|\bjr\.?\b|\bentry[- ]level\b"),
+    ):
         if re.search(pat, words):
             return level
     if years is None:
@@ -252,6 +304,7 @@ def _from_json(doc_id: str, obj: dict[str, Any]) -> Document:
     for edu in obj.get("education") or []:
         texts.append(str(edu) if not isinstance(edu, dict) else ", ".join(str(v) for v in edu.values()))
     body_raw = "\n".join(texts)
+
     # Typed values: taken as given when they are in the vocabulary, else parsed from the text.
     def vocab_list(key: str, vocab: Iterable[str], table: ValueTable | None) -> list[str]:
         raw = obj.get(key)
@@ -347,7 +400,9 @@ def _from_text(doc_id: str, text: str, *, markdown: bool) -> Document:
         sentences = [s for s in re.split(r"[.\n]", joined) if re.search(r"\blanguages?\b", s, re.IGNORECASE)]
         lang = " ".join(sentences)
     meta["languages"] = find_vocabulary(lang, _LANGUAGE_TABLE)
-    auth = next((v for k, v in fields.items() if k in ("work authorization", "work authorisation", "authorized to work")), None)
+    auth = next(
+        (v for k, v in fields.items() if k in ("work authorization", "work authorisation", "authorized to work")), None
+    )
     meta["work_authorization"] = _work_auth(auth) if auth else []
     for key, slot in (("visa sponsorship", "visa_sponsorship"), ("remote", "remote")):
         if key in fields:
@@ -362,7 +417,9 @@ def _from_text(doc_id: str, text: str, *, markdown: bool) -> Document:
     meta["degree"] = stated if stated in DEGREES else _degree(stated or (edu.group(1) if edu else joined))
     sen = fields.get("seniority", "").lower()
     meta["seniority"] = sen if sen in SENIORITY else _seniority(headline, meta["years_experience"])
-    exp = re.search(r"(?ims)^#*\s*(?:experience|company details|work history)\b[^\n]*\n(.*?)(?:^#*\s*education\b|\Z)", joined)
+    exp = re.search(
+        r"(?ims)^#*\s*(?:experience|company details|work history)\b[^\n]*\n(.*?)(?:^#*\s*education\b|\Z)", joined
+    )
     meta["employer_types"] = _employer_types(exp.group(1) if exp else joined)
     return Document(doc_id, scrub_text(headline, names), body, _clean_metadata(meta), display)
 

@@ -132,9 +132,7 @@ def _value_counts_ready(
                 table
             )
         )
-        row = conn.execute(
-            sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name]
-        ).fetchone()
+        row = conn.execute(sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name]).fetchone()
         if row is not None and row[0] is not None:
             _READY[key] = int(row[0]) >= 0
             return _READY[key]
@@ -151,9 +149,7 @@ def _value_counts_ready(
         sql_type, n_distinct, reltuples = info
         distinct = None if n_distinct is None else (n_distinct if n_distinct >= 0 else -n_distinct * reltuples)
         col = sql.Identifier(name)
-        conn.execute(
-            sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(table, col, sql.SQL(sql_type))
-        )
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(table, col, sql.SQL(sql_type)))
         if distinct is None or distinct > MAX_VALUE_COUNTS:
             # No statistics, or too many values for a sum to beat counting rows.
             conn.execute(sql.SQL('INSERT INTO {} ("#field", "#docs") VALUES (%s, -1)').format(table), [name])
@@ -239,9 +235,7 @@ def _apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: S
         # IVFFlat supports only relaxed_order iterative scans.
         mode = "relaxed_order" if sp.iterative_scan != "off" else "off"
         settings += [("ivfflat.probes", str(sp.probes)), ("ivfflat.iterative_scan", mode)]
-    q = sql.SQL("SELECT {}").format(
-        sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings)
-    )
+    q = sql.SQL("SELECT {}").format(sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings))
     conn.execute(q, [x for pair in settings for x in pair])
 
 

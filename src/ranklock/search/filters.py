@@ -143,9 +143,7 @@ def _tokenize(text: str) -> list[_Tok]:
                     f"filter syntax error at position {pos}: string starting here has no closing {ch}; "
                     f"close it with {ch}."
                 )
-            raise FilterError(
-                f"filter syntax error at position {pos}: unexpected character {ch!r}; {_EXAMPLE}."
-            )
+            raise FilterError(f"filter syntax error at position {pos}: unexpected character {ch!r}; {_EXAMPLE}.")
         kind = m.lastgroup or ""
         raw = m.group()
         if kind == "ws":
@@ -288,9 +286,7 @@ class _Parser:
                 raise self.fail("'null' ('is null' or 'is not null')")
             self.next()
             return {"field": name, "op": "is_not_null" if negated else "is_null"}
-        raise self.fail(
-            f"an operator after {name!r} (= != < <= > >= in between has 'has all' 'has any' 'is null')"
-        )
+        raise self.fail(f"an operator after {name!r} (= != < <= > >= in between has 'has all' 'has any' 'is null')")
 
 
 def parse_filter(text: str) -> dict[str, Any]:
@@ -349,7 +345,7 @@ def _check_node_shape(node: Any) -> None:
     if not isinstance(node, dict):
         raise FilterError(
             f"a filter must be an expression string, an object or a list of objects, got {node!r} "
-            f"({type(node).__name__}); {_EXAMPLE}, or {{\"field\": \"years_exp\", \"op\": \">=\", \"value\": 5}}."
+            f'({type(node).__name__}); {_EXAMPLE}, or {{"field": "years_exp", "op": ">=", "value": 5}}.'
         )
     keys = set(node)
     for key in ("and", "or", "not"):
@@ -364,8 +360,8 @@ def _check_node_shape(node: Any) -> None:
             return
     if "field" not in keys or "op" not in keys:
         raise FilterError(
-            f"a filter node is {{\"and\": [...]}}, {{\"or\": [...]}}, {{\"not\": ...}} or "
-            f"{{\"field\": ..., \"op\": ..., \"value\": ...}}; got keys {', '.join(sorted(keys)) or '(none)'}."
+            f'a filter node is {{"and": [...]}}, {{"or": [...]}}, {{"not": ...}} or '
+            f'{{"field": ..., "op": ..., "value": ...}}; got keys {", ".join(sorted(keys)) or "(none)"}.'
         )
     extra = sorted(keys - {"field", "op", "value"})
     if extra:
@@ -470,9 +466,7 @@ def _normalize(coll: CollectionInfo, node: Any) -> dict[str, Any]:
         raise FilterError(f"operator {op!r} on field {name!r} needs a value.")
     if op in ("in", "has_all", "has_any"):
         if not isinstance(value, (list, tuple)) or not value:
-            raise FilterError(
-                f"operator {op!r} on field {name!r} needs a non-empty list of values, got {value!r}."
-            )
+            raise FilterError(f"operator {op!r} on field {name!r} needs a non-empty list of values, got {value!r}.")
         return {"field": name, "op": op, "value": [_coerce(spec, v) for v in value]}
     if op == "between":
         if not isinstance(value, (list, tuple)) or len(value) != 2:

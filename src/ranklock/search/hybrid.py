@@ -127,7 +127,9 @@ def _semantic_cte(plan: SearchPlan) -> sql.Composable:
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
             "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s"
         ).format(table=plan.table, where=_where(plan))
-    prefix = sql.SQL("sem_scored AS MATERIALIZED ({}),\n").format(scored) if plan.vector_strategy == "exact" else sql.SQL("")
+    prefix = (
+        sql.SQL("sem_scored AS MATERIALIZED ({}),\n").format(scored) if plan.vector_strategy == "exact" else sql.SQL("")
+    )
     return sql.SQL(
         """{prefix}sem_cand AS MATERIALIZED ({cand}),
 sem_best AS (

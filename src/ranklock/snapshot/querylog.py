@@ -38,7 +38,6 @@ from ..errors import NotFound, QueryError
 from ..ingest.normalize import normalize
 
 if TYPE_CHECKING:
-
     from ..collection import CollectionInfo
     from ..engine import Engine
     from ..search.hybrid import SearchPlan
