@@ -10,8 +10,8 @@ demo:
 	.venv/bin/ranklock demo
 
 lint:
-	$(PY) -m ruff check src tests bench
-	$(PY) -m ruff format --check src tests bench
+	$(PY) -m ruff check src tests bench scripts
+	$(PY) -m ruff format --check src tests bench scripts
 
 types:
 	$(PY) -m mypy
