@@ -2,49 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 from psycopg import sql
 
+from fakes import use_hash_embedder as _use_hash_embedder
 from ranklock import Engine
-from ranklock.embed.base import normalize_rows
 from ranklock.snapshot.build import chunk_table
 
 
-class SpaceTok:
-    id = "space"
-
-    def offsets(self, text: str) -> list[tuple[int, int]]:
-        out, pos = [], 0
-        for w in text.split(" "):
-            if w:
-                out.append((pos, pos + len(w)))
-            pos += len(w) + 1
-        return out
-
-
-class LexHashEmbedder:
-    """Small deterministic vectors from each text's sha256: the lexical tests need real chunks, not meaning."""
-
-    id = "test:lexical-hash-8"
-    dim = 8
-    tokenizer = SpaceTok()
-    sha256 = hashlib.sha256(b"test:lexical-hash-8").hexdigest()
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], dtype=np.uint8) for t in texts]
-        return normalize_rows(np.asarray(rows, dtype=np.float32) - 127.5)
-
-
 def use_hash_embedder(engine: Engine) -> str:
-    emb = LexHashEmbedder()
-    engine._embedders[emb.id] = emb
-    return emb.id
+    return _use_hash_embedder(engine, "test:lexical-hash-8")
 
 
 def reference_bm25(

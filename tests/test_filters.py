@@ -2,52 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
-import numpy as np
 import pytest
 from psycopg import sql
 from typer.testing import CliRunner
 
+from fakes import HashEmbedder
+from fakes import use_hash_embedder as _use_hash_embedder
 from ranklock import Document, Engine, FilterError, IngestError
 from ranklock.collection import CollectionInfo, FieldSpec
-from ranklock.embed.base import normalize_rows
 from ranklock.search.filters import compile_filter, format_filter, parse_filter
 
 
-class SpaceTok:
-    id = "space"
-
-    def offsets(self, text: str) -> list[tuple[int, int]]:
-        out, pos = [], 0
-        for w in text.split(" "):
-            if w:
-                out.append((pos, pos + len(w)))
-            pos += len(w) + 1
-        return out
-
-
-class HashEmbedder:
-    """Small deterministic vectors from each text's sha256: fast, and the real pipeline around it."""
-
-    id = "test:hash-8"
-    dim = 8
-    tokenizer = SpaceTok()
-    sha256 = hashlib.sha256(b"test:hash-8").hexdigest()
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], dtype=np.uint8) for t in texts]
-        return normalize_rows(np.asarray(rows, dtype=np.float32) - 127.5)
-
-
 def use_hash_embedder(engine: Engine) -> str:
-    emb = HashEmbedder()
-    engine._embedders[emb.id] = emb
-    return emb.id
+    return _use_hash_embedder(engine, "test:hash-8")
 
 
 FIELDS = ["years_exp:int!", "rate:float", "remote:bool", "location:keyword", "skills:keyword[]", "start:date"]

@@ -19,11 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fakes import HashEmbedder
 from ranklock import Document, Engine
 from ranklock.collection import FieldSpec
 from ranklock.fields import coerce_value
 from ranklock.search.filters import format_filter
-from test_filters import HashEmbedder, use_hash_embedder
+from test_filters import use_hash_embedder
 
 FIELDS = ["n:int", "x:float", "flag:bool", "kw:keyword", "tags:keyword[]", "day:date", "ts:timestamp"]
 INTS = [-2, 0, 1, 3, 7]

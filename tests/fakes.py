@@ -1,0 +1,47 @@
+"""Small deterministic stand-ins for the embedding model, for tests that need the real
+pipeline (chunking, COPY, indexes, SQL) around vectors but not their meaning."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from ranklock import Engine
+from ranklock.embed.base import normalize_rows
+
+
+class SpaceTok:
+    id = "space"
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        out, pos = [], 0
+        for w in text.split(" "):
+            if w:
+                out.append((pos, pos + len(w)))
+            pos += len(w) + 1
+        return out
+
+
+class HashEmbedder:
+    """Small deterministic vectors from each text's sha256: fast, and the real pipeline around it."""
+
+    id = "test:hash-8"
+    dim = 8
+    tokenizer = SpaceTok()
+
+    def __init__(self, id: str = "test:hash-8") -> None:
+        self.id = id
+        self.sha256 = hashlib.sha256(id.encode()).hexdigest()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], dtype=np.uint8) for t in texts]
+        return normalize_rows(np.asarray(rows, dtype=np.float32) - 127.5)
+
+
+def use_hash_embedder(engine: Engine, id: str = "test:hash-8") -> str:
+    """Register a HashEmbedder on ``engine`` under ``id``; pass the id as a collection's embedder."""
+    emb = HashEmbedder(id)
+    engine._embedders[emb.id] = emb
+    return emb.id
