@@ -66,30 +66,14 @@ def validate_plan(plan: Plan, schema: PlanSchema) -> Plan:
     """``plan`` if it can run against ``schema``; otherwise the refusal or clarification it must become."""
     hit = find_protected(plan.request)
     if hit is not None:
-        return Plan(
-            kind="refusal",
-            request=plan.request,
-            collection=plan.collection,
-            phrase=hit.phrase,
-            attribute=hit.attribute,
-            reason=hit.reason,
-            extractor=plan.extractor,
-        )
+        return _refusal(plan, hit)
     if plan.kind != "answer":
         return plan
     # Soft text reaches the ranker, so it is held to the same bar as the request.
     for text in [plan.ranking_text, *(p.value for p in plan.preferences)]:
         hit = find_protected(text)
         if hit is not None:
-            return Plan(
-                kind="refusal",
-                request=plan.request,
-                collection=plan.collection,
-                phrase=hit.phrase,
-                attribute=hit.attribute,
-                reason=hit.reason,
-                extractor=plan.extractor,
-            )
+            return _refusal(plan, hit)
     for c in plan.constraints:
         problem = check_constraint(c, schema)
         if problem is not None:
@@ -102,3 +86,16 @@ def validate_plan(plan: Plan, schema: PlanSchema) -> Plan:
                 question=f"{problem}. Which typed field and value did you mean?",
             )
     return plan
+
+
+def _refusal(plan: Plan, hit: Any) -> Plan:
+    """The refusal ``plan`` becomes when ``hit`` (a protected attribute or proxy) was found in it."""
+    return Plan(
+        kind="refusal",
+        request=plan.request,
+        collection=plan.collection,
+        phrase=hit.phrase,
+        attribute=hit.attribute,
+        reason=hit.reason,
+        extractor=plan.extractor,
+    )
