@@ -463,17 +463,8 @@ def _one(rng: random.Random, i: int) -> RawResume:
             "photo": ident["photo"],
             "headline": title,
             "summary": summary,
-            "years_experience": years,
-            "skills": skills,
-            "locations": locations,
-            "work_authorization": auth,
-            "visa_sponsorship": sponsorship,
-            "remote": remote,
-            "seniority": seniority,
-            "languages": langs,
-            "degree": degree,
-            "notice_days": notice,
-            "salary_expectation": salary,
+            # The typed values, in the same order; employer types come from the experience list.
+            **{key: value for key, value in truth.items() if key != "employer_types"},
             "experience": [{"company": c, "employer_type": k, "description": w} for c, k, w in jobs],
         }
         if personal:
