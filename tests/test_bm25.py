@@ -67,27 +67,127 @@ def test_bm25_equals_exhaustive_reference(engine: Engine, zipf: str, query: str)
     assert_same(lexical(engine, zipf, query, depth=15), reference_bm25(engine, zipf, query, depth=15))
 
 
+@pytest.fixture(scope="module")
+def zipf_levels(engine: Engine) -> str:
+    """The zipf corpus with impact quantiles every 2nd, 4th, 8th... posting: many read levels on small data."""
+    name = "t_bm25_zipf_levels"
+    emb = use_hash_embedder(engine)
+    docs = [Document(d.doc_id, d.title, d.body, {**d.metadata, "bucket": i % 10}) for i, d in enumerate(zipf_docs(300))]
+    engine.ingest(
+        name,
+        docs,
+        replace=True,
+        create={
+            "embedder": emb,
+            "index": "exact",
+            "chunker": ChunkerParams(window=24, overlap=4),
+            "fields": ["bucket:int"],
+        },
+    )
+    sid = engine.collection(name).active_snapshot_id
+    assert sid is not None
+    assert build_lexical_stats(engine.db, sid, level_base=2)["level_base"] == 2
+    return name
+
+
+def force_impact_plan(monkeypatch: pytest.MonkeyPatch, *, seed: int, probe: int, deeper: int, skip: int) -> None:
+    monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_module, "SEED_PER_TERM", seed)
+    monkeypatch.setattr(bm25_module, "PROBE", probe)
+    monkeypatch.setattr(bm25_module, "DEEPER", deeper)
+    monkeypatch.setattr(bm25_module, "SKIP_LEVEL", skip)
+
+
+# (seed, probe, deeper, skip): from a weak theta and no probing (bounds alone
+# prune) to strong probing; shallow and deep reads; skipped terms read or not.
+PLAN_KNOBS = [(60, 0, 0, 0), (15, 1, 0, 1), (30, 50, 1, 5), (100, 5, 3, 0)]
+
+
+def impact_trace(engine: Engine, collection: str, query: str, depth: int) -> dict[str, float]:
+    """theta and how many chunks the impact plan read, bounded and scored, from its own CTEs.
+
+    White-box: runs the lexical statement's CTEs with a SELECT of their sizes
+    in place of the branch's final top-N.
+    """
+    text, params = engine.search_sql(collection, query, k=depth, mode="lexical", depth=depth)
+    start = text.index("WITH qt AS MATERIALIZED")
+    end = text.rindex("SELECT c.doc_id, c.chunk, s.score FROM (")
+    probe = text[start:end] + (
+        "SELECT (SELECT theta FROM theta) AS theta, (SELECT count(*) FROM cand) AS bounded, "
+        "(SELECT count(*) FROM scored) AS scored, "
+        "(SELECT count(DISTINCT p.row_id) FROM qt JOIN {p} AS p ON p.term_id = qt.term_id) AS matching"
+    ).replace("{p}", f"ranklock_data.postings_{engine.collection(collection).active_snapshot_id}")
+    with engine.db.connection() as conn:
+        row = conn.execute(probe, params).fetchone()
+    assert row is not None
+    return {"theta": row[0], "bounded": row[1], "scored": row[2], "matching": row[3]}
+
+
 @pytest.mark.parametrize("query", QUERIES)
 @pytest.mark.parametrize("depth", [1, 5, 40])
+@pytest.mark.parametrize("knobs", PLAN_KNOBS)
 def test_pruned_impact_plan_is_exact(
-    engine: Engine, zipf: str, query: str, depth: int, monkeypatch: pytest.MonkeyPatch
+    engine: Engine,
+    zipf_levels: str,
+    query: str,
+    depth: int,
+    knobs: tuple[int, int, int, int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """With seeding forced (tiny seed, no full scan) the MaxScore plan must still return the exact top depth."""
-    monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
-    monkeypatch.setattr(bm25_module, "SCORE_COST_RATIO", 0)
-    monkeypatch.setattr(bm25_module, "SEED_PER_TERM", 3)
-    assert_same(lexical(engine, zipf, query, depth=depth), reference_bm25(engine, zipf, query, depth=depth))
+    """With the impact plan forced, every choice of its knobs must return the exact top depth."""
+    seed, probe, deeper, skip = knobs
+    force_impact_plan(monkeypatch, seed=seed, probe=probe, deeper=deeper, skip=skip)
+    got = lexical(engine, zipf_levels, query, depth=depth)
+    assert_same(got, reference_bm25(engine, zipf_levels, query, depth=depth))
+    trace = impact_trace(engine, zipf_levels, query, depth)
+    if depth <= 5 and seed >= 30:  # enough seed documents: the pruned plan really ran
+        assert trace["theta"] > 0 and trace["scored"] < trace["matching"], trace
 
 
-def test_pruned_plan_honours_the_time_predicate(engine: Engine, zipf: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
-    monkeypatch.setattr(bm25_module, "SCORE_COST_RATIO", 0)
-    monkeypatch.setattr(bm25_module, "SEED_PER_TERM", 2)
+def test_impact_plan_scores_few_chunks_of_a_frequent_query(
+    engine: Engine, zipf_levels: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan's point: most chunks holding a query term are never scored."""
+    force_impact_plan(monkeypatch, seed=30, probe=20, deeper=1, skip=2)
+    trace = impact_trace(engine, zipf_levels, "alpha bravo canyon", 5)
+    assert trace["matching"] > 500 and trace["scored"] * 5 < trace["matching"], trace
+
+
+def test_random_queries_and_knobs_stay_exact(engine: Engine, zipf_levels: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeded random queries, depths and knobs, each against the exhaustive reference."""
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        words = rng.choice(VOCAB, size=int(rng.integers(1, 6)))
+        depth = int(rng.integers(1, 30))
+        seed, probe, deeper, skip = (int(x) for x in rng.integers([1, 0, 0, 0], [120, 60, 4, 6]))
+        force_impact_plan(monkeypatch, seed=seed, probe=probe, deeper=deeper, skip=skip)
+        q = " ".join(words)
+        assert_same(lexical(engine, zipf_levels, q, depth=depth), reference_bm25(engine, zipf_levels, q, depth=depth))
+
+
+@pytest.mark.parametrize("bucket_below", [1, 3, 8])
+def test_pruned_plan_honours_a_typed_filter(
+    engine: Engine, zipf_levels: str, bucket_below: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seeds and probes count only documents passing the filter; the top is the filtered reference's."""
+    force_impact_plan(monkeypatch, seed=80, probe=10, deeper=1, skip=2)
+    for q in QUERIES:
+        got = lexical(engine, zipf_levels, q, depth=5, filter=f"bucket < {bucket_below}")
+        everything = reference_bm25(engine, zipf_levels, q, depth=1000)
+        want = [h for h in everything if int(h[0][3:]) % 10 < bucket_below][:5]
+        assert_same(got, want)
+
+
+def test_pruned_plan_honours_the_time_predicate(
+    engine: Engine, zipf_levels: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    force_impact_plan(monkeypatch, seed=40, probe=3, deeper=0, skip=1)
     when = datetime(2024, 1, 1, tzinfo=UTC)
-    got = lexical(engine, zipf, "alpha canyon", depth=10, as_of=when)
-    want = reference_bm25(engine, zipf, "alpha canyon", depth=10, as_of=when)
-    assert_same(got, want)
-    assert all(int(d[3:]) % 7 != 0 for d, _, _ in got)  # out-of-force documents never come back
+    for q in QUERIES:
+        for depth in (1, 10):
+            got = lexical(engine, zipf_levels, q, depth=depth, as_of=when)
+            assert_same(got, reference_bm25(engine, zipf_levels, q, depth=depth, as_of=when))
+            assert all(int(d[3:]) % 7 != 0 for d, _, _ in got)  # out-of-force documents never come back
 
 
 @pytest.mark.parametrize("depth", [1, 7])
@@ -202,8 +302,10 @@ def test_search_sql_twin_binds_the_statistics(engine: Engine, zipf: str) -> None
     sid = engine.collection(zipf).active_snapshot_id
     assert f'"ranklock_data"."postings_{sid}"' in text and f'"ranklock_data"."terms_{sid}"' in text
     assert params["k1"] == 1.2 and params["b"] == 0.75
+    assert f'"ranklock_data"."forward_{sid}"' in text
     assert params["bm25_seed"] == bm25_module.SEED_PER_TERM
     assert params["bm25_full"] == bm25_module.FULL_SCAN_POSTINGS
+    assert params["bm25_probe"] == bm25_module.PROBE and params["bm25_level_base"] == 256
     assert "alpha" not in text  # the query is bound, never spliced
 
 

@@ -16,24 +16,34 @@ from the chunk's own tsvector; the plans differ only in which chunks they
 score, never in the ranking.
 
 *Impact plan* (natural queries under the snapshot's k1 and b), exact top
-``depth`` documents in one statement:
+``depth`` documents in one statement.  A chunk's exact score is read from the
+forward table (one index probe); a term's postings are read in decreasing
+weight from the impact index.  Ahead of any work, when the query's postings
+are few (at most ``FULL_SCAN_POSTINGS``), all of them are summed (theta = 0).
 
-1. ``theta``: a lower bound of the score of the branch's last document.  When
-   the query's postings are few (at most ``FULL_SCAN_POSTINGS``) theta = 0.
-   Otherwise the top ``SEED_PER_TERM`` postings of each term by impact are
-   scored and filtered, and the ``depth``-th best document score is theta.
-2. MaxScore: terms sorted by their largest weight; the longest prefix whose
-   maxima sum below theta is *non-essential* (a chunk holding only those
-   cannot reach theta).  The rest of theta is shared among the ``n``
-   essential terms: a chunk that can reach theta has, for at least one
-   essential term, a weight >= (theta - non-essential sum) / n.  ``cand`` is
-   those postings, one index range scan per term on (term_id, w DESC).
-3. The candidates are scored either by summing every query term's postings
-   over them (cheap per posting, and a top-N sort then reads only the chunks
-   it needs) or from their tsvectors (cheap when candidates are few), which
-   ever the gate estimates cheaper (``SCORE_COST_RATIO``).  The margins on
-   theta (1e-5 relative, maxima inflated by 1e-6) only ever grow the
-   candidate set, so float rounding cannot drop a document.
+1. ``theta``, a lower bound of the score of the branch's last document: the
+   top ``SEED_PER_TERM`` postings of each term are scored exactly and
+   filtered; the ``depth``-th best document is theta.
+2. Read depths.  If every term t is read down to a weight f_t and the f_t sum
+   to at most theta, a chunk never read scores below theta (all its weights
+   are below their f_t): it cannot make the top.  The terms' impact
+   quantiles (``wq``, from the snapshot) give f_t for "the top
+   ``LEVEL_BASE * 2^i`` postings" before reading anything.  The cheapest
+   choice is taken among: the ``j`` terms of smallest maximum weight left
+   unread (f_t = max weight, MaxScore's non-essential terms) and the others
+   read to level ``i``.  Then one level deeper (reading is cheap, probing is
+   not), and the unread terms shallowly (``SKIP_LEVEL``), which only lowers
+   the f_t.
+3. Every chunk read gets an upper bound: its weights read plus f_t for each
+   term it was not seen in.  Those below theta go.  The ``PROBE`` chunks of
+   highest bound are scored exactly, which raises theta (usually to near
+   the true last score) and the bound cut is applied again.
+4. The rest are scored exactly from the forward table.
+
+Margins (1e-9 relative on theta, 1e-6 on maximum weights) only ever keep
+more chunks, so float rounding in the bounds cannot drop a document.  Scores
+themselves are sums of the weights as numeric, exact whatever the order, so
+the forward table and the postings give the same last bit.
 
 *Match plan* (websearch syntax, or k1/b other than the snapshot's): every
 chunk matching the tsquery (GIN index) is scored.  Websearch decides the
@@ -49,21 +59,32 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from ..errors import SnapshotError
-from ..snapshot.lexical_stats import BM25_STATS_VERSION, postings_table, terms_table
+from ..snapshot.lexical_stats import BM25_STATS_VERSION, forward_table, postings_table, terms_table
 
 if TYPE_CHECKING:
     from .hybrid import SearchPlan
 
-__all__ = ["FULL_SCAN_POSTINGS", "SCORE_COST_RATIO", "SEED_PER_TERM", "bm25_hits_sql", "prepare_bm25"]
+__all__ = [
+    "FULL_SCAN_POSTINGS",
+    "PROBE",
+    "SEED_PER_TERM",
+    "SKIP_LEVEL",
+    "bm25_hits_sql",
+    "prepare_bm25",
+]
 
 #: Below this many postings for all query terms together, score them all.
 FULL_SCAN_POSTINGS = 20000
-#: Scoring a chunk from its tsvector costs about this many summed postings (measured on
-#: the 1M-chunk collection: ~27 us a candidate against ~0.5 us a posting); decides
-#: between summing postings and scoring tsvectors.
-SCORE_COST_RATIO = 50
-#: Postings per query term read, in impact order, to bound theta.
-SEED_PER_TERM = 100
+#: Postings per query term read, in impact order and scored exactly, to bound theta.
+SEED_PER_TERM = 256
+#: Chunks of highest upper bound scored exactly to raise theta before the bound cut.
+PROBE = 1000
+#: Levels read beyond the cheapest sufficient one: a posting read costs ~0.3 us,
+#: a chunk probed ~3 us (1M-chunk collection), so reading deeper to prune more pays.
+DEEPER = 1
+#: Level the MaxScore-skipped terms are still read to (top LEVEL_BASE * 2^SKIP_LEVEL postings),
+#: tightening the bound of every chunk not seen in them.
+SKIP_LEVEL = 5
 
 BM25Builder = Callable[["SearchPlan", sql.Composable], sql.Composable]
 
@@ -73,7 +94,7 @@ def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> N
     entry = (stats or {}).get("bm25")
     if not entry or entry.get("version") != BM25_STATS_VERSION:
         raise SnapshotError(
-            f"snapshot {snapshot_id} has no BM25 statistics (it was built before ranklock scored with BM25); "
+            f"snapshot {snapshot_id} has no BM25 statistics of the current layout (version {BM25_STATS_VERSION}); "
             f"compute them once with `ranklock.snapshot.lexical_stats.build_lexical_stats(engine.db, {snapshot_id})`, "
             "re-ingest, or search with lexical_ranker='ts_rank_cd'."
         )
@@ -83,7 +104,10 @@ def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> N
             "bm25_avgdl": float(entry["avgdl"]) or 1.0,
             "bm25_seed": SEED_PER_TERM,
             "bm25_full": FULL_SCAN_POSTINGS,
-            "bm25_ratio": SCORE_COST_RATIO,
+            "bm25_probe": PROBE,
+            "bm25_deeper": DEEPER,
+            "bm25_skip_level": SKIP_LEVEL,
+            "bm25_level_base": int(entry["level_base"]),
             "bm25_max_chunks": max(1, int(stats.get("max_chunks_per_doc", 1) or 1)),
         }
     )
@@ -93,7 +117,7 @@ def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> N
 
 def _query_terms(terms: sql.Composable) -> sql.Composable:
     return sql.SQL(
-        "SELECT t.term_id, t.lexeme, t.df, t.idf, t.max_w::float8 * 1.000001 AS max_w FROM {terms} AS t "
+        "SELECT t.term_id, t.lexeme, t.df, t.idf, t.max_w::float8 * 1.000001 AS max_w, t.wq FROM {terms} AS t "
         "WHERE t.lexeme = ANY (ranklock.query_terms(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s))"
     ).format(terms=terms)
 
@@ -112,9 +136,38 @@ def _score(alias: str = "c") -> sql.Composable:
     ).format(a=sql.Identifier(alias))
 
 
+def _forward_score(alias: str = "f") -> sql.Composable:
+    """The BM25 score of forward-table row ``alias`` over the query's terms (CTE ``qids``).
+
+    The same numeric sum of the same float8 weights as summing the postings.
+    """
+    return sql.SQL(
+        "(SELECT coalesce(sum({a}.ws[array_position({a}.tids, x.tid)]::numeric), 0)::float8 "
+        "FROM unnest((SELECT ids FROM qids)) AS x(tid))"
+    ).format(a=sql.Identifier(alias))
+
+
+def _doc_best(plan: SearchPlan, rows: str, forward: sql.Composable, where: sql.Composable) -> sql.Composable:
+    """(doc, best): each document's exact best score over the chunks in CTE ``rows`` passing ``where``."""
+    if _unfiltered(plan):
+        # doc_no orders like doc_id; no need to read the chunk rows.
+        return sql.SQL(
+            "SELECT f.doc_no AS doc, max({score}) AS best FROM {rows} AS r JOIN {forward} AS f ON f.row_id = r.row_id "
+            "GROUP BY f.doc_no"
+        ).format(score=_forward_score(), rows=sql.Identifier(rows), forward=forward)
+    return sql.SQL(
+        "SELECT c.doc_id AS doc, max({score}) AS best FROM {rows} AS r JOIN {forward} AS f ON f.row_id = r.row_id "
+        "JOIN {table} AS c ON c.row_id = r.row_id WHERE {where} GROUP BY c.doc_id"
+    ).format(score=_forward_score(), rows=sql.Identifier(rows), forward=forward, table=plan.table, where=where)
+
+
+def _unfiltered(plan: SearchPlan) -> bool:
+    return plan.as_of is None and plan.filter_sql == sql.SQL("TRUE")
+
+
 def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, impact: bool) -> sql.Composable:
     """Rows (doc_id, chunk, score) of the chunks that can make the lexical top ``depth``."""
-    terms, postings = terms_table(snapshot_id), postings_table(snapshot_id)
+    terms, postings, forward = terms_table(snapshot_id), postings_table(snapshot_id), forward_table(snapshot_id)
     if not impact:
         from .lexical import tsquery_sql
 
@@ -123,91 +176,109 @@ def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, 
             "SELECT c.doc_id, c.chunk, {score} AS score FROM {table} AS c "
             "WHERE c.tsv @@ {tsq} AND {where}"
         ).format(qt=_query_terms(terms), score=_score(), table=plan.table, tsq=tsquery_sql(), where=where)
+    # ``margin``: bounds are float sums; 1e-9 relative on theta dwarfs their rounding.
     return sql.SQL(
         """WITH qt AS MATERIALIZED ({qt}),
+qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt),
 seed AS MATERIALIZED (
     SELECT DISTINCT s.row_id FROM qt CROSS JOIN LATERAL (
         SELECT p.row_id FROM {postings} AS p WHERE p.term_id = qt.term_id
         ORDER BY p.w DESC, p.row_id LIMIT %(bm25_seed)s) AS s
+    WHERE (SELECT coalesce(sum(df), 0) FROM qt) > %(bm25_full)s
 ),
-seed_docs AS (
-    SELECT c.doc_id, max({score}) AS best FROM seed JOIN {table} AS c ON c.row_id = seed.row_id
-    WHERE {where} GROUP BY c.doc_id
-),
+seed_docs AS ({seed_docs}),
 theta AS MATERIALIZED (
-    -- Few postings: no seeding, theta = 0 makes every chunk with a posting a candidate.
-    SELECT CASE WHEN (SELECT coalesce(sum(df), 0) FROM qt) <= %(bm25_full)s THEN 0::float8
-                ELSE coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0)
-           END AS theta
+    -- Few postings: no seeding, theta = 0 sums every posting of the query's terms.
+    SELECT th.theta, th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
+        SELECT CASE WHEN (SELECT coalesce(sum(df), 0) FROM qt) <= %(bm25_full)s THEN 0::float8
+                    ELSE coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0)
+               END AS theta) AS th
 ),
-ordered AS MATERIALIZED (
-    SELECT qt.term_id, sum(qt.max_w) OVER (ORDER BY qt.max_w, qt.term_id) AS cum FROM qt
+ranked AS MATERIALIZED (
+    SELECT qt.term_id, qt.df, qt.max_w, qt.wq, row_number() OVER (ORDER BY qt.max_w, qt.term_id) AS pos FROM qt
 ),
-share AS MATERIALIZED (
-    SELECT th.theta,
-           coalesce(max(o.cum) FILTER (WHERE o.cum < th.theta), 0) AS nonessential,
-           count(*) FILTER (WHERE o.cum >= th.theta) AS n
-    FROM theta AS th CROSS JOIN ordered AS o GROUP BY th.theta
+opts AS (
+    -- Terms 1..j (smallest maxima) unread, the others read to level i: the
+    -- top base * 2^i postings, everything when the term has no more.
+    SELECT j.j, i.i,
+           sum(CASE WHEN r.pos <= j.j THEN r.max_w
+                    WHEN r.df <= %(bm25_level_base)s * 2 ^ i.i THEN 0
+                    ELSE r.wq[i.i + 1] END) AS fsum,
+           sum(CASE WHEN r.pos <= j.j THEN 0 ELSE least(r.df, %(bm25_level_base)s * 2 ^ i.i) END) AS cost
+    FROM generate_series(0, (SELECT count(*) FROM qt)::int) AS j(j)
+    CROSS JOIN generate_series(0, (SELECT coalesce(max(cardinality(wq)), 0) FROM qt)) AS i(i)
+    CROSS JOIN ranked AS r
+    WHERE (SELECT theta FROM theta) > 0
+    GROUP BY j.j, i.i
+),
+pick AS MATERIALIZED (
+    SELECT b.j, least(b.i + %(bm25_deeper)s, (SELECT coalesce(max(cardinality(wq)), 0) FROM qt)) AS i
+    FROM (SELECT o.j, o.i FROM opts AS o, theta AS th WHERE o.fsum <= th.cut OR o.fsum = 0
+          ORDER BY o.cost, o.i, o.j DESC LIMIT 1) AS b
+),
+thr AS MATERIALIZED (
+    -- f: every posting of the term with w >= f is read; one not read has w < f.
+    SELECT r.term_id, CASE WHEN r.df <= %(bm25_level_base)s * 2 ^ l.lvl THEN 0::float8 ELSE r.wq[l.lvl + 1] END AS f
+    FROM ranked AS r CROSS JOIN pick AS pk
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN r.pos <= pk.j THEN least(pk.i, %(bm25_skip_level)s) ELSE pk.i END AS lvl) AS l
 ),
 cand AS MATERIALIZED (
-    SELECT DISTINCT e.row_id
-    FROM ordered AS o CROSS JOIN share AS s
-    CROSS JOIN LATERAL (
-        SELECT p.row_id FROM {postings} AS p
-        WHERE p.term_id = o.term_id
-          AND p.w >= (s.theta - s.nonessential) / greatest(s.n, 1) - 1e-5 * s.theta
-    ) AS e
-    WHERE o.cum >= s.theta
+    -- Upper bound of each chunk read: its weights read, plus f for the terms it was not seen in.
+    SELECT e.row_id, fs.fsum + sum(e.w - thr.f) AS bound
+    FROM thr CROSS JOIN LATERAL (
+        SELECT p.row_id, p.w FROM {postings} AS p WHERE p.term_id = thr.term_id AND p.w >= thr.f) AS e
+    CROSS JOIN (SELECT sum(f) AS fsum FROM thr) AS fs
+    GROUP BY e.row_id, fs.fsum
+    HAVING fs.fsum + sum(e.w - thr.f) >= (SELECT cut FROM theta)
 ),
-gate AS MATERIALIZED (
-    -- Summing every posting of the query's terms costs about 1/%(bm25_ratio)s of
-    -- scoring one candidate from its tsvector: sum when that is cheaper.
-    SELECT CASE WHEN t.postings <= %(bm25_full)s THEN true
-                ELSE t.postings <= %(bm25_ratio)s * (SELECT count(*) FROM cand) END AS full_scan
-    FROM (SELECT coalesce(sum(df), 0) AS postings FROM qt) AS t
+probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s),
+probe_docs AS ({probe_docs}),
+theta2 AS MATERIALIZED (
+    SELECT th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
+        SELECT greatest((SELECT theta FROM theta),
+                        coalesce((SELECT best FROM probe_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0))
+               AS theta) AS th
 ),
-summed AS MATERIALIZED (
-    -- Every chunk that can reach theta is in cand (all chunks with a posting
-    -- when theta = 0); summing the weights of all query terms over those
-    -- chunks gives their exact scores without touching their tsvectors.
-    -- Summed as numeric: exact, so the order rows arrive in (hash join,
-    -- parallel workers) cannot change the last bit of a score.
+scored AS MATERIALIZED (
+    SELECT f.row_id, {score} AS score FROM cand JOIN {forward} AS f ON f.row_id = cand.row_id
+    WHERE cand.bound >= (SELECT cut FROM theta2)
+    UNION ALL
+    -- theta = 0: every chunk with a posting.  Summed as numeric: exact, so the
+    -- order rows arrive in (hash join, parallel workers) cannot change a score.
     SELECT p.row_id, sum(p.w::numeric)::float8 AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
-    WHERE (SELECT full_scan FROM gate)
-      AND CASE WHEN (SELECT theta FROM theta) = 0 THEN true ELSE p.row_id IN (SELECT row_id FROM cand) END
+    WHERE (SELECT theta FROM theta) = 0
     GROUP BY p.row_id
-),
-full_top AS (
-    -- The top depth * max_chunks_per_doc chunks passing the filter hold the
-    -- best chunk of every top-depth document.  row_id order is (doc_id,
-    -- chunk) order (the builder numbers rows so), so ties break as in the branch.
-    {full_top}
 )
-SELECT doc_id, chunk, score FROM full_top WHERE (SELECT full_scan FROM gate)
-UNION ALL
-SELECT c.doc_id, c.chunk, {score} AS score FROM cand JOIN {table} AS c ON c.row_id = cand.row_id
-WHERE NOT (SELECT full_scan FROM gate) AND {where}"""
+{top}"""
     ).format(
         qt=_query_terms(terms),
         postings=postings,
-        table=plan.table,
-        score=_score(),
-        where=where,
-        full_top=_full_top(plan, where),
+        forward=forward,
+        seed_docs=_doc_best(plan, "seed", forward, where),
+        probe_docs=_doc_best(plan, "probe", forward, where),
+        score=_forward_score(),
+        top=_top(plan, where),
     )
 
 
-def _full_top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
-    if plan.as_of is None and plan.filter_sql == sql.SQL("TRUE"):
-        # Nothing to filter: a top-N sort of the sums, then only those chunks are read.
+def _top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
+    """The top ``depth * max_chunks_per_doc`` scored chunks passing the filter.
+
+    They hold the best chunk of every top-``depth`` document.  row_id order is
+    (doc_id, chunk) order (the builder numbers rows so), so ties break as in
+    the branch.
+    """
+    if _unfiltered(plan):
+        # Nothing to filter: a top-N sort of the scores, then only those chunks are read.
         return sql.SQL(
             "SELECT c.doc_id, c.chunk, s.score FROM ("
-            "SELECT row_id, score FROM summed ORDER BY score DESC, row_id LIMIT %(depth)s * %(bm25_max_chunks)s"
+            "SELECT row_id, score FROM scored ORDER BY score DESC, row_id LIMIT %(depth)s * %(bm25_max_chunks)s"
             ") AS s JOIN {table} AS c ON c.row_id = s.row_id"
         ).format(table=plan.table)
     # Chunks read in score order until enough pass the filter.
     return sql.SQL(
-        "SELECT c.doc_id, c.chunk, s.score FROM (SELECT row_id, score FROM summed ORDER BY score DESC, row_id) AS s "
+        "SELECT c.doc_id, c.chunk, s.score FROM (SELECT row_id, score FROM scored ORDER BY score DESC, row_id) AS s "
         "JOIN {table} AS c ON c.row_id = s.row_id WHERE {where} "
         "ORDER BY s.score DESC, s.row_id LIMIT %(depth)s * %(bm25_max_chunks)s"
     ).format(table=plan.table, where=where)

@@ -3,23 +3,29 @@
 Per-chunk lengths are stored in the chunk table (``doc_len``); corpus-level
 statistics (chunk count, average length) go into the snapshot's ``stats``.
 
-BM25 needs, beside those, each term's document frequency.  They live in two
+BM25 needs, beside those, each term's document frequency.  They live in three
 tables per snapshot, written here once and never modified, like the chunk
 table itself, so the statistics a reader scores with can never drift:
 
 ``ranklock_data.terms_<id>``
-    ``(term_id, lexeme, df, idf, max_w)``: one row per lexeme of the
+    ``(term_id, lexeme, df, idf, max_w, wq)``: one row per lexeme of the
     snapshot; ``idf`` is Robertson/Sparck Jones with +1 inside the log
-    (never negative); ``max_w`` is the largest weight of the term's postings.
+    (never negative); ``max_w`` is the largest weight of the term's postings;
+    ``wq[k]`` is the weight of its ``LEVEL_BASE * 2^(k-1)``-th posting in
+    impact order (only ranks up to ``df``): how deep a query must read the
+    term to get below a given weight, known before reading it.
+``ranklock_data.forward_<id>``
+    ``(row_id, doc_no, tids, ws)``: each chunk's terms (``tids``, sorted) and
+    their weights (``ws``), and a dense document number that orders like
+    ``doc_id``.  One index probe scores a chunk exactly for any query.
 ``ranklock_data.postings_<id>``
     ``(term_id, w, row_id)``: one row per (lexeme, chunk), ``w`` the term's
     BM25 contribution to that chunk under the snapshot's k1 and b, indexed
     on ``(term_id, w DESC, row_id)``: a term's postings can be read in
     decreasing impact, which is what lets a query skip the long tail of a
-    frequent term (see ranklock.search.bm25).  ``w`` is float8, computed by
-    the same expression the query side uses, so a score summed from postings
-    and one computed from a chunk's tsvector differ at most by the rounding
-    of a different summation order.
+    frequent term (see ranklock.search.bm25).  The postings are written from
+    the forward table, so both hold the very same float8 weights, computed
+    by the same expression the query side uses for the tsvector plan.
 
 Dropping a snapshot drops these with it (ranklock.snapshot.ops drops every
 ``ranklock_data`` table named ``*_<id>``).
@@ -41,15 +47,20 @@ __all__ = [
     "BM25_STATS_VERSION",
     "DEFAULT_B",
     "DEFAULT_K1",
+    "LEVEL_BASE",
     "build_lexical_stats",
+    "forward_table",
     "postings_table",
     "terms_table",
 ]
 
 #: Version of the BM25 statistics layout; recorded in the snapshot's stats.
-BM25_STATS_VERSION = 2
+#: 3 added the forward table and the per-term impact quantiles (``wq``).
+BM25_STATS_VERSION = 3
 DEFAULT_K1 = 1.2
 DEFAULT_B = 0.75
+#: Rank of a term's first impact quantile; the next ones double it (a power of two).
+LEVEL_BASE = 256
 
 
 def terms_table(snapshot_id: int) -> sql.Identifier:
@@ -60,20 +71,34 @@ def postings_table(snapshot_id: int) -> sql.Identifier:
     return sql.Identifier("ranklock_data", f"postings_{snapshot_id}")
 
 
+def forward_table(snapshot_id: int) -> sql.Identifier:
+    return sql.Identifier("ranklock_data", f"forward_{snapshot_id}")
+
+
 def build_lexical_stats(
-    db: Database, snapshot_id: int, *, k1: float = DEFAULT_K1, b: float = DEFAULT_B, force: bool = False
+    db: Database,
+    snapshot_id: int,
+    *,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+    force: bool = False,
+    level_base: int | None = None,
 ) -> dict[str, Any]:
     """Compute a snapshot's lexical statistics and BM25 tables; return the ``bm25`` stats entry.
 
-    Idempotent: when the tables exist and were built with the same k1 and b,
-    nothing is recomputed.  It also works on a snapshot built before BM25
-    existed, since it reads nothing but the chunk table's ``tsv`` and
-    ``doc_len``.
+    Idempotent: when the tables exist and were built with the same k1, b and
+    level base, nothing is recomputed.  It also works on a snapshot built
+    before BM25 existed, since it reads nothing but the chunk table's ``tsv``
+    and ``doc_len``; statistics of layout version 2 (no forward table, no
+    quantiles) are completed in place, without rewriting their postings.
     """
     from .build import chunk_table
 
+    level_base = LEVEL_BASE if level_base is None else level_base
+    if level_base < 1 or level_base & (level_base - 1):
+        raise ValueError(f"level_base must be a power of two, not {level_base}")
     chunks = chunk_table(snapshot_id)
-    terms, postings = terms_table(snapshot_id), postings_table(snapshot_id)
+    terms, postings, forward = terms_table(snapshot_id), postings_table(snapshot_id), forward_table(snapshot_id)
     row = db.fetchone(
         sql.SQL(
             "SELECT count(*) AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl, "
@@ -92,65 +117,97 @@ def build_lexical_stats(
 
     current = db.fetchone("SELECT stats -> 'bm25' AS bm25 FROM ranklock.snapshots WHERE id = %s", [snapshot_id])
     have = current["bm25"] if current else None
-    exists = db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS t", [f"ranklock_data.postings_{snapshot_id}"])
-    if (
-        not force
-        and have
-        and exists
-        and exists["t"]
-        and have.get("version") == BM25_STATS_VERSION
-        and have.get("k1") == k1
-        and have.get("b") == b
-    ):
+    exists = db.fetchone(
+        "SELECT to_regclass(%s) IS NOT NULL AS postings, to_regclass(%s) IS NOT NULL AS forward",
+        [f"ranklock_data.postings_{snapshot_id}", f"ranklock_data.forward_{snapshot_id}"],
+    )
+    same = bool(not force and have and exists and exists["postings"] and have.get("k1") == k1 and have.get("b") == b)
+    if same and have and have.get("version") == BM25_STATS_VERSION and have.get("level_base") == level_base:
         return dict(have)
+    upgrade = same and have is not None and have.get("version") == 2  # postings stay, the rest is added
 
+    weight = sql.SQL(
+        "(t.idf * x.tf * (%(k1)s::float8 + 1) "
+        " / (x.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * c.doc_len / %(avgdl)s::float8)))"
+    )
     with db.connection() as conn:
         with conn.transaction():
             conn.execute("SET LOCAL work_mem = '256MB'")
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(terms, postings))
-            # ts_stat counts, per lexeme, the chunks holding it (ndoc): the df.
-            # It is C code over the tsvectors, far faster than unnest + GROUP BY.
-            stat_query = sql.SQL("SELECT tsv FROM {}").format(chunks).as_string(conn)
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(forward))
+            if not upgrade:
+                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(terms, postings))
+                # ts_stat counts, per lexeme, the chunks holding it (ndoc): the df.
+                # It is C code over the tsvectors, far faster than unnest + GROUP BY.
+                stat_query = sql.SQL("SELECT tsv FROM {}").format(chunks).as_string(conn)
+                conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE {terms} AS "
+                        'SELECT (row_number() OVER (ORDER BY word COLLATE "C"))::int AS term_id, '
+                        "       word AS lexeme, ndoc::int AS df, "
+                        "       ln(1 + (%(n)s::float8 - ndoc + 0.5) / (ndoc + 0.5)) AS idf, "
+                        "       0::float8 AS max_w "
+                        "FROM ts_stat(%(q)s)"
+                    ).format(terms=terms),
+                    {"n": n, "q": stat_query},
+                )
+                conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (term_id), ADD UNIQUE (lexeme)").format(terms))
+            # The forward table: each chunk's (term, weight) pairs, sorted by
+            # term.  tf is the lexeme's number of positions, as in doc_len, so
+            # both count the same occurrences.  doc_no numbers documents in
+            # doc_id order (row_id order is (doc_id, chunk) order).
             conn.execute(
                 sql.SQL(
-                    "CREATE TABLE {terms} AS "
-                    'SELECT (row_number() OVER (ORDER BY word COLLATE "C"))::int AS term_id, '
-                    "       word AS lexeme, ndoc::int AS df, "
-                    "       ln(1 + (%(n)s::float8 - ndoc + 0.5) / (ndoc + 0.5)) AS idf, "
-                    "       0::float8 AS max_w "
-                    "FROM ts_stat(%(q)s)"
-                ).format(terms=terms),
-                {"n": n, "q": stat_query},
-            )
-            conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (term_id), ADD UNIQUE (lexeme)").format(terms))
-            # One posting per (lexeme, chunk).  tf is the lexeme's number of
-            # positions, as in doc_len, so both count the same occurrences.
-            conn.execute(
-                sql.SQL(
-                    "CREATE TABLE {postings} AS "
-                    "SELECT t.term_id, "
-                    "       (t.idf * x.tf * (%(k1)s::float8 + 1) "
-                    "        / (x.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * c.doc_len / %(avgdl)s::float8)))"
-                    "       AS w, "
-                    "       c.row_id "
-                    "FROM {chunks} AS c "
-                    "CROSS JOIN LATERAL unnest(c.tsv) AS u "
-                    "CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS x "
-                    "JOIN {terms} AS t ON t.lexeme = u.lexeme "
-                    "ORDER BY t.term_id, w DESC, c.row_id"
-                ).format(postings=postings, chunks=chunks, terms=terms),
+                    "CREATE TABLE {forward} AS "
+                    'SELECT c.row_id, (dense_rank() OVER (ORDER BY c.doc_id COLLATE "C"))::int AS doc_no, '
+                    "       f.tids, f.ws "
+                    "FROM {chunks} AS c CROSS JOIN LATERAL ("
+                    "    SELECT array_agg(t.term_id ORDER BY t.term_id) AS tids, "
+                    "           array_agg({weight} ORDER BY t.term_id) AS ws "
+                    "    FROM unnest(c.tsv) AS u "
+                    "    CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS x "
+                    "    JOIN {terms} AS t ON t.lexeme = u.lexeme"
+                    ") AS f "
+                    "WHERE f.tids IS NOT NULL ORDER BY c.row_id"
+                ).format(forward=forward, chunks=chunks, terms=terms, weight=weight),
                 {"k1": k1, "b": b, "avgdl": avgdl},
             )
-            conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} (term_id, w DESC, row_id)").format(
-                    sql.Identifier(f"postings_{snapshot_id}_impact"), postings
+            conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (row_id)").format(forward))
+            if not upgrade:
+                # One posting per (lexeme, chunk), the forward table's pairs
+                # turned around: the same float8 weights in both.
+                conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE {postings} AS "
+                        "SELECT u.term_id, u.w, f.row_id FROM {forward} AS f, unnest(f.tids, f.ws) AS u(term_id, w) "
+                        "ORDER BY u.term_id, u.w DESC, f.row_id"
+                    ).format(postings=postings, forward=forward)
                 )
-            )
+                conn.execute(
+                    sql.SQL("CREATE INDEX {} ON {} (term_id, w DESC, row_id)").format(
+                        sql.Identifier(f"postings_{snapshot_id}_impact"), postings
+                    )
+                )
+                conn.execute(
+                    sql.SQL(
+                        "UPDATE {terms} AS t SET max_w = m.w FROM (SELECT term_id, max(w) AS w FROM {postings} "
+                        "GROUP BY term_id) AS m WHERE m.term_id = t.term_id"
+                    ).format(terms=terms, postings=postings)
+                )
+            # Impact quantiles: the weight at ranks base, 2*base, 4*base, ... of
+            # each term's postings in (w DESC, row_id) order, read off the index.
+            conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS wq").format(terms))
+            conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN wq float8[] NOT NULL DEFAULT '{{}}'").format(terms))
+            conn.execute("SET LOCAL enable_sort = off")  # the impact index is already in window order
             conn.execute(
                 sql.SQL(
-                    "UPDATE {terms} AS t SET max_w = m.w FROM "
-                    "(SELECT term_id, max(w) AS w FROM {postings} GROUP BY term_id) AS m WHERE m.term_id = t.term_id"
-                ).format(terms=terms, postings=postings)
+                    "UPDATE {terms} AS t SET wq = q.wq FROM ("
+                    "  SELECT term_id, array_agg(w ORDER BY rn) AS wq FROM ("
+                    "    SELECT term_id, w, row_number() OVER (PARTITION BY term_id ORDER BY w DESC, row_id) AS rn "
+                    "    FROM {postings}) AS s "
+                    "  WHERE rn >= %(base)s AND (rn & (rn - 1)) = 0 GROUP BY term_id"
+                    ") AS q WHERE q.term_id = t.term_id"
+                ).format(terms=terms, postings=postings),
+                {"base": level_base},
             )
             counts = conn.execute(
                 sql.SQL("SELECT (SELECT count(*) FROM {}) AS terms, (SELECT count(*) FROM {}) AS postings").format(
@@ -169,6 +226,7 @@ def build_lexical_stats(
                 "avgdl": avgdl,
                 "terms": int(counts[0]),
                 "postings": int(counts[1]),
+                "level_base": level_base,
             }
             from psycopg.types.json import Jsonb
 
@@ -178,6 +236,6 @@ def build_lexical_stats(
             )
         # Outside the transaction: VACUUM sets the visibility map, without
         # which the impact index could not answer by index-only scans.
-        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(postings))
-        conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(terms))
+        for table in (postings, forward, terms):
+            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))
     return entry
