@@ -297,16 +297,20 @@ def test_statistics_build_is_idempotent_and_backfills(engine: Engine, cname: str
     assert lexical(engine, cname, "alpha glacier") == before
 
 
-def test_search_sql_twin_binds_the_statistics(engine: Engine, zipf: str) -> None:
+def test_search_sql_twin_binds_the_statistics(engine: Engine, zipf: str, monkeypatch: pytest.MonkeyPatch) -> None:
     text, params = engine.search_sql(zipf, "alpha canyon", mode="lexical")
     sid = engine.collection(zipf).active_snapshot_id
     assert f'"ranklock_data"."postings_{sid}"' in text and f'"ranklock_data"."terms_{sid}"' in text
     assert params["k1"] == 1.2 and params["b"] == 0.75
-    assert f'"ranklock_data"."forward_{sid}"' in text
     assert params["bm25_seed"] == bm25_module.SEED_PER_TERM
     assert params["bm25_full"] == bm25_module.FULL_SCAN_POSTINGS
     assert params["bm25_probe"] == bm25_module.PROBE and params["bm25_level_base"] == 256
     assert "alpha" not in text  # the query is bound, never spliced
+    # Few postings: the statement is the plain sum, without the impact plan's CTEs.
+    assert params["bm25_plan"] == "full" and "theta" not in text
+    monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    text, params = engine.search_sql(zipf, "alpha canyon", mode="lexical")
+    assert params["bm25_plan"] == "impact" and f'"ranklock_data"."forward_{sid}"' in text and "theta" in text
 
 
 def test_cli_passes_ranker_and_bm25_parameters(engine: Engine, zipf: str, rl_home: Path) -> None:

@@ -533,7 +533,7 @@ class Engine:
         if plan.uses_lexical and plan.lexical_ranker == "bm25":
             from .search.bm25 import prepare_bm25
 
-            prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {})
+            prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, self.db)
         if plan.uses_semantic:
             t = time.perf_counter()
             plan.qvec = self._query_vector(coll, q)

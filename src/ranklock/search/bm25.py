@@ -62,6 +62,7 @@ from ..errors import SnapshotError
 from ..snapshot.lexical_stats import BM25_STATS_VERSION, forward_table, postings_table, terms_table
 
 if TYPE_CHECKING:
+    from ..store.database import Database
     from .hybrid import SearchPlan
 
 __all__ = [
@@ -89,8 +90,14 @@ SKIP_LEVEL = 5
 BM25Builder = Callable[["SearchPlan", sql.Composable], sql.Composable]
 
 
-def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> None:
-    """Point ``plan`` at the snapshot's BM25 statistics, or say why it has none."""
+def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], db: Database) -> None:
+    """Point ``plan`` at the snapshot's BM25 statistics, or say why it has none.
+
+    Natural queries under the snapshot's k1 and b take the impact plan when
+    their terms have more than ``FULL_SCAN_POSTINGS`` postings together, and
+    the plain sum of every posting otherwise (one indexed lookup decides, so
+    the statement carries only the plan it runs).
+    """
     entry = (stats or {}).get("bm25")
     if not entry or entry.get("version") != BM25_STATS_VERSION:
         raise SnapshotError(
@@ -99,6 +106,15 @@ def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> N
             "re-ingest, or search with lexical_ranker='ts_rank_cd'."
         )
     impact = plan.syntax == "natural" and plan.k1 == entry["k1"] and plan.b == entry["b"]
+    if impact:
+        row = db.fetchone(
+            sql.SQL(
+                "SELECT coalesce(sum(df), 0) AS n FROM {} "
+                "WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s))"
+            ).format(terms_table(snapshot_id)),
+            [plan.language, plan.accent, plan.syntax, plan.query],
+        )
+        plan.lexical_params["bm25_plan"] = "full" if row is None or row["n"] <= FULL_SCAN_POSTINGS else "impact"
     plan.lexical_params.update(
         {
             "bm25_avgdl": float(entry["avgdl"]) or 1.0,
@@ -177,6 +193,13 @@ def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, 
             "WHERE c.tsv @@ {tsq} AND {where}"
         ).format(qt=_query_terms(terms), score=_score(), table=plan.table, tsq=tsquery_sql(), where=where)
     # ``margin``: bounds are float sums; 1e-9 relative on theta dwarfs their rounding.
+    if plan.lexical_params.get("bm25_plan") == "full":
+        # Few postings: sum them all; nothing to prune.
+        return sql.SQL("WITH qt AS MATERIALIZED ({qt}),\n{summed}\n{top}").format(
+            qt=_query_terms(terms),
+            summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
+            top=_top(plan, where),
+        )
     return sql.SQL(
         """WITH qt AS MATERIALIZED ({qt}),
 qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt),
@@ -184,15 +207,13 @@ seed AS MATERIALIZED (
     SELECT DISTINCT s.row_id FROM qt CROSS JOIN LATERAL (
         SELECT p.row_id FROM {postings} AS p WHERE p.term_id = qt.term_id
         ORDER BY p.w DESC, p.row_id LIMIT %(bm25_seed)s) AS s
-    WHERE (SELECT coalesce(sum(df), 0) FROM qt) > %(bm25_full)s
 ),
 seed_docs AS ({seed_docs}),
 theta AS MATERIALIZED (
-    -- Few postings: no seeding, theta = 0 sums every posting of the query's terms.
+    -- Fewer than depth seed documents pass the filter: theta = 0, every posting is summed.
     SELECT th.theta, th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
-        SELECT CASE WHEN (SELECT coalesce(sum(df), 0) FROM qt) <= %(bm25_full)s THEN 0::float8
-                    ELSE coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0)
-               END AS theta) AS th
+        SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0)
+               AS theta) AS th
 ),
 ranked AS MATERIALIZED (
     SELECT qt.term_id, qt.df, qt.max_w, qt.wq, row_number() OVER (ORDER BY qt.max_w, qt.term_id) AS pos FROM qt
@@ -240,16 +261,7 @@ theta2 AS MATERIALIZED (
                         coalesce((SELECT best FROM probe_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0))
                AS theta) AS th
 ),
-scored AS MATERIALIZED (
-    SELECT f.row_id, {score} AS score FROM cand JOIN {forward} AS f ON f.row_id = cand.row_id
-    WHERE cand.bound >= (SELECT cut FROM theta2)
-    UNION ALL
-    -- theta = 0: every chunk with a posting.  Summed as numeric: exact, so the
-    -- order rows arrive in (hash join, parallel workers) cannot change a score.
-    SELECT p.row_id, sum(p.w::numeric)::float8 AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
-    WHERE (SELECT theta FROM theta) = 0
-    GROUP BY p.row_id
-)
+{summed}
 {top}"""
     ).format(
         qt=_query_terms(terms),
@@ -258,8 +270,73 @@ scored AS MATERIALIZED (
         seed_docs=_doc_best(plan, "seed", forward, where),
         probe_docs=_doc_best(plan, "probe", forward, where),
         score=_forward_score(),
+        summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
         top=_top(plan, where),
     )
+
+
+def _summed_ctes(
+    plan: SearchPlan,
+    where: sql.Composable,
+    postings: sql.Composable,
+    forward: sql.Composable,
+    *,
+    when: sql.Composable,
+    impact: bool,
+) -> sql.Composable:
+    """CTEs ``summed``, ``summed_cut`` and ``scored``: every posting of the query's terms summed (when ``when``)."""
+    impact_rows = (
+        sql.SQL(
+            "SELECT f.row_id, {score} AS score FROM cand JOIN {forward} AS f ON f.row_id = cand.row_id "
+            "WHERE cand.bound >= (SELECT cut FROM theta2)\n    UNION ALL\n    "
+        ).format(score=_forward_score(), forward=forward)
+        if impact
+        else sql.SQL("")
+    )
+    unfiltered = _unfiltered(plan)
+    return sql.SQL(
+        """summed AS MATERIALIZED (
+    -- Every chunk with a posting, its weights summed as float8 (fast, but
+    -- the last bit depends on the order rows arrive in) ...
+    SELECT p.row_id, sum(p.w) AS s FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    WHERE {when}
+    GROUP BY p.row_id
+),
+summed_cut AS MATERIALIZED (
+    -- ... so only the float top (and anything within the margin of its last)
+    -- is scored exactly; no chunk outside can beat it.
+    SELECT CASE WHEN count(*) < %(depth)s * %(bm25_max_chunks)s THEN '-Infinity'::float8
+                ELSE min(s) - 1e-9 * (1 + abs(min(s))) END AS cut
+    FROM ({summed_top}) AS t
+),
+scored AS MATERIALIZED (
+    {impact_rows}-- Their postings summed again, as numeric: exact, whatever the order.
+    SELECT p.row_id, sum(p.w::numeric)::float8 AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    WHERE p.row_id IN (SELECT summed.row_id FROM summed {summed_filter}
+                       WHERE summed.s >= (SELECT cut FROM summed_cut) {summed_where})
+    GROUP BY p.row_id
+)"""
+    ).format(
+        postings=postings,
+        when=when,
+        summed_top=_summed_top(plan, where),
+        impact_rows=impact_rows,
+        # Filtered: only chunks passing it are worth scoring exactly.
+        summed_filter=sql.SQL("")
+        if unfiltered
+        else sql.SQL("JOIN {} AS c ON c.row_id = summed.row_id").format(plan.table),
+        summed_where=sql.SQL("") if unfiltered else sql.SQL("AND {}").format(where),
+    )
+
+
+def _summed_top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
+    """The float sums of the top ``depth * max_chunks_per_doc`` summed chunks passing the filter."""
+    if _unfiltered(plan):
+        return sql.SQL("SELECT s FROM summed ORDER BY s DESC LIMIT %(depth)s * %(bm25_max_chunks)s")
+    return sql.SQL(
+        "SELECT m.s FROM summed AS m JOIN {table} AS c ON c.row_id = m.row_id WHERE {where} "
+        "ORDER BY m.s DESC LIMIT %(depth)s * %(bm25_max_chunks)s"
+    ).format(table=plan.table, where=where)
 
 
 def _top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
