@@ -517,10 +517,17 @@ class Engine:
 
             compiled = compile_filter(coll, filter)
             plan.filter_sql, plan.filter_params = compiled.sql, compiled.params
+        postings: int | None = None
         if plan.uses_lexical:
+            from .search.bm25 import query_postings_sql
+
+            # One round trip: is anything searchable, and (BM25) how many postings its terms have.
+            count_sql, count_params = query_postings_sql(plan, int(snap["id"]), snap.get("stats") or {})
             row = self.db.fetchone(
-                "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n",
-                [coll.language, coll.accent, sp.query_syntax, q],
+                sql.SQL(
+                    "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, {} AS postings"
+                ).format(count_sql),
+                [coll.language, coll.accent, sp.query_syntax, q, *count_params],
             )
             if row is None or row["n"] == 0:
                 if mode == "lexical":
@@ -530,10 +537,12 @@ class Engine:
                     )
                 plan.lexical_branch = False
                 warnings.append("query has only stop words: the lexical branch was skipped")
+            elif row["postings"] is not None:
+                postings = int(row["postings"])
         if plan.uses_lexical and plan.lexical_ranker == "bm25":
             from .search.bm25 import prepare_bm25
 
-            prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, self.db)
+            prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, postings)
         if plan.uses_semantic:
             t = time.perf_counter()
             plan.qvec = self._query_vector(coll, q)

@@ -62,7 +62,6 @@ from ..errors import SnapshotError
 from ..snapshot.lexical_stats import BM25_STATS_VERSION, forward_table, postings_table, terms_table
 
 if TYPE_CHECKING:
-    from ..store.database import Database
     from .hybrid import SearchPlan
 
 __all__ = [
@@ -72,6 +71,7 @@ __all__ = [
     "SKIP_LEVEL",
     "bm25_hits_sql",
     "prepare_bm25",
+    "query_postings_sql",
 ]
 
 #: Below this many postings for all query terms together, score them all.
@@ -90,13 +90,33 @@ SKIP_LEVEL = 5
 BM25Builder = Callable[["SearchPlan", sql.Composable], sql.Composable]
 
 
-def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], db: Database) -> None:
+def _impact_eligible(plan: SearchPlan, entry: dict[str, Any]) -> bool:
+    return plan.syntax == "natural" and plan.k1 == entry["k1"] and plan.b == entry["b"]
+
+
+def query_postings_sql(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> tuple[sql.Composable, list[Any]]:
+    """An expression counting the postings of the query's terms, and its values; NULL when not needed.
+
+    Only natural BM25 queries under the snapshot's k1 and b choose between
+    the full sum and the impact plan on that count (see :func:`prepare_bm25`).
+    """
+    entry = (stats or {}).get("bm25")
+    if plan.lexical_ranker != "bm25" or not entry or entry.get("version") != BM25_STATS_VERSION:
+        return sql.SQL("NULL::bigint"), []
+    if not _impact_eligible(plan, entry):
+        return sql.SQL("NULL::bigint"), []
+    return sql.SQL(
+        "(SELECT coalesce(sum(df), 0) FROM {} WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s)))"
+    ).format(terms_table(snapshot_id)), [plan.language, plan.accent, plan.syntax, plan.query]
+
+
+def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], postings: int | None) -> None:
     """Point ``plan`` at the snapshot's BM25 statistics, or say why it has none.
 
     Natural queries under the snapshot's k1 and b take the impact plan when
-    their terms have more than ``FULL_SCAN_POSTINGS`` postings together, and
-    the plain sum of every posting otherwise (one indexed lookup decides, so
-    the statement carries only the plan it runs).
+    their terms have more than ``FULL_SCAN_POSTINGS`` postings together
+    (``postings``, counted by :func:`query_postings_sql`), and the plain sum
+    of every posting otherwise: the statement carries only the plan it runs.
     """
     entry = (stats or {}).get("bm25")
     if not entry or entry.get("version") != BM25_STATS_VERSION:
@@ -105,16 +125,9 @@ def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], db: 
             f"compute them once with `ranklock.snapshot.lexical_stats.build_lexical_stats(engine.db, {snapshot_id})`, "
             "re-ingest, or search with lexical_ranker='ts_rank_cd'."
         )
-    impact = plan.syntax == "natural" and plan.k1 == entry["k1"] and plan.b == entry["b"]
+    impact = _impact_eligible(plan, entry)
     if impact:
-        row = db.fetchone(
-            sql.SQL(
-                "SELECT coalesce(sum(df), 0) AS n FROM {} "
-                "WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s))"
-            ).format(terms_table(snapshot_id)),
-            [plan.language, plan.accent, plan.syntax, plan.query],
-        )
-        plan.lexical_params["bm25_plan"] = "full" if row is None or row["n"] <= FULL_SCAN_POSTINGS else "impact"
+        plan.lexical_params["bm25_plan"] = "full" if (postings or 0) <= FULL_SCAN_POSTINGS else "impact"
     plan.lexical_params.update(
         {
             "bm25_avgdl": float(entry["avgdl"]) or 1.0,

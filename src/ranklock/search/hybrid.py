@@ -107,18 +107,20 @@ lex AS (
 
 def _semantic_cte(plan: SearchPlan) -> sql.Composable:
     if plan.vector_strategy == "exact":
-        # Every filtered chunk is scored (the MATERIALIZED CTE has no ORDER BY,
-        # so no ANN index can stand in for the scan): exact and complete by
-        # construction.  Then a top-N sort keeps depth * max_chunks_per_doc
-        # chunks, which always hold the best chunk of each of the top `depth`
-        # documents: at most (depth - 1) * max_chunks chunks of better-ranked
-        # documents can precede it.  That avoids sorting every chunk by doc_id.
-        scored: sql.Composable = sql.SQL(
-            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where}"
-        ).format(table=plan.table, where=_where(plan))
+        # Every filtered chunk is scored: the sort is over a subquery's output,
+        # by ``distance + 0``, an expression no ANN index can supply (an index
+        # orders only by the bare ``embedding <=> const``): a scan and a top-N sort,
+        # exact and complete by construction; ``+ 0`` changes no value.  The
+        # sort keeps depth * max_chunks_per_doc chunks, which always hold the
+        # best chunk of each of the top `depth` documents: at most
+        # (depth - 1) * max_chunks chunks of better-ranked documents can
+        # precede it.
+        # (OFFSET 0 keeps the subquery whole, so each distance is computed once.)
         cand: sql.Composable = sql.SQL(
-            "SELECT doc_id, chunk, dist FROM sem_scored ORDER BY dist, doc_id, chunk LIMIT %(sem_exact_fetch)s"
-        )
+            "SELECT doc_id, chunk, dist FROM ("
+            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
+            "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s"
+        ).format(table=plan.table, where=_where(plan))
     else:
         # ORDER BY the bare distance so the planner can use the ANN index; the
         # over-fetch leaves room for several chunks of one document.  Ties
@@ -127,11 +129,8 @@ def _semantic_cte(plan: SearchPlan) -> sql.Composable:
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
             "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s"
         ).format(table=plan.table, where=_where(plan))
-    prefix = (
-        sql.SQL("sem_scored AS MATERIALIZED ({}),\n").format(scored) if plan.vector_strategy == "exact" else sql.SQL("")
-    )
     return sql.SQL(
-        """{prefix}sem_cand AS MATERIALIZED ({cand}),
+        """sem_cand AS MATERIALIZED ({cand}),
 sem_best AS (
     SELECT doc_id, chunk, dist,
            row_number() OVER (PARTITION BY doc_id ORDER BY dist, chunk) AS rn
@@ -144,7 +143,7 @@ sem AS (
     ORDER BY dist, doc_id, chunk
     LIMIT %(depth)s
 )"""
-    ).format(prefix=prefix, cand=cand)
+    ).format(cand=cand)
 
 
 def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
