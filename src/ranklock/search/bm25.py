@@ -10,20 +10,30 @@ negatively.)  ``tf`` and ``len`` count the positions of the chunk's
 tsvector, ``N``, ``df`` and ``avglen`` come from the snapshot's statistics
 (ranklock.snapshot.lexical_stats), fixed when the snapshot was built.
 
-Scores are float8 and computed by one expression, either summed from the
-postings (whose weights the builder computed with that same expression) or
-from the chunk's own tsvector; the plans differ only in which chunks they
-score, never in the ranking.
+Weights are float8, computed by one expression (by the builder for the
+postings and the forward table, by the query for a chunk's tsvector), and a
+score is their sum as numeric: exact whatever the order, so every plan gives
+the same last bit and the plans differ only in which chunks they score.
 
-*Impact plan* (natural queries under the snapshot's k1 and b), exact top
-``depth`` documents in one statement.  A chunk's exact score is read from the
-forward table (one index probe); a term's postings are read in decreasing
-weight from the impact index.  Ahead of any work, when the query's postings
-are few (at most ``FULL_SCAN_POSTINGS``), all of them are summed (theta = 0).
+Natural queries under the snapshot's k1 and b take one of two plans, chosen
+before the statement is built from the number of postings of the query's
+terms (:func:`query_postings_sql`):
+
+*Full sum* (at most ``FULL_SCAN_POSTINGS`` postings): every posting is
+summed as float8 (fast; its last bit depends on the order rows arrive in),
+the float top ``depth * max_chunks_per_doc`` chunks passing the filter, and
+anything within 1e-9 of the last of them, are summed again as numeric.
+
+*Impact plan* (more postings), exact top ``depth`` documents in one
+statement.  A chunk's exact score is read from the forward table (one index
+probe); a term's postings are read in decreasing weight from the impact
+index.
 
 1. ``theta``, a lower bound of the score of the branch's last document: the
    top ``SEED_PER_TERM`` postings of each term are scored exactly and
-   filtered; the ``depth``-th best document is theta.
+   filtered; the ``depth``-th best document is theta.  (Fewer than ``depth``
+   documents among them pass the filter: theta = 0 and the plan falls back
+   to the full sum.)
 2. Read depths.  If every term t is read down to a weight f_t and the f_t sum
    to at most theta, a chunk never read scores below theta (all its weights
    are below their f_t): it cannot make the top.  The terms' impact
@@ -41,9 +51,7 @@ are few (at most ``FULL_SCAN_POSTINGS``), all of them are summed (theta = 0).
 4. The rest are scored exactly from the forward table.
 
 Margins (1e-9 relative on theta, 1e-6 on maximum weights) only ever keep
-more chunks, so float rounding in the bounds cannot drop a document.  Scores
-themselves are sums of the weights as numeric, exact whatever the order, so
-the forward table and the postings give the same last bit.
+more chunks, so float rounding in the bounds cannot drop a document.
 
 *Match plan* (websearch syntax, or k1/b other than the snapshot's): every
 chunk matching the tsquery (GIN index) is scored.  Websearch decides the
@@ -65,6 +73,7 @@ if TYPE_CHECKING:
     from .hybrid import SearchPlan
 
 __all__ = [
+    "DEEPER",
     "FULL_SCAN_POSTINGS",
     "PROBE",
     "SEED_PER_TERM",
