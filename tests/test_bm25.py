@@ -292,8 +292,40 @@ def test_statistics_build_is_idempotent_and_backfills(engine: Engine, cname: str
     with pytest.raises(SnapshotError) as exc:
         engine.search(cname, "alpha glacier", mode="lexical")
     assert str(exc.value).startswith(f"snapshot {sid} has no BM25 statistics")
+    assert f"ranklock snapshot lexical-stats {cname} {sid}" in str(exc.value)
     assert "lexical_ranker='ts_rank_cd'" in str(exc.value)
-    build_lexical_stats(engine.db, sid)
+    out = engine.lexical_stats(cname)
+    assert out["snapshot_id"] == sid and out["bm25"]["version"] == 3
+    assert lexical(engine, cname, "alpha glacier") == before
+
+
+def test_layout_2_statistics_are_completed_in_place(engine: Engine, cname: str, rl_home: Path) -> None:
+    """A snapshot with layout-2 statistics (no forward table, no quantiles) is refused, then completed by the CLI."""
+    from typer.testing import CliRunner
+
+    from ranklock.cli import app
+
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, zipf_docs(60, seed=4), replace=True, create={"embedder": emb, "index": "exact"})
+    sid = engine.collection(cname).active_snapshot_id
+    before = lexical(engine, cname, "alpha glacier")
+    postings = engine.db.fetchone(f"SELECT count(*) AS n, sum(w) AS s FROM ranklock_data.postings_{sid}")
+    # What a layout-2 snapshot looked like.
+    engine.db.execute(f"DROP TABLE ranklock_data.forward_{sid}")
+    engine.db.execute(f"ALTER TABLE ranklock_data.terms_{sid} DROP COLUMN wq")
+    engine.db.execute(
+        "UPDATE ranklock.snapshots SET stats = jsonb_set(stats #- '{bm25,level_base}', '{bm25,version}', '2') "
+        "WHERE id = %s",
+        [sid],
+    )
+    with pytest.raises(SnapshotError):
+        engine.search(cname, "alpha glacier", mode="lexical")
+    dsn = ["--dsn", os.environ["RANKLOCK_TEST_DSN"]] if os.environ.get("RANKLOCK_TEST_DSN") else []
+    r = CliRunner().invoke(app, ["snapshot", "lexical-stats", cname, "--json", "--home", str(rl_home), *dsn])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["bm25"]["version"] == 3
+    # Completed in place: the same postings, the same results.
+    assert engine.db.fetchone(f"SELECT count(*) AS n, sum(w) AS s FROM ranklock_data.postings_{sid}") == postings
     assert lexical(engine, cname, "alpha glacier") == before
 
 

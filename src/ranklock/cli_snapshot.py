@@ -185,6 +185,28 @@ def snapshot_drop(
     )
 
 
+@snapshot_app.command("lexical-stats")
+def snapshot_lexical_stats(
+    collection: CollArg,
+    snapshot_id: Annotated[int | None, typer.Argument(help="Snapshot id (default: the active one).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the statistics are current.")] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build or complete a snapshot's BM25 statistics (needed after an upgrade that changed their layout)."""
+    with engine(dsn, home) as eng:
+        out = eng.lexical_stats(collection, snapshot_id, force=force)
+    if as_json:
+        print_json(out)
+        return
+    b = out["bm25"]
+    console.print(
+        f"[bold]{collection}[/]: snapshot {out['snapshot_id']} BM25 statistics layout {b['version']} "
+        f"({b['terms']:,} terms, {b['postings']:,} postings, k1 {b['k1']}, b {b['b']}) in {out['seconds']:.1f}s"
+    )
+
+
 @snapshot_app.command("manifest")
 def snapshot_manifest(
     collection: CollArg,

@@ -445,6 +445,21 @@ class Engine:
 
         return ops.drop_snapshot(self, name, snapshot_id)
 
+    def lexical_stats(self, name: str, snapshot_id: int | None = None, *, force: bool = False) -> dict[str, Any]:
+        """Build, complete or (``force``) rebuild the BM25 statistics of a snapshot (default: the active one).
+
+        The statistics are derived from the snapshot's immutable chunk table
+        alone: building them changes no score.  Statistics of an older layout
+        are completed in place (see ranklock.snapshot.lexical_stats).
+        """
+        from .snapshot.lexical_stats import build_lexical_stats
+
+        coll = self.collection(name)
+        snap = self._snapshot_for(coll, snapshot_id)
+        t = time.perf_counter()
+        entry = build_lexical_stats(self.db, int(snap["id"]), force=force)
+        return {"collection": name, "snapshot_id": int(snap["id"]), "seconds": time.perf_counter() - t, "bm25": entry}
+
     def manifest(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
         """The manifest of a snapshot (default: the active one)."""
         from .snapshot import ops
@@ -542,7 +557,7 @@ class Engine:
         if plan.uses_lexical and plan.lexical_ranker == "bm25":
             from .search.bm25 import prepare_bm25
 
-            prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, postings)
+            prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, postings, collection=coll.name)
         if plan.uses_semantic:
             t = time.perf_counter()
             plan.qvec = self._query_vector(coll, q)

@@ -119,7 +119,9 @@ def query_postings_sql(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]
     ).format(terms_table(snapshot_id)), [plan.language, plan.accent, plan.syntax, plan.query]
 
 
-def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], postings: int | None) -> None:
+def prepare_bm25(
+    plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], postings: int | None, *, collection: str = "COLLECTION"
+) -> None:
     """Point ``plan`` at the snapshot's BM25 statistics, or say why it has none.
 
     Natural queries under the snapshot's k1 and b take the impact plan when
@@ -131,8 +133,8 @@ def prepare_bm25(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], post
     if not entry or entry.get("version") != BM25_STATS_VERSION:
         raise SnapshotError(
             f"snapshot {snapshot_id} has no BM25 statistics of the current layout (version {BM25_STATS_VERSION}); "
-            f"compute them once with `ranklock.snapshot.lexical_stats.build_lexical_stats(engine.db, {snapshot_id})`, "
-            "re-ingest, or search with lexical_ranker='ts_rank_cd'."
+            f"build them once with `ranklock snapshot lexical-stats {collection} {snapshot_id}` "
+            f"(Python: engine.lexical_stats({collection!r}, {snapshot_id})), or search with lexical_ranker='ts_rank_cd'."
         )
     impact = _impact_eligible(plan, entry)
     if impact:
