@@ -238,6 +238,23 @@ def test_websearch_filters_by_tsquery_and_scores_positive_terms(engine: Engine, 
     assert sorted(d for d, _, _ in natural) == ["w1", "w2", "w3", "w4", "w5", "w6"]
 
 
+def test_exclusion_only_websearch_query_is_a_clear_answer(engine: Engine, zipf: str) -> None:
+    """'-alpha' alone would match nearly every chunk with score 0: say so instead of ranking noise."""
+    for ranker in ("bm25", "ts_rank_cd"):
+        with pytest.raises(QueryError) as exc:
+            engine.search(zipf, "-alpha -bravo", mode="lexical", query_syntax="websearch", lexical_ranker=ranker)
+        assert str(exc.value) == (
+            "the query '-alpha -bravo' only excludes words (-word); say what to look for too, "
+            "e.g. 'canyon -alpha', or drop the minus signs."
+        )
+    res = engine.search(zipf, "-alpha", k=3, mode="hybrid", query_syntax="websearch")
+    assert res.warnings == ["query only excludes words: the lexical branch was skipped"]
+    assert res.hits and all(h.lexical_rank is None for h in res.hits)
+    # With a word to look for, the exclusion applies.
+    hits = engine.search(zipf, "canyon -alpha", k=50, mode="lexical", query_syntax="websearch").hits
+    assert hits and all("canyon" in h.text and "alpha" not in h.text.split() for h in hits)
+
+
 def test_bm25_is_the_default_and_its_parameters_are_recorded(engine: Engine, zipf: str) -> None:
     res = engine.search(zipf, "alpha canyon", k=5, mode="lexical")
     assert res.params["lexical_ranker"] == "bm25"

@@ -540,9 +540,10 @@ class Engine:
             count_sql, count_params = query_postings_sql(plan, int(snap["id"]), snap.get("stats") or {})
             row = self.db.fetchone(
                 sql.SQL(
-                    "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, {} AS postings"
+                    "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, "
+                    "cardinality(ranklock.query_terms(%s::regconfig, %s, %s, %s)) AS positive, {} AS postings"
                 ).format(count_sql),
-                [coll.language, coll.accent, sp.query_syntax, q, *count_params],
+                [*(2 * [coll.language, coll.accent, sp.query_syntax, q]), *count_params],
             )
             if row is None or row["n"] == 0:
                 if mode == "lexical":
@@ -552,6 +553,15 @@ class Engine:
                     )
                 plan.lexical_branch = False
                 warnings.append("query has only stop words: the lexical branch was skipped")
+            elif not row["positive"]:
+                # websearch "-word" alone: it would match (and tie) nearly every chunk.
+                if mode == "lexical":
+                    raise QueryError(
+                        f"the query {query!r} only excludes words (-word); say what to look for too, "
+                        "e.g. 'canyon -alpha', or drop the minus signs."
+                    )
+                plan.lexical_branch = False
+                warnings.append("query only excludes words: the lexical branch was skipped")
             elif row["postings"] is not None:
                 postings = int(row["postings"])
         if plan.uses_lexical and plan.lexical_ranker == "bm25":
