@@ -36,6 +36,28 @@ class Settings(BaseModel):
         description="Serve repeated searches of an immutable snapshot from the result cache "
         "(RANKLOCK_RESULT_CACHE=1 turns it on; off by default so latency benchmarks measure real searches).",
     )
+    lock_wait: float = Field(
+        default_factory=lambda: _env_seconds("RANKLOCK_LOCK_WAIT", 300.0),
+        ge=0,
+        description="Seconds a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the "
+        "same collection before failing (RANKLOCK_LOCK_WAIT; 0: do not wait). Writers of one collection "
+        "run one at a time.",
+    )
+
+
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        from .errors import ConfigError
+
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds >= 0; set it to e.g. 300, or unset it.")
+    return value
 
 
 class ChunkerParams(BaseModel):

@@ -19,12 +19,12 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from ..errors import DatabaseUnavailable, ExtensionError
+from . import locks
 
 __all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES"]
 
 MIN_POSTGRES = 160000
 MIN_PGVECTOR = (0, 8, 0)
-_MIGRATION_LOCK = 7_142_001  # advisory lock key for migrations
 
 Tracer = Callable[[str, Any], None]
 
@@ -149,7 +149,7 @@ class Database:
         return sorted(out)
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute("SELECT pg_advisory_lock(%s)", [_MIGRATION_LOCK])
+        conn.execute("SELECT pg_advisory_lock(%s)", [locks.MIGRATIONS])
         try:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS public.ranklock_migrations ("
@@ -166,4 +166,4 @@ class Database:
                         "INSERT INTO public.ranklock_migrations (version, name) VALUES (%s, %s)", [version, name]
                     )
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", [_MIGRATION_LOCK])
+            conn.execute("SELECT pg_advisory_unlock(%s)", [locks.MIGRATIONS])
