@@ -214,9 +214,9 @@ class Engine:
             differences = creation_differences(have or {}, values)
             if differences:
                 raise ConfigError(
-                    f"collection {name!r} already exists (another process created it at the same time) with "
-                    f"other settings: {differences}. Ingest with the existing collection's settings, or pick "
-                    "another name."
+                    f"collection {name!r} already exists (made earlier or by a concurrent process) with other "
+                    f"settings: {differences}. Use the existing collection's settings (see `ranklock "
+                    "collections`), or pick another name."
                 )
         return self.collection(name)
 
@@ -798,7 +798,7 @@ def _empty_snapshot(name: str, previous: int, active: int | None, skipped: list[
     """Refusal of a snapshot with no document (``allow_empty`` overrides it)."""
     why = f"; {_named(skipped)} had empty text and were skipped" if skipped else ""
     was = (
-        f"would remove all {previous} documents of the active snapshot {active} of {name!r}"
+        f"would remove all {previous} document(s) of the active snapshot {active} of {name!r}"
         if previous
         else f"would make a snapshot of {name!r} with no documents"
     )

@@ -296,8 +296,9 @@ def _finish(
         if cur.rowcount != 1:
             now = conn.execute("SELECT status FROM ranklock.snapshots WHERE id = %s", [sid]).fetchone()
             raise SnapshotError(
-                f"snapshot {sid} of {coll.name!r} was {now[0] if now else 'dropped'} by another process while "
-                "it was finishing, so it was not marked ready and nothing was activated; ingest again."
+                f"snapshot {sid} of {coll.name!r} became {now[0] if now else 'deleted'} (changed by another "
+                "process) while it was finishing, so it was not marked ready and nothing was activated; "
+                "ingest again."
             )
     return manifest
 
