@@ -324,7 +324,8 @@ def _embed_missing(
     seconds["cache_lookup"] = time.perf_counter() - t0
     t_embed = 0.0
     t_db = 0.0
-    progress("embed", 0, len(missing))
+    if missing:  # nothing to embed (all cached, or prepared before the build): no empty progress bar
+        progress("embed", 0, len(missing))
     for start in range(0, len(missing), EMBED_BATCH):
         part = missing[start : start + EMBED_BATCH]
         t1 = time.perf_counter()
