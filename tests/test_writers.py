@@ -23,6 +23,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from typer.testing import CliRunner
 
 import ranklock
@@ -459,6 +460,46 @@ def test_drop_removes_every_per_snapshot_table_including_value_counts(engine: En
     engine.ingest(cname, docs[:3], replace=True)
     out = engine.drop_snapshot(cname, sid)
     assert out["tables"] == sorted(tables.snapshot_table_names(sid))
+    assert tables_of(engine, sid) == []
+
+
+def test_lexical_stats_racing_a_drop_fail_clearly_and_leave_no_table(engine: Engine, cname: str) -> None:
+    eid = use_hash_embedder(engine)
+    r1 = engine.ingest(cname, hash_docs("old", 5), create={"embedder": eid})
+    engine.ingest(cname, hash_docs("new", 5))
+    sid = r1.snapshot_id
+    result: dict[str, Any] = {}
+
+    def rebuild() -> None:
+        try:
+            result["entry"] = engine.lexical_stats(cname, sid, force=True)
+        except Exception as exc:  # reported by the assertions below
+            result["error"] = exc
+
+    # What `snapshot drop` does, held open until the rebuild is queued behind it.
+    with psycopg.connect(engine.db.dsn) as dropper:
+        dropper.execute("SELECT 1 FROM ranklock.snapshots WHERE id = %s FOR UPDATE", [sid])
+        worker = threading.Thread(target=rebuild)
+        worker.start()
+        waiting = None
+        deadline = time.monotonic() + 60
+        while not waiting and time.monotonic() < deadline:
+            with psycopg.connect(engine.db.dsn, autocommit=True) as probe:
+                row = probe.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+                waiting = row[0] if row else 0
+            time.sleep(0.02)
+        assert waiting, "the rebuild never queued behind the drop"
+        for kind in tables.KINDS:
+            dropper.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(tables.snapshot_table(kind, sid)))
+        dropper.execute("DELETE FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [sid])
+        dropper.execute("DELETE FROM ranklock.snapshots WHERE id = %s", [sid])
+        dropper.commit()
+    worker.join(120)
+    assert isinstance(result.get("error"), SnapshotError), result
+    assert str(result["error"]) == (
+        f"snapshot {sid} was dropped while its lexical statistics were being built; nothing was written. "
+        "Build them for an existing snapshot (see `ranklock snapshot list`)."
+    )
     assert tables_of(engine, sid) == []
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 from psycopg import sql
 
+from ..errors import SnapshotError
 from ..store.database import Database
 from ..store.tables import snapshot_table, snapshot_table_name
 
@@ -131,6 +132,18 @@ def build_lexical_stats(
     )
     with db.connection() as conn:
         with conn.transaction():
+            # Pin the snapshot row first, before touching any table: a drop in
+            # progress (it holds the row FOR UPDATE) finishes first, and then
+            # we must not create tables for a snapshot that is gone, since
+            # nothing would ever drop them; a drop that comes later waits for us.
+            if (
+                conn.execute("SELECT 1 FROM ranklock.snapshots WHERE id = %s FOR KEY SHARE", [snapshot_id]).fetchone()
+                is None
+            ):
+                raise SnapshotError(
+                    f"snapshot {snapshot_id} was dropped while its lexical statistics were being built; "
+                    "nothing was written. Build them for an existing snapshot (see `ranklock snapshot list`)."
+                )
             conn.execute("SET LOCAL work_mem = '256MB'")
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(forward))
             if not upgrade:
