@@ -129,6 +129,14 @@ def _hints(name: str) -> FieldHints:
     return FIELD_HINTS.get(name, FieldHints())
 
 
+# Verb forms that announce a value of a field named for the noun: "tagged parts", "labelled urgent".
+_VERB_FORMS: dict[str, list[str]] = {
+    "tag": ["tagged"],
+    "label": ["labelled", "labeled"],
+    "category": ["categorised", "categorized"],
+}
+
+
 def _unit_from_name(name: str) -> str | None:
     words = set(name.split("_"))
     # Only the plural names a duration: "years_experience" counts years, "year" is a calendar year.
@@ -153,10 +161,31 @@ class PlanSchema:
         return next((f for f in self.fields if f.name == name), None)
 
     def cues(self, name: str) -> tuple[str, ...]:
-        """Words that announce field ``name``: its hints, else the words of its name."""
+        """Words that announce field ``name``: its hints, the words of its name and (keyword fields) their forms."""
         h = self.hints[name].cues
         words = tuple(w for w in name.split("_") if len(w) > 2)
-        return tuple(dict.fromkeys((*h, *words, name.replace("_", " "))))
+        return tuple(dict.fromkeys((*h, *words, name.replace("_", " "), *self.name_cues(name))))
+
+    def name_cues(self, name: str) -> tuple[str, ...]:
+        """For a keyword field, the words of its name in singular, plural and verb form.
+
+        Only these make a mapping *certain*: "tagged X" and "with tag X" name field ``tags``
+        because the words are the field's own name.
+
+        >>> build_schema(["tags:keyword[]"]).name_cues("tags")
+        ('tags', 'tag', 'tagged')
+        """
+        spec = self.field(name)
+        if spec is None or spec.type not in ("keyword", "keyword[]"):
+            return ()
+        out: list[str] = []
+        for w in name.split("_"):
+            if len(w) <= 2:
+                continue
+            stem = w[:-3] + "y" if w.endswith("ies") else w[:-1] if w.endswith("s") and not w.endswith("ss") else w
+            out += [w, stem, stem[:-1] + "ies" if stem.endswith("y") else stem + "s"]
+            out += _VERB_FORMS.get(stem, [])
+        return tuple(dict.fromkeys(out))
 
     def unit(self, name: str) -> str | None:
         return self.hints[name].unit or _unit_from_name(name)

@@ -1,0 +1,126 @@
+"""Calendar years in a request ("from 2020 or later", "before 2015", "between 2018 and 2020").
+
+A year phrase is a condition on *when*, so it belongs to a field that holds a
+calendar year or a date: an ``int`` field whose name has the word ``year``
+(``year``, ``pub_year``; not ``years_experience``, which counts a duration) or
+a ``date``/``timestamp`` field.  This module finds the phrases and turns one
+into a predicate for such a field; :mod:`ranklock.plan.extract` decides
+whether the mapping is certain (exactly one such field, or a cue word that
+names one) and asks otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..collection import FieldSpec
+
+__all__ = ["YearPhrase", "calendar_fields", "find_years", "year_predicate"]
+
+_Y = r"(?:1[89]\d\d|20\d\d)(?![\d.,]?\d)(?!\w)"
+# Words that make a year a condition on time.  Plain comparators ("over", ">=") count only after the word
+# "year": "over 2000 citations" is a quantity, not a year.
+_PRE = (
+    r"no earlier than|no later than|not earlier than|not later than|not before|not after|later than|earlier than|"
+    r"newer than|older than|as of|since|after|from|before|until|till|through|in|during"
+)
+_CMP = r"at least|at most|over|under|above|below|>=|<=|≥|≤|>|<|="
+_POST = (
+    r"or later|or after|or newer|or more recent|and later|and after|and newer|onwards?|and up|or earlier|or before|"
+    r"or older|and earlier|and before|\+"
+)
+_YEAR_WORD = r"(?:(?:the\s+)?year\s+)"
+_PATTERN = re.compile(
+    rf"(?<![\w-])(?:(?:between|from)\s+{_YEAR_WORD}?(?P<a>{_Y})\s*(?:and|to|-|until|till|through)\s*(?P<b>{_Y})"
+    rf"|(?P<c>{_Y})\s*(?:-|to)\s*(?P<d>{_Y})"
+    rf"|(?P<word2>year\s*)(?P<cmp>{_CMP})\s*(?P<y2>{_Y})"
+    rf"|(?:(?P<pre>{_PRE})\s+)?(?P<word>{_YEAR_WORD})?(?P<y>{_Y})(?:\s*(?P<post>{_POST})(?!\w)(?!\s*\d))?)",
+    re.IGNORECASE,
+)
+_OP_OF = {
+    **dict.fromkeys(
+        ("since", "at least", ">=", "≥", "no earlier than", "not earlier than", "not before", "as of"), ">="
+    ),
+    **dict.fromkeys(("after", "later than", "newer than", "over", "above", ">"), ">"),
+    **dict.fromkeys(("before", "earlier than", "older than", "under", "below", "<"), "<"),
+    **dict.fromkeys(
+        ("until", "till", "through", "at most", "no later than", "not later than", "not after", "<=", "≤"), "<="
+    ),
+    **dict.fromkeys(("in", "during", "from", "="), "="),
+}
+_POST_OP = {
+    **dict.fromkeys(
+        ("or later", "or after", "or newer", "or more recent", "and later", "and after", "and newer"), ">="
+    ),
+    **dict.fromkeys(("onward", "onwards", "and up", "+"), ">="),
+    **dict.fromkeys(("or earlier", "or before", "or older", "and earlier", "and before"), "<="),
+}
+
+
+@dataclass(frozen=True)
+class YearPhrase:
+    """A year phrase: ``op`` is a comparison, ``between``, or None for a bare year ("vaccine 2020")."""
+
+    start: int
+    end: int
+    op: str | None
+    years: tuple[int, ...]
+
+
+def find_years(text: str) -> list[YearPhrase]:
+    """Every year phrase of ``text`` in order.
+
+    >>> [(p.op, p.years) for p in find_years("papers from 2020 or later, not before 2015, 2018-2019")]
+    [('>=', (2020,)), ('>=', (2015,)), ('between', (2018, 2019))]
+    """
+    out = []
+    for m in _PATTERN.finditer(text):
+        if m.group("a") or m.group("c"):
+            lo, hi = (int(m.group("a")), int(m.group("b"))) if m.group("a") else (int(m.group("c")), int(m.group("d")))
+            out.append(YearPhrase(m.start(), m.end(), "between", (min(lo, hi), max(lo, hi))))
+            continue
+        if m.group("y2"):
+            out.append(YearPhrase(m.start(), m.end(), _OP_OF[m.group("cmp").lower()], (int(m.group("y2")),)))
+            continue
+        pre = " ".join((m.group("pre") or "").lower().split())
+        post = " ".join((m.group("post") or "").lower().split())
+        op = _POST_OP.get(post) or _OP_OF.get(pre) or ("=" if m.group("word") else None)
+        out.append(YearPhrase(m.start(), m.end(), op, (int(m.group("y")),)))
+    return out
+
+
+def calendar_fields(fields: list[FieldSpec]) -> list[FieldSpec]:
+    """The fields a year phrase can constrain: ``int`` fields named for a year, ``date`` and ``timestamp`` fields."""
+    return [f for f in fields if (f.type == "int" and "year" in f.name.split("_")) or f.type in ("date", "timestamp")]
+
+
+def _day(spec: FieldSpec, year: int, month_day: str) -> str:
+    if spec.type == "timestamp":
+        return f"{year:04d}-{month_day}T00:00:00Z"
+    return f"{year:04d}-{month_day}"
+
+
+def year_predicate(spec: FieldSpec, op: str, years: tuple[int, ...]) -> tuple[str, Any]:
+    """``(op, value)`` for ``spec`` meaning "the year ``op`` ``years``"; a date field compares whole years.
+
+    >>> from ranklock.collection import parse_field_spec
+    >>> year_predicate(parse_field_spec("published:date"), "<=", (2019,))
+    ('<', '2020-01-01')
+    """
+    if spec.type == "int":
+        return (op, list(years)) if op == "between" else (op, years[0])
+    first, last = years[0], years[-1]
+    if op == ">=":
+        return ">=", _day(spec, first, "01-01")
+    if op == ">":
+        return ">=", _day(spec, first + 1, "01-01")
+    if op == "<":
+        return "<", _day(spec, first, "01-01")
+    if op == "<=":
+        return "<", _day(spec, first + 1, "01-01")
+    if spec.type == "timestamp":
+        # "in 2020" is [2020-01-01, 2021-01-01): as one inclusive range it ends at the last microsecond.
+        return "between", [_day(spec, first, "01-01"), f"{last:04d}-12-31T23:59:59.999999Z"]
+    return "between", [_day(spec, first, "01-01"), _day(spec, last, "12-31")]
