@@ -7,20 +7,21 @@ phrase went where.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import HashEmbedder, use_hash_embedder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from fakes import HashEmbedder, use_hash_embedder
 from ranklock import Engine
 from ranklock.ingest.loaders import Document
 from ranklock.plan import Constraint, Plan, build_schema, extract_plan, find_protected, validate_plan
-from ranklock.plan.labelled import SCHEMAS, load_labelled
+from ranklock.plan.labelled import SCHEMAS, load_labelled, score_entry
 from ranklock.plan.partition import STOP_WORDS, content_words, words
 
 DATA = Path(__file__).parent / "data"
@@ -44,7 +45,7 @@ def assert_partition(request: str, plan: Plan) -> None:
     """The parts cover every content word of ``request`` exactly once, in order, and agree with the plan."""
     assert _part_words(plan) == content_words(request), _roles(plan)
     ends = [(p.start, p.end) for p in plan.parts]
-    assert all(s < e for s, e in ends) and all(a[1] <= b[0] for a, b in zip(ends, ends[1:], strict=False))
+    assert all(s < e for s, e in ends) and all(a[1] <= b[0] for a, b in itertools.pairwise(ends))
     for p in plan.parts:
         assert " ".join(request[p.start : p.end].split()) == p.phrase
     if any(p.role == "not_understood" for p in plan.parts):
@@ -284,6 +285,13 @@ def test_an_llm_plan_without_parts_still_validates() -> None:
 
 
 LABELLED = [e for f in sorted(DATA.glob("plan_requests*.yaml")) for e in load_labelled(f) if e["kind"] != "refusal"]
+TYPED = load_labelled(DATA / "plan_requests_typed.yaml")
+
+
+@pytest.mark.parametrize("entry", TYPED, ids=[e["request"][:50] for e in TYPED])
+def test_typed_field_and_missing_attribute_labels(entry: dict[str, Any]) -> None:
+    plan, problems = score_entry(entry)
+    assert problems == [], plan.model_dump_json(indent=1)
 
 
 @pytest.mark.parametrize("entry", LABELLED, ids=[e["request"][:50] for e in LABELLED])
@@ -322,7 +330,7 @@ _RESUME_FRAGMENTS = st.one_of(
             st.just(s), st.lists(_DOC_FRAGMENTS if s == "docs" else _RESUME_FRAGMENTS, min_size=1, max_size=5)
         )
     ),
-    st.sampled_from([", ", " and ", "; ", " "]),
+    st.sampled_from([", ", " and ", "; ", " ", " ,\n  "]),
     st.sampled_from(["", "find me ", "we're looking for "]),
 )
 def test_every_content_word_lands_in_exactly_one_part(generated: tuple[str, list[str]], sep: str, opening: str) -> None:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-__all__ = ["PREAMBLE", "STOP_WORDS", "WORD", "content_words", "runs", "words"]
+__all__ = ["PREAMBLE", "STOP_WORDS", "WORD", "content_words", "is_stop_word", "runs", "uncovered", "words"]
 
 #: A word of a request.
 WORD = re.compile(r"[^\W_](?:[\w+#.'-]*[^\W_])?")
@@ -245,6 +245,25 @@ def content_words(text: str) -> list[str]:
     pre = PREAMBLE.match(text)
     skip = pre.end() if pre else 0
     return [text[s:e].lower() for s, e in words(text) if s >= skip and not is_stop_word(text[s:e])]
+
+
+def uncovered(request: str, phrases: Iterable[str]) -> list[str]:
+    """How the parts' ``phrases`` fail to partition ``request``: the content words missing from them,
+    then those they hold in excess (each prefixed ``-`` / ``+``); empty when every content word of
+    the request lies in exactly one phrase.
+
+    >>> uncovered("python developers since 2019", ["python", "developers"])
+    ['-since', '-2019']
+    """
+    want = content_words(request)
+    got = [text[s:e].lower() for text in phrases for s, e in words(text) if not is_stop_word(text[s:e])]
+    missing, extra = list(want), []
+    for w in got:
+        if w in missing:
+            missing.remove(w)
+        else:
+            extra.append(w)
+    return [f"-{w}" for w in missing] + [f"+{w}" for w in extra]
 
 
 def runs(
