@@ -47,7 +47,8 @@ def render_parts(plan: Any) -> None:
         return
     table = Table("phrase", "went to", "detail", title="the request, phrase by phrase")
     for p in plan.parts:
-        detail = p.predicate or p.question or p.note or (f"on {p.field}" if p.field else "")
+        question = "the question below" if p.question and p.question == plan.question else p.question
+        detail = p.predicate or question or p.note or (f"on {p.field}" if p.field else "")
         table.add_row(repr(p.phrase), p.role.replace("_", " "), detail)
     console.print(table)
 

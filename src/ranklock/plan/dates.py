@@ -19,7 +19,12 @@ from ..collection import FieldSpec
 
 __all__ = ["YearPhrase", "calendar_fields", "find_years", "year_predicate"]
 
-_Y = r"(?:1[89]\d\d|20\d\d)(?![\d.,]?\d)(?!\w)"
+# A year is four digits from 1800 to 2099, not part of an amount ("$2000", "2000 euros", "2000 to 3000").
+_Y = (
+    r"(?<![\w$€£.,])(?:1[89]\d\d|20\d\d)(?![\d.,]?\d)(?!\w)"
+    r"(?!\s*(?:k|eur|euros?|usd|gbp|dollars?|pounds?|km|miles?|hours?|minutes?|words|people|employees)\b)"
+)
+_NOT_A_RANGE_START = r"(?!\s*(?:-|to|and)\s*[$€£]?\d)"
 # Words that make a year a condition on time.  Plain comparators ("over", ">=") count only after the word
 # "year": "over 2000 citations" is a quantity, not a year.
 _PRE = (
@@ -36,7 +41,7 @@ _PATTERN = re.compile(
     rf"(?<![\w-])(?:(?:between|from)\s+{_YEAR_WORD}?(?P<a>{_Y})\s*(?:and|to|-|until|till|through)\s*(?P<b>{_Y})"
     rf"|(?P<c>{_Y})\s*(?:-|to)\s*(?P<d>{_Y})"
     rf"|(?P<word2>year\s*)(?P<cmp>{_CMP})\s*(?P<y2>{_Y})"
-    rf"|(?:(?P<pre>{_PRE})\s+)?(?P<word>{_YEAR_WORD})?(?P<y>{_Y})(?:\s*(?P<post>{_POST})(?!\w)(?!\s*\d))?)",
+    rf"|(?:(?P<pre>{_PRE})\s+)?(?P<word>{_YEAR_WORD})?(?P<y>{_Y}){_NOT_A_RANGE_START}(?:\s*(?P<post>{_POST})(?!\w)(?!\s*\d))?)",
     re.IGNORECASE,
 )
 _OP_OF = {

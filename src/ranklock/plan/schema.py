@@ -178,14 +178,14 @@ class PlanSchema:
         spec = self.field(name)
         if spec is None or spec.type not in ("keyword", "keyword[]"):
             return ()
-        out: list[str] = []
-        for w in name.split("_"):
-            if len(w) <= 2:
-                continue
-            stem = w[:-3] + "y" if w.endswith("ies") else w[:-1] if w.endswith("s") and not w.endswith("ss") else w
-            out += [w, stem, stem[:-1] + "ies" if stem.endswith("y") else stem + "s"]
-            out += _VERB_FORMS.get(stem, [])
-        return tuple(dict.fromkeys(out))
+        # A name of several words is announced by all of them ("employer type"): one of its words
+        # alone ("work" of work_authorization) is ordinary English, not the field.
+        *head, w = name.split("_")
+        if len(w) <= 2:
+            return ()
+        stem = w[:-3] + "y" if w.endswith("ies") else w[:-1] if w.endswith("s") and not w.endswith("ss") else w
+        forms = [w, stem, stem[:-1] + "ies" if stem.endswith("y") else stem + "s", *_VERB_FORMS.get(stem, [])]
+        return tuple(dict.fromkeys(" ".join([*head, f]) for f in forms))
 
     def unit(self, name: str) -> str | None:
         return self.hints[name].unit or _unit_from_name(name)
