@@ -163,11 +163,28 @@ def test_typed_field_phrases_on_any_collection(request_text: str, expected: dict
         ("published:date", "2019 or earlier", {"field": "published", "op": "<", "value": "2020-01-01"}),
         ("published:date", "in 2019", {"field": "published", "op": "between", "value": ["2019-01-01", "2019-12-31"]}),
         ("seen:timestamp", "before 2019", {"field": "seen", "op": "<", "value": "2019-01-01T00:00:00Z"}),
+        ("published:date", "since 2021-03-01", {"field": "published", "op": ">=", "value": "2021-03-01"}),
+        ("published:date", "on or before 2021-03-01", {"field": "published", "op": "<", "value": "2021-03-02"}),
+        ("published:date", "on 2021-03-01", {"field": "published", "op": "=", "value": "2021-03-01"}),
+        (
+            "seen:timestamp",
+            "in 2020",
+            {"field": "seen", "op": "between", "value": ["2020-01-01T00:00:00Z", "2020-12-31T23:59:59.999999Z"]},
+        ),
     ],
 )
 def test_year_phrases_on_date_fields_compare_whole_years(field: str, request_text: str, expected: Any) -> None:
     plan = validate_plan(extract_plan(request_text, build_schema([field])), build_schema([field]))
     assert plan.filter == expected
+
+
+def test_a_day_on_a_year_field_is_a_question() -> None:
+    plan = extract_plan("papers since 2021-03-01", DOCS)
+    assert (plan.kind, plan.phrase) == ("clarification_request", "since 2021-03-01")
+    assert (
+        plan.question
+        == "'since 2021-03-01' names a day, but year holds years. Which year should it be (e.g. 'since 2021')?"
+    )
 
 
 def test_two_fields_that_hold_years_make_a_question_unless_a_cue_names_one() -> None:

@@ -5,11 +5,15 @@ works in passes over the request, each claiming the characters it explains:
 
 1. protected attributes and their proxies -> ``refusal`` (checked first: a
    request that selects on age is refused whatever else it says);
-2. numbers with units and comparators ("2+ years", "under 90k", "between 3
+2. calendar years with a direction ("since 2019", "from 2020 or later") ->
+   the one field holding years or dates (:mod:`ranklock.plan.dates`); then
+   numbers with units and comparators ("2+ years", "under 90k", "between 3
    and 5 years", "within 2 weeks") -> numeric fields, chosen by unit and by the
    nearest cue word ("experience", "notice", "salary");
-3. vocabulary values ("python", "berlin", "master's") -> keyword fields, and
-   cue phrases ("remote", "sponsorship") -> bool fields;
+3. vocabulary values ("python", "berlin", "master's") -> keyword fields,
+   cue phrases ("remote", "sponsorship") -> bool fields, and a keyword field
+   named with a value after it ("tagged parts") -> that field, or a question
+   when the value is known not to be one of its values;
 4. scopes: negation ("no", "without", "except") flips what it covers,
    preference words ("ideally", "a plus") turn what they cover into soft
    preferences;
@@ -18,6 +22,10 @@ works in passes over the request, each claiming the characters it explains:
    values written as ordinary words that no context settles ("team lead") ->
    a ``clarification_request`` naming the phrase; other content words become
    the ranking text.
+
+Each claim records its owner (a mention that becomes a constraint or a
+preference, a question, or a deliberate no-op), so the plan's ``parts`` say
+where every word of the request went (:mod:`ranklock.plan.partition`).
 
 Every constraint the extractor emits names a declared field and an operator
 valid for its type; :func:`ranklock.plan.validate.validate_plan` checks that
@@ -636,11 +644,16 @@ def _years(st: _State) -> None:
         y = chain[0]
         name, question = _year_field(st, start, end)
         spec = st.schema.field(name) if name else None
-        if spec is None or y.op is None:
+        pred = year_predicate(spec, y.op, y.values) if spec is not None and y.op is not None else None
+        if spec is not None and pred is None:
+            question = (
+                f"{st.text[start:end]!r} names a day, but {spec.name} holds years. Which year should it be "
+                f"(e.g. 'since {y.values[0][:4]}')?"
+            )
+        if spec is None or pred is None:
             st.ask(start, end, question)
             continue
-        op, value = year_predicate(spec, y.op, y.years)
-        st.mention(_Mention(start, end, spec.name, value, "year", op))
+        st.mention(_Mention(start, end, spec.name, pred[1], "year", pred[0]))
 
 
 def _bare_years(st: _State) -> None:
@@ -654,8 +667,8 @@ def _bare_years(st: _State) -> None:
             st.ask(
                 y.start,
                 y.end,
-                f"{phrase!r} looks like a year. Is it a condition on {' or '.join(cands)} (write e.g. 'in {phrase}' "
-                f"or 'since {phrase}'), or a word to rank by?",
+                f"{phrase!r} looks like a date. Is it a condition on {' or '.join(cands)} (write e.g. 'since {phrase}' "
+                f"or 'before {phrase}'), or a word to rank by?",
             )
 
 

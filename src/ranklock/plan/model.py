@@ -79,7 +79,11 @@ class Part(BaseModel):
     end: int = Field(description="Offset just after the phrase's last character in the request.")
     field: str | None = None
     predicate: str | None = Field(None, description="Constraints: the predicate, e.g. 'year >= 2020'.")
-    constraint: int | None = Field(None, description="Constraints: index into the plan's constraints (answers).")
+    constraint: int | None = Field(
+        None,
+        description="Constraints: index into the plan's constraints (in a clarification request, which has "
+        "none, the index the constraint would have had).",
+    )
     question: str | None = None
     note: str | None = None
 
