@@ -245,6 +245,7 @@ def test_a_named_field_with_an_unknown_value_is_a_question() -> None:
         ("python dev who can start next week", "who can start next week", "is a start date, and no field records"),
         ("go developers who hold a PMP", "PMP", "is stated as a requirement, but it is not a value"),
         ("python developers since 2019", "since 2019", "no field holds a year or a date"),
+        ("python dev who speaks klingon", "speaks klingon", "'klingon' is not one of its 13 known values"),
     ],
 )
 def test_a_requirement_the_schema_cannot_express_is_a_question(request_text: str, phrase: str, why: str) -> None:

@@ -851,7 +851,9 @@ def _claim_field_cue_before(st: _State, mention: _Mention) -> None:
     for cue in sorted(st.schema.cues(mention.field), key=len, reverse=True):
         if cue == "in":
             continue
-        m = re.search(rf"\b{re.escape(cue)}\b(?:\s+(?:in|the|with|for|as))*\s*:?\s*$", before, re.IGNORECASE)
+        m = re.search(
+            rf"\b{re.escape(cue)}\b(?:\s+(?:in|the|with|for|as))*\s*:?\s*(?:{_QUALIFIER}\s+)?$", before, re.IGNORECASE
+        )
         if m:
             st.claim(start - len(before) + m.start(), start, mention)
             return
@@ -860,16 +862,19 @@ def _claim_field_cue_before(st: _State, mention: _Mention) -> None:
 def _named_values(st: _State) -> None:
     """A keyword field named in the request with a value after it ("tagged parts", "category: news").
 
-    The field's own name makes the mapping certain. A value the field is known not to hold is
-    asked about; when the field's values are unknown (none stored yet, or too many to list)
-    the value is taken as written.
+    The field's own name (or a hint's value cue: "speaks X" for ``languages``) makes the mapping
+    certain. A value the field is known not to hold is asked about; when the field's values are
+    unknown (none stored yet, or too many to list) the value is taken as written.
     """
     for f in st.schema.fields:
-        cues = st.schema.name_cues(f.name)
-        if not cues:
+        cues = (*st.schema.name_cues(f.name), *st.schema.hints[f.name].value_cues)
+        if not cues or st.schema.field(f.name) is None or f.type not in ("keyword", "keyword[]"):
             continue
         alts = "|".join(re.escape(c) for c in sorted(cues, key=len, reverse=True))
-        rx = rf"\b(?:{alts})\b\s*(?:[:=]|\bwith\b|\bas\b)?\s*(?:\"([^\"]+)\"|'([^']+)'|([^\W_][\w+#.-]*[^\W_]|[^\W_]))"
+        rx = (
+            rf"\b(?:{alts})\b\s*(?:[:=]|\bwith\b|\bas\b)?\s*(?:{_QUALIFIER}\s+)?"
+            r"(?:\"([^\"]+)\"|'([^']+)'|([^\W_][\w+#.-]*[^\W_]|[^\W_]))"
+        )
         for m in re.finditer(rx, st.text, re.IGNORECASE):
             vs, ve = next((m.start(g), m.end(g)) for g in (1, 2, 3) if m.group(g) is not None)
             raw = st.text[vs:ve]
@@ -887,6 +892,10 @@ def _named_values(st: _State) -> None:
                 continue
             st.mention(_Mention(vs, ve, f.name, raw, "value"))
             st.claim(m.start(), m.end(), st.mentions[-1])
+
+
+# Words between a field's cue and its value that qualify, not name, the value ("speaks *fluent* german").
+_QUALIFIER = r"(?:fluent|fluently|good|basic|business|conversational|professional|working)"
 
 
 def _bools(st: _State) -> None:

@@ -31,6 +31,7 @@ class FieldHints:
     bare_op: str = "="  # what "5 years" alone means for this field
     true_cues: tuple[str, ...] = ()  # bool fields: regexes meaning True
     false_cues: tuple[str, ...] = ()  # bool fields: regexes meaning False
+    value_cues: tuple[str, ...] = ()  # words after which the next word is certainly a value of this field
 
 
 def _resume_hints() -> dict[str, FieldHints]:
@@ -88,6 +89,7 @@ def _resume_hints() -> dict[str, FieldHints]:
         "languages": FieldHints(
             cues=("speaks", "speak", "speaking", "fluent in", "fluent", "language", "languages"),
             aliases={"mandarin": ("chinese",)},
+            value_cues=("speaks", "speak", "speaking", "fluent in"),
         ),
         "degree": FieldHints(
             cues=("degree", "educated", "education"),
