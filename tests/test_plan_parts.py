@@ -232,6 +232,46 @@ def test_a_named_field_with_an_unknown_value_is_a_question() -> None:
     assert plan.filter == {"field": "tags", "op": "has", "value": "freezers"}
 
 
+PRODUCTS = build_schema(
+    ["price:float", "in_stock:bool", "brand:keyword", "rating:int", "released:date"], {"brand": ["acme", "globex"]}
+)
+
+
+def test_every_field_type_on_a_catalogue() -> None:
+    request = "acme drills under 50 dollars, in stock, rating at least 4, released since 2022"
+    plan = extract_plan(request, PRODUCTS)
+    assert plan.filter == {
+        "and": [
+            {"field": "brand", "op": "=", "value": "acme"},
+            {"field": "price", "op": "<", "value": 50},
+            {"field": "in_stock", "op": "=", "value": True},
+            {"field": "rating", "op": ">=", "value": 4},
+            {"field": "released", "op": ">=", "value": "2022-01-01"},
+        ]
+    }
+    assert [(p.phrase, p.role) for p in plan.parts] == [
+        ("acme", "constraint"),
+        ("drills", "ranking_text"),
+        ("under 50 dollars", "constraint"),
+        ("in stock", "constraint"),
+        ("rating at least 4", "constraint"),
+        ("released since 2022", "constraint"),
+    ]
+    assert_partition(request, plan)
+
+
+def test_a_vague_word_asks_about_the_collections_own_field() -> None:
+    plan = extract_plan("cheap drills", PRODUCTS)
+    assert (
+        plan.question == "'cheap' has no exact meaning. What is the highest price to accept (e.g. 'price under 80k')?"
+    )
+    plan = extract_plan("drills near the office", PRODUCTS)
+    assert plan.question == (
+        "'near the office' is a requirement that no typed field records (fields: price, in_stock, brand, rating, "
+        "released). Should it be ranking text, or dropped?"
+    )
+
+
 # -- requirements on attributes the schema lacks ---------------------------------------------------------
 
 

@@ -178,12 +178,21 @@ _ORDINAL_DOWN_AFTER = re.compile(
 class _Concept:
     name: str
     pattern: re.Pattern[str]
-    question: str  # {phrase} and {fields} are filled in
+    question: str  # {phrase}, {fields} and {field} (the field of unit `needs`) are filled in
     fields: tuple[str, ...] = ()  # fields that would express it if the schema had them
+    needs: str | None = None  # the question suggests a field: of this unit ("years", "days", "money") or name
 
 
-def _concept(name: str, pattern: str, question: str, fields: tuple[str, ...] = ()) -> _Concept:
-    return _Concept(name, re.compile(pattern, re.IGNORECASE), question, fields)
+def _concept(
+    name: str, pattern: str, question: str, fields: tuple[str, ...] = (), needs: str | None = None
+) -> _Concept:
+    return _Concept(name, re.compile(pattern, re.IGNORECASE), question, fields, needs)
+
+
+# Asked when a concept's question would suggest a field the collection does not have.
+_NO_FIELD_QUESTION = (
+    "{phrase!r} is a requirement that no typed field records (fields: {fields}). Should it be ranking text, or dropped?"
+)
 
 
 # Requirements that read like filters but name something no typed field holds.
@@ -194,6 +203,7 @@ _CONCEPTS: tuple[_Concept, ...] = (
         r"miles|mi|minutes|mins)|local(?:ly)?|on-?site|in[- ]office|in the office|relocat\w*)\b",
         "{phrase!r} is not a field. Which locations should count (the locations field holds cities, "
         "e.g. 'in berlin or hamburg')?",
+        needs="locations",
     ),
     _concept(
         "judgement",
@@ -211,28 +221,33 @@ _CONCEPTS: tuple[_Concept, ...] = (
         "{phrase!r} is not a typed value here. How many years of experience should it mean "
         "(e.g. 'at least 5 years of experience')?",
         ("seniority",),
+        needs="years",
     ),
     _concept(
         "experienced",
         r"\b(?:experienced|seasoned|veteran)\b",
         "{phrase!r} has no exact meaning. How many years of experience should it mean (e.g. 'at least 5 years "
         "of experience')?",
+        needs="years",
     ),
     _concept(
         "availability",
         r"\b(?:available (?:immediately|now|asap|soon|right away)|immediately available|asap|"
         r"start (?:immediately|asap|soon|right away)|immediate joiners?|short notice)\b",
         "{phrase!r} has no exact meaning. What is the longest notice period to accept (e.g. 'notice under 30 days')?",
+        needs="days",
     ),
     _concept(
         "salary",
         r"\b(?:cheap|affordable|inexpensive|low salary|low cost|within (?:our|the) budget|reasonable salary)\b",
-        "{phrase!r} has no exact meaning. What is the highest salary expectation to accept (e.g. 'salary under 80k')?",
+        "{phrase!r} has no exact meaning. What is the highest {field} to accept (e.g. '{field} under 80k')?",
+        needs="money",
     ),
     _concept(
         "education",
         r"\b(?:(?:a |any )?(?:university |college )?degree|graduated?|university|college|diploma|educated)\b",
         "{phrase!r} is not one typed value. Which degree is the minimum ({fields})?",
+        needs="degree",
     ),
     _concept(
         "clearance",
@@ -653,7 +668,14 @@ def _years(st: _State) -> None:
         if spec is None or pred is None:
             st.ask(start, end, question)
             continue
-        st.mention(_Mention(start, end, spec.name, pred[1], "year", pred[0]))
+        mention = st.mention(_Mention(start, end, spec.name, pred[1], "year", pred[0]))
+        # The field's name right before the phrase ("*released* since 2022") is part of the condition.
+        before = st.text[max(0, start - 40) : start]
+        for cue in sorted(st.schema.cues(spec.name), key=len, reverse=True):
+            cm = re.search(rf"\b{re.escape(cue)}\s*:?\s*$", before, re.IGNORECASE)
+            if cm:
+                st.claim(start - len(before) + cm.start(), start, mention)
+                break
 
 
 def _bare_years(st: _State) -> None:
@@ -1111,11 +1133,23 @@ def _concepts(st: _State) -> None:
                 continue
             end = _extend(st, m.end()) if c.name in _EXTENDED else m.end()
             phrase = st.text[m.start() : end].strip()
-            fields = ", ".join(st.schema.names())
-            if c.name == "education" and st.schema.field("degree") is not None:
+            fields = ", ".join(st.schema.names()) or "none"
+            home = _home_field(st.schema, c.needs)
+            question = c.question if c.needs is None or home is not None else _NO_FIELD_QUESTION
+            if c.name == "education" and home is not None:
                 order = st.schema.hints["degree"].ordinal or tuple(st.schema.vocab.get("degree", []))
                 fields = "degree: " + " < ".join(order)
-            st.ask(m.start(), end, c.question.format(phrase=phrase, fields=fields), phrase)
+            text = question.format(phrase=phrase, fields=fields, field=(home or "").replace("_", " "))
+            st.ask(m.start(), end, text, phrase)
+
+
+def _home_field(schema: PlanSchema, needs: str | None) -> str | None:
+    """The field a concept's question can point to: one of unit ``needs``, or the field named ``needs``."""
+    if needs is None:
+        return None
+    if schema.field(needs) is not None:
+        return needs
+    return next((n for n in _numeric_fields(schema) if schema.unit(n) == needs), None)
 
 
 _EXTENDED = frozenset({"proximity", "judgement", "certification", "clearance", "licence"})
