@@ -239,14 +239,29 @@ def _apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: S
     conn.execute(q, [x for pair in settings for x in pair])
 
 
-def prepare_plan(db: Database, plan: SearchPlan, index_kind: str, snap: dict[str, Any], sp: SearchParams) -> Scope:
+def prepare_plan(
+    db: Database,
+    plan: SearchPlan,
+    index_kind: str,
+    snap: dict[str, Any],
+    sp: SearchParams,
+    *,
+    timeout: float | None = None,
+) -> Scope:
     """Count the matching set and set the plan's vector strategy, before its SQL is built.
 
     The count runs on its own connection: snapshot tables are immutable, so it
-    sees exactly the rows the search transaction will see.
+    sees exactly the rows the search transaction will see.  ``timeout`` (seconds)
+    limits its statements as the search's own are limited.
     """
+    from ..store.timeout import statement_timeout
+
     with db.connection() as conn:
-        scope = _scope(conn, db, plan, snap)
+        if timeout is None:
+            scope = _scope(conn, db, plan, snap)
+        else:
+            with conn.transaction(), statement_timeout(conn, timeout):
+                scope = _scope(conn, db, plan, snap)
     if plan.uses_semantic:
         plan.vector_strategy = choose_strategy(index_kind, scope, sp)
     return scope

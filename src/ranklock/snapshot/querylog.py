@@ -299,7 +299,10 @@ def replay(eng: Engine, query_id: int) -> ReplayReport:
             f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped; "
             "a replay needs the snapshot it ran against."
         )
-    with replaying() as captured:
+    from ..store.timeout import timeout_override
+
+    logged_timeout = ((row["result"] or {}).get("params") or {}).get("statement_timeout_s")
+    with replaying() as captured, timeout_override(logged_timeout):
         eng.search(
             row["collection"],
             req["query"],
