@@ -154,3 +154,134 @@ def test_serve_recovers_after_its_postgres_is_killed(served: tuple[str, Path]) -
     assert status == 200 and ready["status"] == "ready" and ready["database"]["recoveries"] >= 2
     status, body, _ = _get(base + SEARCH)
     assert status == 200 and body["params"]["statement_timeout_s"] == STATEMENT_TIMEOUT_S
+
+
+def test_external_server_is_reached_again_after_a_restart(own_home: Path) -> None:
+    """With RANKLOCK_DSN ranklock cannot restart the server: it fails fast while it is down, then reconnects."""
+    from ranklock import DatabaseUnavailable
+    from ranklock.store.database import Database
+
+    server = EmbeddedServer(own_home)
+    db = Database(server.uri(), pool_timeout=1.0)  # no restart hook: an external server
+    try:
+        assert db.fetchone("SELECT 1 AS ok") == {"ok": 1}
+        server.stop()
+        t = time.monotonic()
+        with pytest.raises(DatabaseUnavailable) as exc:
+            db.fetchone("SELECT 1 AS ok")
+        assert time.monotonic() - t < 10
+        msg = str(exc.value)
+        assert msg.startswith("lost the database connection (") and "could not reach PostgreSQL at postgresql://" in msg
+        assert msg.endswith(
+            "ranklock tries again on every request; start the server or fix the DSN "
+            "(`ranklock db status` says whether the embedded server runs)."
+        )
+        server.uri()  # the operator starts it again
+        assert db.fetchone("SELECT 1 AS ok") == {"ok": 1}
+        assert db.recoveries == 1
+    finally:
+        db.close()
+
+
+def test_terminated_connections_are_replaced_without_an_error(engine: Engine) -> None:
+    """An administrator (or an idle timeout) ends every pooled connection: the next search still works."""
+    from ranklock.store.database import Database
+
+    db = Database(engine.db.dsn, pool_timeout=2.0, max_size=3)
+    try:
+        with db.connection() as a, db.connection() as b:
+            pids = [a.info.backend_pid, b.info.backend_pid]
+        engine.db.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+        assert db.fetchone("SELECT 2 AS two") == {"two": 2}
+        assert db.recoveries == 1
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def short_timeout(engine: Engine) -> Iterator[float]:
+    old = engine.settings.statement_timeout
+    engine.settings.statement_timeout = 0.5
+    try:
+        yield 0.5
+    finally:
+        engine.settings.statement_timeout = old
+
+
+def test_statement_timeout_cancels_a_search_and_releases_its_connection(
+    engine: Engine, cname: str, short_timeout: float
+) -> None:
+    from fastapi.testclient import TestClient
+
+    import psycopg
+    from ranklock.http import create_app
+
+    engine._embedders["test:hash-8"] = HashEmbedder()
+    engine.ingest(cname, DOCS, create={"embedder": "test:hash-8"})
+    ok = engine.search(cname, "lava volcano", k=2, mode="lexical")
+    assert ok.params["statement_timeout_s"] == short_timeout
+    sid = engine.collection(cname).active_snapshot_id
+    assert sid is not None
+    # A real slow statement: another session holds the chunk table locked, so the
+    # search waits on the lock until PostgreSQL cancels it at the timeout.
+    with psycopg.connect(engine.db.dsn) as locker:
+        locker.execute(psycopg.sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(chunk_table(sid)))
+        for _ in range(engine.db.max_size + 2):  # more than the pool holds: a leaked connection would show
+            t = time.monotonic()
+            with pytest.raises(QueryTimeout) as exc:
+                engine.search(cname, "lava volcano", k=2, mode="lexical")
+            assert time.monotonic() - t < short_timeout + 3
+        assert str(exc.value) == (
+            "the search ran longer than the statement timeout of 0.5 s and PostgreSQL cancelled it; its connection "
+            "is released. Narrow the query or filter, lower depth or k, or raise the limit "
+            "(RANKLOCK_STATEMENT_TIMEOUT, e.g. 60s)."
+        )
+        r = TestClient(create_app(engine)).get(
+            "/api/search", params={"collection": cname, "q": "lava volcano", "k": 2, "mode": "lexical"}
+        )
+        assert r.status_code == 504 and r.json()["error"]["type"] == "QueryTimeout"
+        stats = engine.db.pool.get_stats()
+        assert stats["pool_size"] - stats["pool_available"] == 0  # nothing checked out
+        locker.rollback()
+    # Nothing of ours still runs, and the pool serves the next search at once.
+    busy = engine.db.fetchone(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%%rl_%%' "
+        "AND pid <> pg_backend_pid()"
+    )
+    assert busy == {"n": 0}
+    again = engine.search(cname, "lava volcano", k=2, mode="lexical")
+    assert [h.doc_id for h in again.hits] == [h.doc_id for h in ok.hits]
+
+
+def test_readyz_names_a_collection_whose_snapshot_cannot_be_read(engine: Engine, cname: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from ranklock.http import create_app
+
+    engine._embedders["test:hash-8"] = HashEmbedder()
+    engine.ingest(cname, DOCS, create={"embedder": "test:hash-8"})
+    client = TestClient(create_app(engine))
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code in (200, 503)  # other tests' collections may be mid-build
+    mine = [c for c in ready.json()["collections"] if c["name"] == cname]
+    sid = engine.collection(cname).active_snapshot_id
+    assert mine == [{"name": cname, "snapshot_id": sid, "ok": True}]
+    # Break this collection's active snapshot for real: rename its chunk table away.
+    table = chunk_table(int(sid))  # type: ignore[arg-type]
+    from psycopg import sql
+
+    moved = sql.Identifier("ranklock_data", f"moved_{sid}")
+    engine.db.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(table, sql.Identifier(f"moved_{sid}")))
+    try:
+        r = client.get("/readyz")
+        assert r.status_code == 503
+        body = r.json()
+        assert body["status"] == "not_ready" and body["error"]["type"] == "SnapshotError"
+        (entry,) = [c for c in body["collections"] if c["name"] == cname]
+        assert entry["ok"] is False
+        assert entry["error"].startswith(f"active snapshot {sid} cannot be read: relation ")
+        assert f"{cname} (active snapshot {sid} cannot be read" in body["error"]["message"]
+    finally:
+        engine.db.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(moved, sql.Identifier(f"chunks_{sid}")))
+    assert client.get("/api/health").json() == {"status": "ok"}
