@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import HashEmbedder
 
+from fakes import HashEmbedder
 from ranklock import Document, Engine, QueryTimeout
 from ranklock.snapshot.build import chunk_table
 from ranklock.store.server import EmbeddedServer
@@ -211,9 +210,9 @@ def short_timeout(engine: Engine) -> Iterator[float]:
 def test_statement_timeout_cancels_a_search_and_releases_its_connection(
     engine: Engine, cname: str, short_timeout: float
 ) -> None:
+    import psycopg
     from fastapi.testclient import TestClient
 
-    import psycopg
     from ranklock.http import create_app
 
     engine._embedders["test:hash-8"] = HashEmbedder()

@@ -477,6 +477,23 @@ class Engine:
 
         return ops.activate_gated(self, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
 
+    def log_status(self) -> dict[str, Any]:
+        """The query log: rows, bytes, oldest entry, retention watermark and policy (``ranklock db status``)."""
+        from .snapshot.retention import RetentionPolicy, log_status
+
+        return log_status(self.db, RetentionPolicy.from_settings(self.settings))
+
+    def prune_log(self, *, older_than: float | None = None, max_bytes: int | None = None) -> dict[str, Any]:
+        """Delete query-log entries beyond the retention policy (or the stricter limits given), oldest first."""
+        from .snapshot.retention import RetentionPolicy, prune_all
+
+        base = RetentionPolicy.from_settings(self.settings)
+        policy = RetentionPolicy(
+            max_age_s=base.max_age_s if older_than is None else older_than,
+            max_bytes=base.max_bytes if max_bytes is None else max_bytes,
+        )
+        return prune_all(self.db, policy)
+
     def readiness(self) -> dict[str, Any]:
         """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
         from .snapshot.health import readiness
@@ -662,7 +679,6 @@ class Engine:
         )
         # Hard constraints: count the matching documents, pick the vector strategy (ranklock.search.completeness).
         from .search.completeness import execute_search, prepare_plan
-
         from .store.timeout import effective_timeout, statement_timeout
 
         timeout = effective_timeout(self.settings.statement_timeout)

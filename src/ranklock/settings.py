@@ -74,7 +74,6 @@ class Settings(BaseModel):
         "(RANKLOCK_RESULT_CACHE=1 turns it on; off by default so latency benchmarks measure real searches).",
     )
 
-
     statement_timeout: float = Field(
         default_factory=lambda: parse_duration(_env("RANKLOCK_STATEMENT_TIMEOUT", "30s"), what="statement_timeout"),
         gt=0,
