@@ -47,8 +47,14 @@ def timeout_override(seconds: float | None) -> Iterator[None]:
 
 
 @contextmanager
-def statement_timeout(conn: psycopg.Connection[Any], seconds: float) -> Iterator[None]:
-    """Limit every statement of the caller's transaction to ``seconds``; a cancelled one raises QueryTimeout."""
+def statement_timeout(conn: psycopg.Connection[Any], seconds: float | None) -> Iterator[None]:
+    """Limit every statement of the caller's transaction to ``seconds``; a cancelled one raises QueryTimeout.
+
+    ``None`` sets no limit (callers outside a search).
+    """
+    if seconds is None:
+        yield
+        return
     conn.execute("SELECT set_config('statement_timeout', %s, true)", [f"{max(1, round(seconds * 1000))}ms"])
     try:
         yield
