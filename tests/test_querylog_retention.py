@@ -206,3 +206,20 @@ def test_a_failing_log_write_warns_and_never_fails_the_search(
         assert eng.search("blocked", "lava volcano", k=2, mode="lexical").warnings == res.warnings
     finally:
         eng.settings.result_cache = False
+
+
+def test_settings_read_durations_and_sizes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ranklock import ConfigError, Settings
+
+    monkeypatch.setenv("RANKLOCK_STATEMENT_TIMEOUT", "2m")
+    monkeypatch.setenv("RANKLOCK_LOG_RETENTION", "12h")
+    monkeypatch.setenv("RANKLOCK_LOG_MAX_BYTES", "64MiB")
+    monkeypatch.setenv("RANKLOCK_LOG_PRUNE_EVERY", "50")
+    s = Settings()
+    assert (s.statement_timeout, s.log_retention, s.log_max_bytes, s.log_prune_every) == (120.0, 43200.0, 2**26, 50)
+    monkeypatch.setenv("RANKLOCK_STATEMENT_TIMEOUT", "soon")
+    with pytest.raises(ConfigError) as exc:
+        Settings()
+    assert str(exc.value) == (
+        "RANKLOCK_STATEMENT_TIMEOUT 'soon' is not a duration; write seconds or a number with s, m, h, d or w."
+    )

@@ -52,6 +52,15 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
 
+def _env_int(name: str, default: str) -> int:
+    text = _env(name, default)
+    if not text.strip().isdigit():
+        from .errors import ConfigError
+
+        raise ConfigError(f"{name} {text!r} is not a whole number; set it to e.g. {default}.")
+    return int(text)
+
+
 class Settings(BaseModel):
     """Where ranklock keeps its data and which database it talks to."""
 
@@ -75,32 +84,34 @@ class Settings(BaseModel):
     )
 
     statement_timeout: float = Field(
-        default_factory=lambda: parse_duration(_env("RANKLOCK_STATEMENT_TIMEOUT", "30s"), what="statement_timeout"),
+        default_factory=lambda: parse_duration(
+            _env("RANKLOCK_STATEMENT_TIMEOUT", "30s"), what="RANKLOCK_STATEMENT_TIMEOUT"
+        ),
         gt=0,
         description="Longest a search's statements may run before PostgreSQL cancels them, in seconds "
         "(RANKLOCK_STATEMENT_TIMEOUT, e.g. 30s or 2m). Set per search transaction (SET LOCAL); echoed in "
         "every result's params.",
     )
     pool_timeout: float = Field(
-        default_factory=lambda: parse_duration(_env("RANKLOCK_POOL_TIMEOUT", "5s"), what="pool_timeout"),
+        default_factory=lambda: parse_duration(_env("RANKLOCK_POOL_TIMEOUT", "5s"), what="RANKLOCK_POOL_TIMEOUT"),
         gt=0,
         description="Longest a request waits for a pooled database connection, in seconds "
         "(RANKLOCK_POOL_TIMEOUT); then the server is checked, restarted (embedded) or reconnected.",
     )
     log_retention: float = Field(
-        default_factory=lambda: parse_duration(_env("RANKLOCK_LOG_RETENTION", "30d"), what="log_retention"),
+        default_factory=lambda: parse_duration(_env("RANKLOCK_LOG_RETENTION", "30d"), what="RANKLOCK_LOG_RETENTION"),
         ge=0,
         description="Query-log entries older than this are pruned, in seconds (RANKLOCK_LOG_RETENTION, "
         "e.g. 30d; 0 keeps entries of any age).",
     )
     log_max_bytes: int = Field(
-        default_factory=lambda: parse_size(_env("RANKLOCK_LOG_MAX_BYTES", "1GB"), what="log_max_bytes"),
+        default_factory=lambda: parse_size(_env("RANKLOCK_LOG_MAX_BYTES", "1GB"), what="RANKLOCK_LOG_MAX_BYTES"),
         ge=0,
         description="The query log keeps at most this many bytes of entries, the newest ones "
         "(RANKLOCK_LOG_MAX_BYTES, e.g. 1GB or 500MB; 0 means no size limit).",
     )
     log_prune_every: int = Field(
-        default_factory=lambda: int(_env("RANKLOCK_LOG_PRUNE_EVERY", "1000")),
+        default_factory=lambda: _env_int("RANKLOCK_LOG_PRUNE_EVERY", "1000"),
         ge=1,
         description="Enforce the query-log retention after every this many logged searches "
         "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
