@@ -223,3 +223,33 @@ def test_settings_read_durations_and_sizes_from_the_environment(monkeypatch: pyt
     assert str(exc.value) == (
         "RANKLOCK_STATEMENT_TIMEOUT 'soon' is not a duration; write seconds or a number with s, m, h, d or w."
     )
+
+
+def test_finding_the_cut_reads_only_what_the_limits_reach(clean_log: Engine) -> None:
+    """No scan of the whole log: the size cut reads the kept entries (+1), the age cut the expired ones (+1)."""
+    from ranklock.snapshot.retention import AGE_CUT_SQL, SIZE_CUT_SQL
+
+    eng = clean_log
+    eng.db.execute(
+        "INSERT INTO ranklock.query_log (collection, fingerprint, request, result_digest, result, timings, logged_at) "
+        "SELECT 'synthetic', 'f', '{}', 'd', jsonb_build_object('pad', repeat('x', 1000)), '{}', "
+        "now() - make_interval(days => 5000 - g) FROM generate_series(1, 5000) AS g"
+    )
+    one = eng.db.fetchone("SELECT max(bytes) AS b, min(bytes) AS a FROM ranklock.query_log")
+    assert one is not None and one["a"] == one["b"]  # equal rows: the expected counts are exact
+
+    def rows_read(query: str, param: float) -> int:
+        with eng.db.connection() as conn:
+            plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query, [param]).fetchone()[0][0]["Plan"]
+
+        def scans(node: dict) -> list[int]:
+            reads_table = node["Node Type"] in ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan")
+            own = [node["Actual Rows"] + node.get("Rows Removed by Filter", 0)] if reads_table else []
+            return own + [n for child in node.get("Plans", []) for n in scans(child)]
+
+        (read,) = scans(plan)
+        return int(read)
+
+    # 100 entries fit, the 101st is the cut, and the window function reads one row ahead (peers).
+    assert rows_read(SIZE_CUT_SQL, 100 * one["b"]) == 102
+    assert rows_read(AGE_CUT_SQL, 4900 * 86400.0 + 43200) == 100  # 99 expired, then the first young one

@@ -21,7 +21,7 @@ def serve(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
 ) -> None:
-    """Serve the HTTP API (/api/search, /api/collections) and the search page (/)."""
+    """Serve the HTTP API (/api/search, /api/collections, /healthz, /readyz) and the search page (/)."""
     import uvicorn
 
     from .http import create_app

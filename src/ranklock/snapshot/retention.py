@@ -34,10 +34,24 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from ..store.database import Database
 
-__all__ = ["RetentionPolicy", "log_status", "prune", "prune_all"]
+__all__ = ["AGE_CUT_SQL", "SIZE_CUT_SQL", "RetentionPolicy", "log_status", "prune", "prune_all", "pruned_through"]
 
 _PRUNE_LOCK = 7_142_005  # advisory lock key: one prune at a time per database
 log = logging.getLogger("ranklock.querylog")
+
+
+# The oldest entry young enough to keep: an index scan from the oldest id that
+# stops at the first young entry (it reads only what the age limit removes).
+AGE_CUT_SQL = (
+    "SELECT id FROM ranklock.query_log WHERE logged_at >= now() - make_interval(secs => %s) ORDER BY id LIMIT 1"
+)
+# The newest entry that no longer fits in the size limit: a backward index scan
+# whose running sum streams into LIMIT 1 (it reads only what the limit keeps, plus one).
+SIZE_CUT_SQL = (
+    "SELECT id FROM (SELECT q.id, sum(coalesce(q.bytes, pg_column_size(q.*))) "
+    "OVER (ORDER BY q.id DESC) AS newer FROM ranklock.query_log q ORDER BY q.id DESC) s "
+    "WHERE s.newer > %s LIMIT 1"
+)
 
 
 @dataclass(frozen=True)
@@ -90,11 +104,7 @@ def prune(db: Database, policy: RetentionPolicy, *, batch: int) -> dict[str, Any
         if policy.max_age_s > 0:
             # The oldest entry young enough to keep; ids grow with time, so every
             # lower id is older (a concurrent insert can lag by a moment).
-            young = conn.execute(
-                "SELECT id FROM ranklock.query_log WHERE logged_at >= now() - make_interval(secs => %s) "
-                "ORDER BY id LIMIT 1",
-                [policy.max_age_s],
-            ).fetchone()
+            young = conn.execute(AGE_CUT_SQL, [policy.max_age_s]).fetchone()
             if young is not None:
                 cutoff = int(young[0]) - 1
             else:
@@ -103,12 +113,7 @@ def prune(db: Database, policy: RetentionPolicy, *, batch: int) -> dict[str, Any
         if policy.max_bytes > 0:
             # Walk back from the newest entry, adding sizes, and stop at the
             # first one that no longer fits: it and everything older go.
-            over = conn.execute(
-                "SELECT id FROM (SELECT q.id, sum(coalesce(q.bytes, pg_column_size(q.*))) "
-                "OVER (ORDER BY q.id DESC) AS newer FROM ranklock.query_log q ORDER BY q.id DESC) s "
-                "WHERE s.newer > %s LIMIT 1",
-                [policy.max_bytes],
-            ).fetchone()
+            over = conn.execute(SIZE_CUT_SQL, [policy.max_bytes]).fetchone()
             if over is not None:
                 cutoff = max(cutoff, int(over[0]))
         if cutoff <= 0:
