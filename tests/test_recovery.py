@@ -193,6 +193,10 @@ def test_terminated_connections_are_replaced_without_an_error(engine: Engine) ->
         with db.connection() as a, db.connection() as b:
             pids = [a.info.backend_pid, b.info.backend_pid]
         engine.db.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+        deadline = time.monotonic() + 10  # termination is asynchronous: wait until both are gone
+        while engine.db.fetchone("SELECT 1 AS x FROM pg_stat_activity WHERE pid = ANY(%s)", [pids]):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         assert db.fetchone("SELECT 2 AS two") == {"two": 2}
         assert db.recoveries == 1
     finally:
