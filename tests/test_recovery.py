@@ -256,6 +256,9 @@ def test_statement_timeout_cancels_a_search_and_releases_its_connection(
     assert busy == {"n": 0}
     again = engine.search(cname, "lava volcano", k=2, mode="lexical")
     assert [h.doc_id for h in again.hits] == [h.doc_id for h in ok.hits]
+    # SET LOCAL: the limit ended with each search's transaction; no pooled connection keeps it.
+    with engine.db.connection() as a, engine.db.connection() as b:
+        assert [c.execute("SHOW statement_timeout").fetchone() for c in (a, b)] == [("0",), ("0",)]
 
 
 def test_readyz_names_a_collection_whose_snapshot_cannot_be_read(engine: Engine, cname: str) -> None:
