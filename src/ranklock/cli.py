@@ -295,13 +295,29 @@ def db_stop(home: HomeOpt = None) -> None:
 
 
 @db_app.command("status")
-def db_status(home: HomeOpt = None) -> None:
-    """Say whether the embedded server runs."""
+def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Say whether the embedded server runs, and report the query log (size, oldest entry, retention)."""
     from .settings import Settings
     from .store.server import EmbeddedServer
 
     h = home or Settings().home
-    console.print("running" if EmbeddedServer(h).running() else "not running")
+    server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
+    status: dict[str, Any] = {"server": server, "query_log": None}
+    if server != "not running":  # never start a stopped server just to report on it
+        with engine(dsn, home) as eng:
+            status["query_log"] = eng.log_status()
+    if as_json:
+        print_json(status)
+        return
+    console.print(server)
+    q = status["query_log"]
+    if q is not None:
+        console.print(
+            f"query log: {q['rows']} entries, {q['bytes']:,} bytes ({q['table_bytes']:,} on disk), oldest "
+            f"{q['oldest'] or '-'}; retention keeps {q['policy']['describe']}; ids up to {q['pruned_through']} "
+            f"pruned ({q['pruned_rows']} entries, last {q['last_pruned_at'] or 'never'})",
+            highlight=False,
+        )
 
 
 def main() -> None:
@@ -309,6 +325,6 @@ def main() -> None:
 
 
 # Command groups live in their own modules; importing them registers them on `app`.
-from . import cli_eval, cli_filters, cli_http, cli_plan, cli_snapshot  # noqa: E402
+from . import cli_eval, cli_filters, cli_http, cli_log, cli_plan, cli_snapshot  # noqa: E402
 
-__all__ = ["app", "cli_eval", "cli_filters", "cli_http", "cli_plan", "cli_snapshot", "main"]
+__all__ = ["app", "cli_eval", "cli_filters", "cli_http", "cli_log", "cli_plan", "cli_snapshot", "main"]

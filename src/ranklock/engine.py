@@ -81,13 +81,16 @@ class Engine:
         if log_queries is not None:
             settings.log_queries = log_queries
         self.settings = settings
+        restart = None
         if settings.dsn:
             uri = settings.dsn
         else:
             from .store.server import EmbeddedServer
 
-            uri = EmbeddedServer(settings.home).uri()
-        self.db = Database(uri, tracer=tracer)
+            server = EmbeddedServer(settings.home)
+            uri = server.uri()
+            restart = server.uri  # starts the server again if it died
+        self.db = Database(uri, tracer=tracer, pool_timeout=settings.pool_timeout, restart=restart)
         self._embedders: dict[str, Embedder] = {}
         if embedder is not None:
             self._embedders[embedder.id] = embedder
@@ -474,6 +477,29 @@ class Engine:
 
         return ops.activate_gated(self, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
 
+    def log_status(self) -> dict[str, Any]:
+        """The query log: rows, bytes, oldest entry, retention watermark and policy (``ranklock db status``)."""
+        from .snapshot.retention import RetentionPolicy, log_status
+
+        return log_status(self.db, RetentionPolicy.from_settings(self.settings))
+
+    def prune_log(self, *, older_than: float | None = None, max_bytes: int | None = None) -> dict[str, Any]:
+        """Delete query-log entries beyond the retention policy (or the stricter limits given), oldest first."""
+        from .snapshot.retention import RetentionPolicy, prune_all
+
+        base = RetentionPolicy.from_settings(self.settings)
+        policy = RetentionPolicy(
+            max_age_s=base.max_age_s if older_than is None else older_than,
+            max_bytes=base.max_bytes if max_bytes is None else max_bytes,
+        )
+        return prune_all(self.db, policy)
+
+    def readiness(self) -> dict[str, Any]:
+        """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
+        from .snapshot.health import readiness
+
+        return readiness(self.db, self.settings.statement_timeout)
+
     def replay(self, query_id: int) -> Any:
         """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical."""
         from .snapshot.querylog import replay
@@ -653,8 +679,10 @@ class Engine:
         )
         # Hard constraints: count the matching documents, pick the vector strategy (ranklock.search.completeness).
         from .search.completeness import execute_search, prepare_plan
+        from .store.timeout import effective_timeout, statement_timeout
 
-        scope = prepare_plan(self.db, plan, coll.index_kind, snap, sp)
+        timeout = effective_timeout(self.settings.statement_timeout)
+        scope = prepare_plan(self.db, plan, coll.index_kind, snap, sp, timeout=timeout)
         q, p = build_search_sql(plan)
         # Query log, replay capture and result cache (ranklock.snapshot.querylog).
         from .snapshot.querylog import SearchRecord
@@ -681,7 +709,7 @@ class Engine:
         if cached is not None:
             return cached
         t1 = time.perf_counter()
-        with self.db.connection() as conn, conn.transaction():
+        with self.db.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
             # Index settings, the search, and an exact rescan if the index came back short.
             run = execute_search(conn, self.db, plan, sp, scope)
             rows = run.rows
@@ -722,6 +750,7 @@ class Engine:
             "probes": sp.probes if plan.vector_strategy == "ivfflat" else None,
             **run.params,
             **emb_meta,
+            "statement_timeout_s": timeout,
         }
         if plan.lexical_ranker == "bm25":
             out_params.update({"k1": plan.k1, "b": plan.b})

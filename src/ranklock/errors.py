@@ -7,7 +7,8 @@ message is stable) and end with what to do about it::
     RanklockError
     ├── ConfigError            bad setting, bad parameter value
     ├── DatabaseError          cannot reach or use PostgreSQL
-    │   ├── DatabaseUnavailable    the server cannot be reached or started
+    │   ├── DatabaseUnavailable    the server cannot be reached or started, or the connection was lost
+    │   ├── QueryTimeout           a search ran past the statement timeout (504)
     │   └── ExtensionError         pgvector missing or too old
     ├── NotFound               unknown collection, snapshot, query id
     ├── InputError             a document, file or query that cannot be used
@@ -31,6 +32,7 @@ __all__ = [
     "InputError",
     "NotFound",
     "QueryError",
+    "QueryTimeout",
     "RanklockError",
     "SnapshotError",
 ]
@@ -57,6 +59,12 @@ class DatabaseUnavailable(DatabaseError):
 
 class ExtensionError(DatabaseError):
     pass
+
+
+class QueryTimeout(DatabaseError):
+    """PostgreSQL cancelled a statement at the statement timeout; the connection is released."""
+
+    http_status = 504
 
 
 class NotFound(RanklockError):

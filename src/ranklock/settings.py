@@ -8,11 +8,57 @@ prefix (``RANKLOCK_HOME``, ``RANKLOCK_DSN``).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-__all__ = ["SearchParams", "Settings", "ChunkerParams"]
+__all__ = ["SearchParams", "Settings", "ChunkerParams", "parse_duration", "parse_size"]
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """Bytes from ``"1GB"``, ``"500MB"``, ``"64MiB"`` or a plain integer (GB = 10^9, GiB = 2^30).
+
+    >>> parse_size("1GB")
+    1000000000
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*", str(text), re.IGNORECASE)
+    if m is None:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{what} {text!r} is not a size; write bytes or a number with KB, MB, GB, KiB, MiB or GiB.")
+    return int(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()])
+
+
+def parse_duration(text: str | float, *, what: str = "duration") -> float:
+    """Seconds from ``"30d"``, ``"12h"``, ``"90m"``, ``"45s"``, ``"2w"`` or a plain number of seconds.
+
+    >>> parse_duration("30d")
+    2592000.0
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])?\s*", str(text), re.IGNORECASE)
+    if m is None:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{what} {text!r} is not a duration; write seconds or a number with s, m, h, d or w.")
+    return float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()]
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def _env_int(name: str, default: str) -> int:
+    text = _env(name, default)
+    if not text.strip().isdigit():
+        from .errors import ConfigError
+
+        raise ConfigError(f"{name} {text!r} is not a whole number; set it to e.g. {default}.")
+    return int(text)
 
 
 class Settings(BaseModel):
@@ -35,6 +81,40 @@ class Settings(BaseModel):
         default_factory=lambda: os.environ.get("RANKLOCK_RESULT_CACHE", "0") in ("1", "true", "yes"),
         description="Serve repeated searches of an immutable snapshot from the result cache "
         "(RANKLOCK_RESULT_CACHE=1 turns it on; off by default so latency benchmarks measure real searches).",
+    )
+
+    statement_timeout: float = Field(
+        default_factory=lambda: parse_duration(
+            _env("RANKLOCK_STATEMENT_TIMEOUT", "30s"), what="RANKLOCK_STATEMENT_TIMEOUT"
+        ),
+        gt=0,
+        description="Longest a search's statements may run before PostgreSQL cancels them, in seconds "
+        "(RANKLOCK_STATEMENT_TIMEOUT, e.g. 30s or 2m). Set per search transaction (SET LOCAL); echoed in "
+        "every result's params.",
+    )
+    pool_timeout: float = Field(
+        default_factory=lambda: parse_duration(_env("RANKLOCK_POOL_TIMEOUT", "5s"), what="RANKLOCK_POOL_TIMEOUT"),
+        gt=0,
+        description="Longest a request waits for a pooled database connection, in seconds "
+        "(RANKLOCK_POOL_TIMEOUT); then the server is checked, restarted (embedded) or reconnected.",
+    )
+    log_retention: float = Field(
+        default_factory=lambda: parse_duration(_env("RANKLOCK_LOG_RETENTION", "30d"), what="RANKLOCK_LOG_RETENTION"),
+        ge=0,
+        description="Query-log entries older than this are pruned, in seconds (RANKLOCK_LOG_RETENTION, "
+        "e.g. 30d; 0 keeps entries of any age).",
+    )
+    log_max_bytes: int = Field(
+        default_factory=lambda: parse_size(_env("RANKLOCK_LOG_MAX_BYTES", "1GB"), what="RANKLOCK_LOG_MAX_BYTES"),
+        ge=0,
+        description="The query log keeps at most this many bytes of entries, the newest ones "
+        "(RANKLOCK_LOG_MAX_BYTES, e.g. 1GB or 500MB; 0 means no size limit).",
+    )
+    log_prune_every: int = Field(
+        default_factory=lambda: _env_int("RANKLOCK_LOG_PRUNE_EVERY", "1000"),
+        ge=1,
+        description="Enforce the query-log retention after every this many logged searches "
+        "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
     )
 
 

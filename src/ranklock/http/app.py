@@ -51,6 +51,19 @@ def create_app(engine: Engine) -> FastAPI:
         engine.db.fetchone("SELECT 1 AS ok")
         return {"status": "ok"}
 
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        """Liveness: the process answers; touches no database."""
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> JSONResponse:
+        """Readiness: the database answers and every active snapshot can be read; 503 names the failing part."""
+        report = engine.readiness()
+        ready = report.pop("ready")
+        body = {"status": "ready" if ready else "not_ready", **report}
+        return JSONResponse(status_code=200 if ready else 503, content=body)
+
     @app.get("/api/collections")
     def collections() -> dict[str, Any]:
         return {"collections": engine.collections()}
