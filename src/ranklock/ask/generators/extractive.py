@@ -11,8 +11,12 @@ with each answer hashes this rule's constants and the segmentation rules):
 2. **Match.**  A question term matches a sentence term when they are equal, or
    when both have at least :data:`PREFIX` characters and share their first
    :data:`PREFIX` (a pinned, crude stemmer: ``reviewed`` ~ ``review``).
-3. **Score.**  Each sentence of each chunk (ranklock.ask.segment, rules of the
-   collection's language) scores s = the number of content terms it matches.
+3. **Score.**  Each sentence of each chunk scores s = the number of content
+   terms it matches.  Sentences are cut by ranklock.ask.segment with the union
+   of the English, Portuguese and Spanish rules: a journal mixes languages
+   inside one collection, so the collection's text-search language says
+   nothing about a given note, and an abbreviation of one language ("Dra.")
+   is no sentence end in another.
 4. **Select.**  A sentence qualifies when s >= need = max(1, ceil(|Q| / 2)) and
    s >= best - 1, best being the highest score of any sentence.  Qualifying
    sentences are ordered by score (high first), then passage number, then
@@ -31,7 +35,7 @@ import re
 import unicodedata
 
 from ..model import ABSTAIN, Draft, DraftCitation, GenerationRequest, GeneratorInfo
-from ..segment import RULES_SHA256, language_code, sentence_spans
+from ..segment import RULES_SHA256, sentence_spans
 
 __all__ = ["ExtractiveGenerator", "STOP_WORDS", "content_terms", "terms"]
 
@@ -132,10 +136,9 @@ class ExtractiveGenerator:
         q = content_terms(request.question)
         if not q or not request.chunks:
             return Draft(answer=ABSTAIN, citations=(), abstained=True)
-        lang = language_code(request.language)
         scored: list[tuple[int, int, int, str]] = []  # (score, n, position, sentence)
         for chunk in request.chunks:
-            for pos, (a, b) in enumerate(sentence_spans(chunk.text, lang)):
+            for pos, (a, b) in enumerate(sentence_spans(chunk.text, "all")):
                 sentence = chunk.text[a:b]
                 words = set(terms(sentence))
                 s = sum(1 for t in q if _matches(t, words))
