@@ -259,6 +259,24 @@ def test_replay_reports_a_changed_prompt_template(engine: Engine, coll: str, mon
     }
 
 
+def test_replay_uses_the_logged_retrieval_mode(engine: Engine, coll: str) -> None:
+    # eval --answers runs Ask over lexical-only retrieval by handing in another search; replay follows the log.
+    from typing import Any
+
+    from ranklock.ask.run import ask
+
+    def lexical(*args: Any, **params: Any) -> Any:
+        return engine.search(*args, **{**params, "mode": "lexical"})
+
+    ans = ask(engine.db, engine.collection(coll), lexical, "Where did Oksana Vrell move?")
+    row = engine.db.fetchone("SELECT request FROM ranklock.answer_log WHERE id = %s", [ans.log_id])
+    assert row is not None and row["request"]["mode"] == "lexical"
+    assert [c.doc_id for c in ans.chunks] == [
+        h.doc_id for h in engine.search(coll, "Where did Oksana Vrell move?", k=8, mode="lexical").hits
+    ]
+    assert engine.replay_answer(ans.answer_id).identical
+
+
 def test_replay_errors(engine: Engine, coll: str) -> None:
     from ranklock import NotFound
 
