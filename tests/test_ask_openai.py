@@ -147,6 +147,16 @@ def test_garbage_reply_is_rejected_with_a_clear_error(engine: Engine, coll: str,
     )
     row = rejected_row(engine)
     assert (row["answer_id"], row["answer"], row["error"]) == (None, None, str(e.value))
+    # Over HTTP: a generator failure is a bad gateway, with the same message.
+    from fastapi.testclient import TestClient
+
+    from ranklock.http import create_app
+
+    r = TestClient(create_app(engine)).post(
+        "/api/ask", json={"collection": coll, "question": QUESTION, "generator": "openai"}
+    )
+    assert r.status_code == 502
+    assert r.json() == {"error": {"type": "GenerationError", "message": str(e.value)}}
 
 
 def test_citation_outside_the_chunks_is_rejected_never_shown(engine: Engine, coll: str, server: ChatServer) -> None:

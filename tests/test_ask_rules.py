@@ -217,3 +217,32 @@ def test_prompt_is_versioned_and_hashed() -> None:
     )
     assert p.sha256 == render_prompt("Where did Ana move?", cs).sha256
     assert p.sha256 != render_prompt("Where did Ana go?", cs).sha256
+
+
+# -- layering ----------------------------------------------------------------------------------
+
+
+def test_ask_depends_only_downward() -> None:
+    """ranklock.ask takes a database handle, a collection record and a search callable: it never imports
+    the Engine or an interface (cli, http), and reaches only the foundations below it."""
+    import ast
+    from pathlib import Path
+
+    import ranklock.ask
+
+    allowed = {"ranklock.errors", "ranklock.collection", "ranklock.search.results", "ranklock.store.database"}
+    root = Path(ranklock.ask.__file__).parent
+    reached: set[str] = set()
+    for path in sorted(root.rglob("*.py")):
+        package = "ranklock." + ".".join(path.relative_to(root.parent).with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                reached.add(".".join([*base, *([node.module] if node.module else [])]))
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ranklock"):
+                reached.add(node.module)
+            elif isinstance(node, ast.Import):
+                reached.update(a.name for a in node.names if a.name.startswith("ranklock"))
+    outside = sorted(m for m in reached if not m.startswith("ranklock.ask") and m not in allowed)
+    assert outside == []
+    assert "ranklock.errors" in reached
