@@ -11,6 +11,7 @@ deterministic and logged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -138,4 +139,4 @@ def ask(
     if not log:
         return answer
     log_id = log_answer(db, answer, res, request, prompt, raw=draft.raw)
-    return Answer(**{**answer.__dict__, "log_id": log_id})
+    return replace(answer, log_id=log_id)
