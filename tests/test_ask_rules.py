@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ranklock.ask.generators.extractive import ExtractiveGenerator, content_terms
+from ranklock.ask.generators.extractive import ExtractiveGenerator, content_terms, key_terms, stem
 from ranklock.ask.generators.reply import parse_reply
 from ranklock.ask.model import ABSTAIN, AskChunk, Draft, DraftCitation, GenerationRequest
 from ranklock.ask.prompt import render_prompt
@@ -79,50 +79,49 @@ def request(question: str, *texts: str) -> GenerationRequest:
     return GenerationRequest(question, cs, render_prompt(question, cs))
 
 
-def test_content_terms_fold_case_accents_and_drop_stop_words() -> None:
-    assert content_terms("Who reviewed the XJ-900 budget? Quem aprovou o orçamento?") == [
-        "reviewed",
-        "xj-900",
-        "budget",
-        "aprovou",
-        "orcamento",
+def test_content_and_key_terms() -> None:
+    q = "Who reviewed the XJ-900 budget for Ana Ruiz in March 2024? Quem aprovou o orçamento?"
+    assert content_terms(q) == ["reviewed", "xj-900", "budget", "ana", "ruiz", "march", "2024", "aprovou", "orcamento"]
+    # Identifiers and names are key terms; calendar words and bare numbers are not.
+    assert key_terms(q) == ["xj-900", "ana", "ruiz"]
+    assert key_terms("Halyard moved where?") == []  # the first word's capital says nothing
+    assert [stem(w) for w in ("hosted", "hosting", "host", "reviews", "bus", "ties")] == [
+        "host",
+        "host",
+        "host",
+        "review",
+        "bus",
+        "tie",
     ]
 
 
-def test_extractive_picks_by_score_then_passage_then_position() -> None:
-    gen = ExtractiveGenerator()
-    d = gen.generate(
+def test_rare_terms_outweigh_the_shared_name() -> None:
+    # N = 3 chunks; cf(ana) = cf(ruiz) = 3, cf(allergic) = 1.
+    d = ExtractiveGenerator().generate(
         request(
-            "Who reviewed the XJ-900 budget?",
-            "Lunch at noon. Pereira reviews budgets.",  # reviews~reviewed (prefix "revie"), budgets~budget: 2
-            "The XJ-900 budget was reviewed by Ana. Unrelated.",  # 3 terms
+            "What is Ana Ruiz allergic to?",
+            "Coffee with Ana Ruiz at the loft. She is allergic to hazelnuts.",
+            "Lunch with Ana Ruiz at noon.",
+            "Met Ana Ruiz and Rui to review dashboards.",
         )
     )
-    assert d.answer == "The XJ-900 budget was reviewed by Ana. [2] Pereira reviews budgets. [1]"
-    assert d.citations == (
-        DraftCitation(2, "The XJ-900 budget was reviewed by Ana."),
-        DraftCitation(1, "Pereira reviews budgets."),
+    # "She is allergic…" scores 3/1 = 3; each name sentence 3/3 + 3/3 = 2 < 3/4 * 3: left out.
+    assert d.answer == "She is allergic to hazelnuts. [1]"
+    assert d.citations == (DraftCitation(1, "She is allergic to hazelnuts."),)
+
+
+def test_selection_order_is_score_then_passage_then_position() -> None:
+    # Q = {host, halyard}; N = 3; cf(host) = 2 ("hosted" ~ "host" ~ "hosting"), cf(halyard) = 2.
+    d = ExtractiveGenerator().generate(
+        request(
+            "Where is Halyard hosted?",
+            "Unrelated words. Halyard hosting moved to Linode.",
+            "We will host Halyard on Hetzner.",
+            "Nothing here.",
+        )
     )
-    # best = 3, so a sentence needs >= 2 (and >= need = ceil(3/2) = 2): one term is not enough.
-    d = gen.generate(request("Who reviewed the XJ-900 budget?", "The budget is big.", "XJ-900 budget reviewed."))
-    assert d.answer == "XJ-900 budget reviewed. [2]"
-
-
-def test_extractive_abstention_rule() -> None:
-    gen = ExtractiveGenerator()
-    assert gen.generate(request("Who reviewed the budget?")).answer == ABSTAIN  # no chunks
-    assert gen.generate(request("Who is it?", "Anything.")).answer == ABSTAIN  # no content term
-    # Q = {price, telescope, vrell}: need 2, the best sentence matches 1.
-    d = gen.generate(request("What price did Vrell pay for the telescope?", "Vrell moved to Lisbon."))
-    assert (d.answer, d.citations, d.abstained) == (ABSTAIN, (), True)
-
-
-def test_extractive_is_deterministic_and_records_its_rule() -> None:
-    r = request("XJ-900 firmware", "Ship the XJ-900 firmware. Later.", "XJ-900 firmware again.")
-    assert ExtractiveGenerator().generate(r) == ExtractiveGenerator().generate(r)
-    info = ExtractiveGenerator().info()
-    assert (info.name, info.model, info.params) == ("extractive", "extractive-v1", {"prefix": 5, "max_sentences": 3})
-    assert info.checksum is not None and len(info.checksum) == 64
+    # Both sentences score 3/2 + 3/2 = 3: passage [1] first, then [2].
+    assert d.answer == "Halyard hosting moved to Linode. [1] We will host Halyard on Hetzner. [2]"
 
 
 # -- validation -------------------------------------------------------------------------------
