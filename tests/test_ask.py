@@ -204,6 +204,22 @@ def test_answer_log_row(engine: Engine, coll: str) -> None:
     assert logged is not None and logged["request"]["params"] == {"depth": 40, "rrf_k": 60}
 
 
+def test_nothing_is_logged_when_logging_is_off(engine: Engine, coll: str, rl_home: object) -> None:
+    import os
+
+    quiet = Engine(dsn=os.environ.get("RANKLOCK_TEST_DSN") or None, home=str(rl_home), log_queries=False)
+    try:
+        quiet._embedders.update(engine._embedders)
+        before = engine.db.fetchone("SELECT count(*) AS n FROM ranklock.answer_log")
+        ans = quiet.ask(coll, "Who recommended Salt Roads?")
+        after = engine.db.fetchone("SELECT count(*) AS n FROM ranklock.answer_log")
+    finally:
+        quiet.close()
+    assert (ans.log_id, ans.query_id) == (None, None)
+    assert before == after
+    assert ans.to_json() == engine.ask(coll, "Who recommended Salt Roads?").to_json()  # logging changes no byte
+
+
 # -- replay ------------------------------------------------------------------------------
 
 
