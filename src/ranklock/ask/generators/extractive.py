@@ -14,7 +14,7 @@ with each answer hashes this rule's constants and the segmentation rules):
    in the words of a note.
 2. **Match.**  A question term matches a text term when they are equal, when
    their stems are equal (the stem drops the first of the suffixes
-   :data:`SUFFIXES` that leaves at least 3 characters: ``hosted`` ~ ``host``),
+   :data:`SUFFIXES` that leaves at least 3 characters: ``hosted`` ~ ``host``, ``moved`` ~ ``move``),
    or when both have at least :data:`PREFIX` characters and share their first
    :data:`PREFIX` (``recommend`` ~ ``recommended``).
 3. **Qualify a chunk.**  A chunk can answer when it matches at least
@@ -55,7 +55,7 @@ RULE_VERSION = "extractive-v2"
 PREFIX = 5
 MAX_SENTENCES = 3
 #: Stripped (the first that leaves >= 3 characters) before comparing stems.
-SUFFIXES = ("ing", "ed", "es", "s")
+SUFFIXES = ("ing", "ed", "es", "s", "e")
 
 
 def _words(text: str) -> list[str]:
