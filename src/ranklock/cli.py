@@ -315,6 +315,6 @@ def main() -> None:
 
 
 # Command groups live in their own modules; importing them registers them on `app`.
-from . import cli_eval, cli_filters, cli_http, cli_plan, cli_snapshot  # noqa: E402
+from . import cli_ask, cli_eval, cli_filters, cli_http, cli_plan, cli_snapshot  # noqa: E402
 
-__all__ = ["app", "cli_eval", "cli_filters", "cli_http", "cli_plan", "cli_snapshot", "main"]
+__all__ = ["app", "cli_ask", "cli_eval", "cli_filters", "cli_http", "cli_plan", "cli_snapshot", "main"]

@@ -36,6 +36,8 @@ from .store.database import Database, Tracer
 __all__ = ["Engine", "IngestReport"]
 
 if TYPE_CHECKING:
+    from .ask.log import AnswerReplay
+    from .ask.model import Answer, Generator
     from .plan.model import Plan
     from .plan.run import PlannedSearch
 
@@ -744,6 +746,45 @@ class Engine:
         )
         record.finish(result)  # after every field is final: the log and cache keep its digest
         return result
+
+    # -- ask (ranklock.ask) -----------------------------------------------------------------
+
+    def ask(
+        self,
+        name: str,
+        question: str,
+        *,
+        filter: Any = None,
+        as_of: datetime | str | None = None,
+        snapshot: int | None = None,
+        chunks: int = 8,
+        generator: str | Generator = "extractive",
+    ) -> Answer:
+        """Answer ``question`` from the top ``chunks`` chunks of ``search``, with citations; logged for replay.
+
+        >>> eng.ask("journal", "who reviewed XJ-900?").to_json()   # doctest: +SKIP
+        """
+        from .ask.run import ask
+
+        coll = self.collection(name)
+        return ask(
+            self.db,
+            coll,
+            self.search,
+            question,
+            filter=filter,
+            as_of=as_of,
+            snapshot=snapshot,
+            chunks=chunks,
+            generator=generator,
+            log=bool(self.settings.log_queries),
+        )
+
+    def replay_answer(self, answer_id: str) -> AnswerReplay:
+        """Re-run logged answer ``answer_id``; the report says per layer (retrieval, prompt, answer) what changed."""
+        from .ask.log import replay_answer
+
+        return replay_answer(self.db, self.collection, self.search, answer_id)
 
     # -- structured requests (ranklock.plan) ---------------------------------------------
 

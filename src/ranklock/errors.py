@@ -15,18 +15,22 @@ message is stable) and end with what to do about it::
     │   ├── QueryError             empty query, bad mode, bad k
     │   └── FilterError            malformed filter, unknown field, type mismatch
     ├── EmbedderError          model cannot load, checksum or dimension mismatch
-    └── SnapshotError          a snapshot cannot be built, activated or rolled back
+    ├── SnapshotError          a snapshot cannot be built, activated or rolled back
+    └── GenerationError        an Ask generator failed: endpoint down, reply not in the asked format
+        └── CitationError          an answer cites something it was not given: rejected, never shown
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CitationError",
     "ConfigError",
     "DatabaseError",
     "DatabaseUnavailable",
     "EmbedderError",
     "ExtensionError",
     "FilterError",
+    "GenerationError",
     "IngestError",
     "InputError",
     "NotFound",
@@ -85,3 +89,13 @@ class EmbedderError(RanklockError):
 
 class SnapshotError(RanklockError):
     http_status = 409
+
+
+class GenerationError(RanklockError):
+    # The generator is upstream of ranklock (a model server, a local model):
+    # its failure is a bad gateway, not a bad request.
+    http_status = 502
+
+
+class CitationError(GenerationError):
+    pass

@@ -13,12 +13,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import Engine
 from ..errors import RanklockError
 
-__all__ = ["SearchRequest", "create_app"]
+__all__ = ["AskRequest", "SearchRequest", "create_app"]
 
 
 class SearchRequest(BaseModel):
@@ -30,6 +30,20 @@ class SearchRequest(BaseModel):
     snapshot: int | None = None
     as_of: str | None = None
     params: dict[str, Any] = Field(default_factory=dict, description="Search parameter overrides (depth, ef_search…).")
+
+
+class AskRequest(BaseModel):
+    """``POST /api/ask``: the options of ``ranklock ask``; unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    collection: str
+    question: str
+    filter: str | dict[str, Any] | list[Any] | None = None
+    as_of: str | None = None
+    snapshot: int | None = None
+    chunks: int = Field(8, ge=1, le=40, description="Chunks handed to the generator, numbered [1]..[N].")
+    generator: str = Field("extractive", description="extractive, openai or local.")
 
 
 def create_app(engine: Engine) -> FastAPI:
@@ -86,5 +100,19 @@ def create_app(engine: Engine) -> FastAPI:
         return run(
             SearchRequest(collection=collection, query=q, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of)
         )
+
+    @app.post("/api/ask")
+    def ask(req: AskRequest) -> Response:
+        ans = engine.ask(
+            req.collection,
+            req.question,
+            filter=req.filter,
+            as_of=req.as_of,
+            snapshot=req.snapshot,
+            chunks=req.chunks,
+            generator=req.generator,
+        )
+        # The same bytes as `ranklock ask --json`.
+        return Response(content=ans.to_json(), media_type="application/json")
 
     return app
