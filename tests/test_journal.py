@@ -80,7 +80,7 @@ def test_reversed_decisions_come_after_the_decision_they_contradict() -> None:
 def test_shipped_question_file_is_what_the_generator_produces() -> None:
     shipped = shipped_questions_path().read_text(encoding="utf-8")
     assert shipped == questions_jsonl(generate_questions(generate_journal())), (
-        "questions.jsonl drifted from the generator; regenerate it with `python -m ranklock.domains.journal.questions`"
+        "questions.jsonl drifted from the generator; regenerate it with `python -m ranklock.domains.journal`"
     )
 
 

@@ -16,14 +16,14 @@ other metric is a mean over the answerable questions of the class.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..ask.run import DEPTH as ASK_DEPTH
+from ..ask.run import RRF_K as ASK_RRF_K
 from ..errors import ConfigError, QueryError
 from .abstention import abstention_accuracy, false_abstention_rate
 from .answer_correctness import answer_correct
@@ -94,8 +94,16 @@ def evaluate_answers(
         retrieved: dict[str, dict[str, Any]] = {}
         for i, q in enumerate(questions):
             try:
+                # Ask's own depth and RRF constant, so recall@8 describes the chunks Ask hands over.
                 res = eng.search(
-                    collection, q.question, k=max(RECALL_KS), mode=mode, filter=q.filter, snapshot=snap["id"]
+                    collection,
+                    q.question,
+                    k=max(RECALL_KS),
+                    mode=mode,
+                    filter=q.filter,
+                    snapshot=snap["id"],
+                    depth=ASK_DEPTH,
+                    rrf_k=ASK_RRF_K,
                 )
                 ranking = _ranking(res.hits)
             except QueryError:
@@ -135,18 +143,22 @@ def _ask(eng: Any, collection: str, q: Any, *, mode: str, generator: str, chunks
     """``Engine.ask`` with retrieval in ``mode``.
 
     Ask's retrieval is hybrid ``search``; to compare modes, the search it runs
-    gets ``mode`` bound.  When ``Engine.ask`` takes ``mode`` itself it is passed
-    there, otherwise Ask's runner is given that search directly.
+    has its ``mode`` replaced.  When ``Engine.ask`` takes ``mode`` itself it is
+    passed there, otherwise Ask's runner is given that search directly.
     """
     kwargs: dict[str, Any] = {"filter": q.filter, "snapshot": snapshot, "chunks": chunks, "generator": generator}
     if mode == "hybrid":
         return eng.ask(collection, q.question, **kwargs)
     if "mode" in inspect.signature(eng.ask).parameters:
         return eng.ask(collection, q.question, mode=mode, **kwargs)
-    runner = importlib.import_module("ranklock.ask.run")
-    search = functools.partial(eng.search, mode=mode)
+    from ..ask.run import ask
+
+    def search_in_mode(*args: Any, **params: Any) -> Any:
+        # Ask's retrieval names mode="hybrid" itself; the mode under test replaces it.
+        return eng.search(*args, **{**params, "mode": mode})
+
     log = bool(eng.settings.log_queries)
-    return runner.ask(eng.db, eng.collection(collection), search, q.question, as_of=None, log=log, **kwargs)
+    return ask(eng.db, eng.collection(collection), search_in_mode, q.question, as_of=None, log=log, **kwargs)
 
 
 def _by_class(questions: Sequence[Any]) -> dict[str, list[Any]]:
@@ -185,17 +197,19 @@ def _run(
             text = str(_field(ans, "answer", ""))
             abstained = bool(_field(ans, "abstained", False))
             cited = [str(_field(c, "doc_id")) for c in _field(ans, "citations", []) or []]
+            given = [str(_field(c, "doc_id")) for c in _field(ans, "chunks", []) or []]
             error = None
         except QueryError as exc:
             # Nothing searchable in the question (or nothing left by the filter):
             # no answer was given, which is an abstention.
-            text, abstained, cited, error = "", True, [], str(exc)
+            text, abstained, cited, given, error = "", True, [], [], str(exc)
         ranks = retrieved[q.id]["ranks"]
         row: dict[str, Any] = {
             "class": q.cls,
             "answer": text,
             "abstained": abstained,
             "cited": list(dict.fromkeys(cited)),
+            "chunks": given,
         }
         if error is not None:
             row["error"] = error

@@ -25,6 +25,7 @@ __all__ = [
     "UNKNOWN_CODENAMES",
     "UNKNOWN_IDENTIFIERS",
     "UNKNOWN_PEOPLE",
+    "VENUES",
 ]
 
 #: (full name, pronoun) of the English-journal people.
@@ -248,6 +249,9 @@ PLACES: tuple[str, ...] = (
     "the north atrium",
     "Pastelaria Versailles",
 )
+
+#: Places named without an English article, for notes in Portuguese and Spanish.
+VENUES: tuple[str, ...] = ("Café Aurora", "Bar Vesuvio", "Pastelaria Versailles", "Mercado da Ribeira")
 
 FILLER_WEATHER: tuple[str, ...] = ("grey and drizzly", "bright and cold", "windy", "humid", "clear", "foggy")
 FILLER_DISHES: tuple[str, ...] = (

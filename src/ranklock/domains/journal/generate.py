@@ -153,7 +153,7 @@ def _fact_drafts(rng: random.Random) -> tuple[list[_Draft], list[tuple[str, str,
         for kind, (sentence, _q, values) in F.IBERIAN_FACTS[lang].items():
             value = values[idx % len(values)]
             key = f"iberian:{name}:{kind}"
-            text = sentence.format(name=name, v=value, place=rng.choice(F.PLACES), alergico=alergico)
+            text = sentence.format(name=name, v=value, place=rng.choice(F.VENUES), alergico=alergico)
             drafts.append(_Draft(_day(rng), text, (name,), ("personal", kind), lang=lang, fact=key))
             facts.append((key, "iberian", {"name": name, "lang": lang, "fact": kind, "value": value,
                                            "alergico": alergico}))  # fmt: skip

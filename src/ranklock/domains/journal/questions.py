@@ -22,7 +22,7 @@ Classes (:data:`QUESTION_CLASSES`):
 
 A gold answer with several parts separates them with ``"; "``.
 
-The shipped file ``questions.jsonl`` next to this module is
+The shipped file ``questions.jsonl`` next to this module (rewritten by ``python -m ranklock.domains.journal``) is
 ``questions_jsonl(generate_questions(generate_journal()))``; a test keeps the
 two equal.
 """
@@ -44,7 +44,6 @@ __all__ = [
     "Question",
     "generate_questions",
     "load_questions",
-    "main",
     "questions_jsonl",
     "shipped_questions_path",
 ]
@@ -230,16 +229,3 @@ def load_questions(path: str | Path) -> list[Question]:
     if not out:
         raise InputError(f"question set {str(p)!r} is empty; add at least one question.")
     return out
-
-
-def main() -> None:
-    """``python -m ranklock.domains.journal.questions``: rewrite the shipped file from the generator."""
-    from .generate import generate_journal
-
-    path = shipped_questions_path()
-    path.write_text(questions_jsonl(generate_questions(generate_journal())), encoding="utf-8")
-    print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()
