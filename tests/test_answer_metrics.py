@@ -9,7 +9,14 @@ from ranklock.eval.abstention import abstention_accuracy, false_abstention_rate
 from ranklock.eval.answer_correctness import answer_correct, normalise_answer
 from ranklock.eval.citations import citation_precision, citation_recall, mean_defined
 from ranklock.eval.metrics import recall_at_k
-from ranklock.eval.reranker_trigger import GAP, RECALL_HIGH, class_verdict, diagnose_question, explain_verdict
+from ranklock.eval.reranker_trigger import (
+    GAP,
+    RECALL_HIGH,
+    class_verdict,
+    diagnose_question,
+    explain_verdict,
+    trigger_fires,
+)
 
 
 def test_normalise_answer_folds_case_accents_punctuation_and_articles() -> None:
@@ -66,13 +73,25 @@ def test_diagnose_question_blames_the_right_layer() -> None:
     assert diagnose_question(False, {"a": 2, "b": 8}, ["a", "b"], chunks=8) == "generator"
 
 
-def test_class_verdict_thresholds() -> None:
+def test_trigger_and_class_verdict_thresholds() -> None:
+    assert trigger_fires(0.95, 0.95 - GAP - 0.01)
+    assert not trigger_fires(0.95, 0.95 - GAP + 0.01)
+    assert not trigger_fires(RECALL_HIGH - 0.01, 0.0)
     assert class_verdict(RECALL_HIGH - 0.01, 0.0) == "retrieval"
-    assert class_verdict(0.95, 0.95 - GAP - 0.01) == "ordering"
-    assert class_verdict(0.95, 0.95 - GAP + 0.01) == "fine"
+    assert class_verdict(0.95, 0.95 - GAP - 0.01, buried=2, generator=2) == "ordering"
+    assert class_verdict(0.95, 0.95 - GAP - 0.01, buried=1, generator=2) == "generator"
+    assert class_verdict(0.95, 0.95 - GAP + 0.01, buried=5, generator=0) == "fine"
+
+
+def test_verdict_messages_name_the_questions() -> None:
     assert explain_verdict("ordering", 0.9, 0.5, ["q1"], ["q2"]) == (
-        "reranker trigger: recall@10 is 0.90 but correctness only 0.50; ordering buries the gold note below "
-        "the chunks handed over in: q1; the generator missed a gold note it was given in: q2."
+        "reranker trigger: recall@10 is 0.90 but correctness only 0.50; ordering buries the right chunk. "
+        "Gold note ranked below the chunks handed over: q1. Gold notes all handed over, answer still wrong: q2."
+    )
+    assert explain_verdict("generator", 0.9, 0.5, [], ["q2", "q3"]) == (
+        "reranker trigger: recall@10 is 0.90 but correctness only 0.50; the trigger fires but ordering is not the "
+        "main cause: the generator missed notes it was given. Gold note ranked below the chunks handed over: none. "
+        "Gold notes all handed over, answer still wrong: q2, q3."
     )
     assert explain_verdict("retrieval", 0.5, 0.1, [], []) == (
         "recall@10 is 0.50 (below 0.8): the right notes are not retrieved; chunking or the embedder is at "

@@ -29,7 +29,7 @@ from .abstention import abstention_accuracy, false_abstention_rate
 from .answer_correctness import answer_correct
 from .citations import citation_precision, citation_recall, mean_defined
 from .metrics import mean, recall_at_k
-from .reranker_trigger import class_verdict, diagnose_question, explain_verdict
+from .reranker_trigger import class_verdict, diagnose_question, explain_verdict, trigger_fires
 from .run import parse_modes, snapshot_info
 
 __all__ = ["ANSWERS_SCHEMA", "RECALL_KS", "evaluate_answers", "markdown_answers"]
@@ -254,8 +254,9 @@ def _answer_means(
         buried = [q.id for q in answerable if per_question[q.id]["diagnosis"] == "buried"]
         missed = [q.id for q in answerable if per_question[q.id]["diagnosis"] == "generator"]
         lost = [q.id for q in answerable if per_question[q.id]["diagnosis"] == "not_retrieved"]
-        verdict = class_verdict(out["recall@10"], out["correctness"])
+        verdict = class_verdict(out["recall@10"], out["correctness"], len(buried), len(missed))
         out["trigger"] = {
+            "fires": trigger_fires(out["recall@10"], out["correctness"]),
             "verdict": verdict,
             "message": explain_verdict(verdict, out["recall@10"], out["correctness"], buried, missed),
             "buried": buried,

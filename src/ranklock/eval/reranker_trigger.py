@@ -20,14 +20,24 @@ the gold notes in the top 10 (absent: not retrieved):
 ``generator``      wrong, every gold note was among the chunks handed over
 =================  ====================================================
 
-Per class (:func:`class_verdict`): ``retrieval`` when mean recall@10 is below
-:data:`RECALL_HIGH`; ``ordering`` (the trigger) when it is at least that and
-correctness is more than :data:`GAP` below it; otherwise ``fine``.  Both
-thresholds are constants of this module, not tuned per run.
+The design's rule (:func:`trigger_fires`): the reranker trigger fires for a
+class when its mean recall@10 is at least :data:`RECALL_HIGH` and its
+correctness more than :data:`GAP` below that recall.  Whether ordering is really
+to blame is then read off the questions: the class verdict
+(:func:`class_verdict`) is
+
+* ``retrieval`` when mean recall@10 is below :data:`RECALL_HIGH`;
+* ``ordering`` when the trigger fires and at least as many wrong answers are
+  ``buried`` as ``generator`` (a reranker would help);
+* ``generator`` when the trigger fires but most wrong answers had every gold
+  note among the chunks handed over (a reranker would not help);
+* ``fine`` otherwise.
+
+Both thresholds are constants of this module, not tuned per run.
 
     >>> diagnose_question(False, {"n1": 9}, ["n1"], chunks=8)
     'buried'
-    >>> class_verdict(0.9, 0.5)
+    >>> class_verdict(0.9, 0.5, buried=3, generator=1)
     'ordering'
 """
 
@@ -35,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["GAP", "RECALL_HIGH", "class_verdict", "diagnose_question", "explain_verdict"]
+__all__ = ["GAP", "RECALL_HIGH", "class_verdict", "diagnose_question", "explain_verdict", "trigger_fires"]
 
 #: Mean recall@10 at or above which retrieval counts as high.
 RECALL_HIGH = 0.8
@@ -54,29 +64,40 @@ def diagnose_question(correct: bool, ranks: Mapping[str, int], gold: Sequence[st
     return "generator"
 
 
-def class_verdict(recall_at_10: float, correctness: float) -> str:
-    """``retrieval``, ``ordering`` or ``fine`` for a class's mean recall@10 and correctness."""
+def trigger_fires(recall_at_10: float, correctness: float) -> bool:
+    """The design's reranker trigger: recall@10 high, correctness more than :data:`GAP` below it."""
+    return recall_at_10 >= RECALL_HIGH and correctness < recall_at_10 - GAP
+
+
+def class_verdict(recall_at_10: float, correctness: float, buried: int = 0, generator: int = 0) -> str:
+    """``retrieval``, ``ordering``, ``generator`` or ``fine`` for a class (see the module docstring)."""
     if recall_at_10 < RECALL_HIGH:
         return "retrieval"
-    if correctness < recall_at_10 - GAP:
-        return "ordering"
-    return "fine"
+    if not trigger_fires(recall_at_10, correctness):
+        return "fine"
+    return "ordering" if buried >= generator else "generator"
 
 
-def explain_verdict(verdict: str, recall_at_10: float, correctness: float, buried: Sequence[str],
-                    generator: Sequence[str]) -> str:  # fmt: skip
+def explain_verdict(
+    verdict: str, recall_at_10: float, correctness: float, buried: Sequence[str], generator: Sequence[str]
+) -> str:
     """One sentence for people: what the verdict means, naming the questions behind it."""
     if verdict == "retrieval":
         return (
             f"recall@10 is {recall_at_10:.2f} (below {RECALL_HIGH}): the right notes are not retrieved; "
             "chunking or the embedder is at fault, a reranker cannot help."
         )
-    if verdict == "ordering":
+    if verdict in ("ordering", "generator"):
         named = ", ".join(buried) or "none"
         missed = ", ".join(generator) or "none"
+        lead = (
+            "ordering buries the right chunk"
+            if verdict == "ordering"
+            else "the trigger fires but ordering is not the main cause: the generator missed notes it was given"
+        )
         return (
-            f"reranker trigger: recall@10 is {recall_at_10:.2f} but correctness only {correctness:.2f}; "
-            f"ordering buries the gold note below the chunks handed over in: {named}; "
-            f"the generator missed a gold note it was given in: {missed}."
+            f"reranker trigger: recall@10 is {recall_at_10:.2f} but correctness only {correctness:.2f}; {lead}. "
+            f"Gold note ranked below the chunks handed over: {named}. "
+            f"Gold notes all handed over, answer still wrong: {missed}."
         )
     return f"recall@10 {recall_at_10:.2f}, correctness {correctness:.2f}: no layer stands out."
