@@ -259,6 +259,24 @@ def test_replay_reports_a_changed_prompt_template(engine: Engine, coll: str, mon
     }
 
 
+def test_replay_uses_the_logged_retrieval_mode(engine: Engine, coll: str) -> None:
+    # eval --answers runs Ask over lexical-only retrieval by handing in another search; replay follows the log.
+    from typing import Any
+
+    from ranklock.ask.run import ask
+
+    def lexical(*args: Any, **params: Any) -> Any:
+        return engine.search(*args, **{**params, "mode": "lexical"})
+
+    ans = ask(engine.db, engine.collection(coll), lexical, "Where did Oksana Vrell move?")
+    row = engine.db.fetchone("SELECT request FROM ranklock.answer_log WHERE id = %s", [ans.log_id])
+    assert row is not None and row["request"]["mode"] == "lexical"
+    assert [c.doc_id for c in ans.chunks] == [
+        h.doc_id for h in engine.search(coll, "Where did Oksana Vrell move?", k=8, mode="lexical").hits
+    ]
+    assert engine.replay_answer(ans.answer_id).identical
+
+
 def test_replay_errors(engine: Engine, coll: str) -> None:
     from ranklock import NotFound
 
@@ -307,3 +325,44 @@ def test_cli_ask_errors_exit_2(coll: str, rl_home: object) -> None:
     assert r.exit_code == 2
     assert "chunks must be an integer from 1 to 40, got 0" in r.stderr
     assert "Traceback" not in r.output
+
+
+# -- HTTP --------------------------------------------------------------------------------
+
+
+def test_http_ask_matches_the_engine_byte_for_byte(engine: Engine, coll: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from ranklock.http import create_app
+
+    client = TestClient(create_app(engine))
+    r = client.post("/api/ask", json={"collection": coll, "question": "Who recommended Salt Roads?", "chunks": 5})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    assert r.text == engine.ask(coll, "Who recommended Salt Roads?", chunks=5).to_json()
+    r = client.post("/api/ask", json={"collection": "missing", "question": "who?"})
+    assert r.status_code == 404 and r.json()["error"]["type"] == "NotFound"
+    r = client.post("/api/ask", json={"collection": coll, "question": "who?", "generator": "gpt"})
+    assert r.status_code == 400
+    assert r.json()["error"] == {
+        "type": "ConfigError",
+        "message": "unknown generator 'gpt'; use one of extractive, local, openai.",
+    }
+    # The request model is strict: an unknown key or a loosely typed value is refused, not ignored.
+    for bad in (
+        {"collection": coll, "question": "who?", "k": 3},
+        {"collection": coll, "question": "who?", "chunks": "3"},
+    ):
+        r = client.post("/api/ask", json=bad)
+        assert 400 <= r.status_code < 500
+    r = client.post("/api/ask", json={"collection": coll, "question": "who?", "chunks": 99})
+    assert 400 <= r.status_code < 500
+
+
+def test_page_has_an_ask_box(engine: Engine) -> None:
+    from fastapi.testclient import TestClient
+
+    from ranklock.http import create_app
+
+    page = TestClient(create_app(engine)).get("/").text
+    assert 'id="ask"' in page and "/api/ask" in page
+    assert "<script src=" not in page and "https://" not in page  # no CDN, no build step

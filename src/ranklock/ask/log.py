@@ -193,6 +193,7 @@ def replay_answer(
         as_of=req.get("as_of"),
         snapshot=sid,
         chunks=int(req["chunks"]),
+        mode=str(req.get("mode", "hybrid")),
     )
     numbered = number_chunks(res.hits)
     prompt = render_prompt(req["question"], numbered)

@@ -11,6 +11,7 @@ deterministic and logged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -45,15 +46,20 @@ def retrieve(
     as_of: datetime | str | None,
     snapshot: int | None,
     chunks: int,
+    mode: str = "hybrid",
 ) -> SearchResult:
-    """The search an ask runs: hybrid, depth 40, RRF k = 60, top ``chunks`` documents."""
+    """The search an ask runs: hybrid, depth 40, RRF k = 60, top ``chunks`` documents.
+
+    ``mode`` exists for replay only: an evaluation that ran Ask over another
+    retrieval mode (``eval --answers``) logged it, and its replay must use it.
+    """
     if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_CHUNKS:
         raise QueryError(f"chunks must be an integer from 1 to {MAX_CHUNKS}, got {chunks!r}; the default is 8.")
     return search(
         collection,
         question,
         k=chunks,
-        mode="hybrid",
+        mode=mode,
         filter=filter,
         snapshot=snapshot,
         as_of=as_of,
@@ -96,7 +102,15 @@ def ask(
     numbered = number_chunks(res.hits)
     prompt = render_prompt(question, numbered)
     info = gen.info()
-    request = {"question": question, "filter": res.filter, "as_of": res.as_of, "snapshot": snapshot, "chunks": chunks}
+    # res.mode, not "hybrid": a caller may hand in a search that runs another mode (eval --answers compares them).
+    request = {
+        "question": question,
+        "filter": res.filter,
+        "as_of": res.as_of,
+        "snapshot": snapshot,
+        "chunks": chunks,
+        "mode": res.mode,
+    }
     from .log import log_answer, log_rejected
 
     draft = None
@@ -125,4 +139,4 @@ def ask(
     if not log:
         return answer
     log_id = log_answer(db, answer, res, request, prompt, raw=draft.raw)
-    return Answer(**{**answer.__dict__, "log_id": log_id})
+    return replace(answer, log_id=log_id)

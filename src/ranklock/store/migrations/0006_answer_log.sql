@@ -15,7 +15,7 @@ CREATE TABLE ranklock.answer_log (
     snapshot_id    bigint NOT NULL,
     manifest_hash  text,
     query_id       bigint,               -- ranklock.query_log.id of the retrieval (NULL when logging is off)
-    request        jsonb NOT NULL,       -- question, filter, as_of, snapshot, chunks
+    request        jsonb NOT NULL,       -- question, filter, as_of, snapshot, chunks, mode
     chunks         jsonb NOT NULL,       -- [[n, doc_id, chunk, rank, score, text sha256], ...]
     prompt_version text NOT NULL,
     prompt_sha256  text NOT NULL,
