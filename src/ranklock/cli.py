@@ -264,17 +264,23 @@ def search(
 
 @app.command()
 def demo(
-    which: Annotated[str, typer.Argument(help="docs (a small text corpus) or resumes (synthetic resumes).")] = "docs",
+    which: Annotated[
+        str,
+        typer.Argument(help="docs (a small text corpus), resumes (synthetic resumes) or journal (a personal journal)."),
+    ] = "docs",
     count: Annotated[int, typer.Option(help="resumes: how many synthetic resumes to generate.")] = 400,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
 ) -> None:
-    """Ingest a ready demo collection (docs or resumes) and run a few searches on it."""
-    from .demo import run_demo
+    """Ingest a ready demo collection (docs, resumes or journal) and run a few searches on it."""
+    from .demo import run_demo, run_journal_demo
 
-    if which not in ("docs", "resumes"):
-        raise typer.BadParameter(f"unknown demo {which!r}; use docs or resumes.")
+    if which not in ("docs", "resumes", "journal"):
+        raise typer.BadParameter(f"unknown demo {which!r}; use docs, resumes or journal.")
     with engine(dsn, home) as eng:
+        if which == "journal":
+            run_journal_demo(eng, console, progress_bar)
+            return
         if which == "resumes":
             from .cli_plan import run_resume_demo
 
