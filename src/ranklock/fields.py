@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from datetime import date, datetime
 from typing import Any
 
 from .collection import CollectionInfo, FieldSpec
 from .errors import IngestError
 from .ingest.loaders import Document
+from .limits import BIGINT_MAX, BIGINT_MIN
 
 __all__ = ["coerce_document_fields", "coerce_value"]
 
@@ -25,13 +27,23 @@ def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
     if value is None:
         return None
     if t == "int":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("an integer")
+        if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+            raise bad("an integer")
+        if not BIGINT_MIN <= int(value) <= BIGINT_MAX:
+            raise bad(f"an integer from {BIGINT_MIN} to {BIGINT_MAX} (64-bit)")
         return int(value)
     if t == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("a number")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            raise bad("a number within the 64-bit float range") from None
+        if not math.isfinite(number):
+            raise bad("a finite number")
+        return number
     if t == "bool":
         if not isinstance(value, bool):
             raise bad("true or false")

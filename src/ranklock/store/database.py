@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from ..errors import DatabaseUnavailable, ExtensionError
+from .errors import map_data_errors
 
 __all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES"]
 
@@ -83,7 +84,9 @@ class Database:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        with self.pool.connection() as conn:
+        # Every statement runs inside one of these blocks (the helpers below
+        # too), so this is where a refused value becomes a ranklock error.
+        with map_data_errors(), self.pool.connection() as conn:
             yield conn
 
     def trace(self, query: Any, params: Any) -> None:
