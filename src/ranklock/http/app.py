@@ -133,8 +133,7 @@ def create_app(engine: Engine) -> FastAPI:
             message = f"{request.method} is not allowed on {request.url.path}; see /docs for the methods it takes."
         elif exc.status_code == 400:
             message = (
-                "the request body could not be read as JSON (not UTF-8, or nested too deeply); "
-                "send one JSON object."
+                "the request body could not be read as JSON (not UTF-8, or nested too deeply); send one JSON object."
             )
         return _error(exc.status_code, etype, message)
 
