@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from fakes import HashEmbedder
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import ranklock.engine
+from fakes import HashEmbedder
 from ranklock import Document, Engine
 from ranklock.errors import FilterError, IngestError, InputError, NotFound, QueryError
 from ranklock.http import create_app
