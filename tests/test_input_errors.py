@@ -514,3 +514,15 @@ def test_limits_are_documented_with_their_values() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for name, value, _ in LIMITS:
         assert re.search(rf"\| `{name}` \| {value:,} \|", readme), name
+
+
+def test_a_keyword_value_too_long_for_an_index_key_stops_the_ingest(engine: Engine, coll: str) -> None:
+    before = active_state(engine)
+    with pytest.raises(IngestError) as exc:
+        engine.ingest(coll, [Document("kw", "", "x", {"tags": ["parts", "x" * 3000]})])
+    assert str(exc.value) == (
+        "document 'kw': a value of field 'tags' (keyword[]) is 3,000 characters; the limit is 512 "
+        "(MAX_KEYWORD_CHARS), since each value is an index key. Keep labels short, or put long text in the "
+        "document body."
+    )
+    assert active_state(engine) == before

@@ -9,9 +9,18 @@ from typing import Any
 from .collection import CollectionInfo, FieldSpec
 from .errors import IngestError
 from .ingest.loaders import Document
-from .limits import BIGINT_MAX, BIGINT_MIN
+from .limits import BIGINT_MAX, BIGINT_MIN, MAX_KEYWORD_CHARS
 
 __all__ = ["coerce_document_fields", "coerce_value"]
+
+
+def _check_keyword(spec: FieldSpec, value: str, where: str) -> None:
+    if len(value) > MAX_KEYWORD_CHARS:
+        raise IngestError(
+            f"{where}: a value of field {spec.name!r} ({spec.type}) is {len(value):,} characters; the limit is "
+            f"{MAX_KEYWORD_CHARS:,} (MAX_KEYWORD_CHARS), since each value is an index key. Keep labels short, "
+            "or put long text in the document body."
+        )
 
 
 def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
@@ -51,10 +60,13 @@ def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
     if t == "keyword":
         if not isinstance(value, (str, int)) or isinstance(value, bool):
             raise bad("a string")
+        _check_keyword(spec, str(value), where)
         return str(value)
     if t == "keyword[]":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad("a list of strings")
+        for v in value:
+            _check_keyword(spec, v, where)
         # Stored sorted and de-duplicated: a set, so order in the source never matters.
         return sorted(set(value))
     if t == "date":

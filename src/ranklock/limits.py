@@ -2,7 +2,7 @@
 
 Every limit here is checked where the input enters (the loaders, query and
 filter parsing), so PostgreSQL never sees an input it would refuse, and the
-error names the limit and the input's own size.  docs/limits.md lists them;
+error names the limit and the input's own size.  The README's Limits section lists them;
 tests/test_input_errors.py checks that the docs and these values agree.
 """
 
@@ -16,6 +16,7 @@ __all__ = [
     "MAX_FILTER_CHARS",
     "MAX_FILTER_DEPTH",
     "MAX_FILTER_VALUES",
+    "MAX_KEYWORD_CHARS",
     "MAX_QUERY_CHARS",
 ]
 
@@ -31,6 +32,8 @@ MAX_FILTER_DEPTH = 32
 MAX_FILTER_VALUES = 10_000
 #: Characters in a document id: ids are a btree key, whose entries PostgreSQL caps at 2,704 bytes.
 MAX_DOC_ID_CHARS = 512
+#: Characters in one `keyword` / `keyword[]` value: each is an index key (btree or GIN), capped near 2.7 KB.
+MAX_KEYWORD_CHARS = 512
 #: The range of an `int` field (PostgreSQL bigint).
 BIGINT_MIN = -(2**63)
 BIGINT_MAX = 2**63 - 1
@@ -42,4 +45,5 @@ LIMITS: tuple[tuple[str, int, str], ...] = (
     ("MAX_FILTER_DEPTH", MAX_FILTER_DEPTH, "nesting depth of a filter (parentheses, and/or groups, not)"),
     ("MAX_FILTER_VALUES", MAX_FILTER_VALUES, "values in one filter, over all its conditions"),
     ("MAX_DOC_ID_CHARS", MAX_DOC_ID_CHARS, "characters in a document id"),
+    ("MAX_KEYWORD_CHARS", MAX_KEYWORD_CHARS, "characters in one keyword or keyword[] value of a document"),
 )
