@@ -526,3 +526,15 @@ def test_a_keyword_value_too_long_for_an_index_key_stops_the_ingest(engine: Engi
         "document body."
     )
     assert active_state(engine) == before
+
+
+def test_eval_checks_search_overrides_before_the_first_query(engine: Engine, coll: str, tmp_path: Path) -> None:
+    # A lexical QueryError per query is read as "no searchable words"; a typo must not become empty rankings.
+    from eval_corpus import write_golden
+    from ranklock.eval.golden import load_golden
+    from ranklock.eval.run import evaluate
+
+    golden = load_golden(write_golden(tmp_path / "golden.jsonl"))
+    with pytest.raises(QueryError) as exc:
+        evaluate(engine, coll, golden, ks=(1,), modes=("lexical",), params={"ef_serach": 400})
+    assert str(exc.value) == f"unknown search parameter 'ef_serach'; valid search parameters: {VALID_PARAMS}."
