@@ -16,6 +16,7 @@ __all__ = [
     "MAX_FILTER_CHARS",
     "MAX_FILTER_DEPTH",
     "MAX_FILTER_VALUES",
+    "MAX_K",
     "MAX_KEYWORD_CHARS",
     "MAX_QUERY_CHARS",
 ]
@@ -24,6 +25,8 @@ __all__ = [
 #: this size the lexical branch would exceed PostgreSQL's 1 MB tsvector limit
 #: long before it said anything useful.
 MAX_QUERY_CHARS = 10_000
+#: Results of one search (`k`), and candidates per branch (`depth`, in SearchParams).
+MAX_K = 10_000
 #: Characters in a filter expression.
 MAX_FILTER_CHARS = 10_000
 #: Nesting of a filter: parentheses, `and`/`or` groups and `not`, counted together.

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .limits import MAX_K
+
 __all__ = ["SearchParams", "Settings", "ChunkerParams"]
 
 
@@ -64,7 +66,7 @@ class SearchParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
-    depth: int = Field(40, ge=1, le=10000, description="Candidates each branch contributes to fusion.")
+    depth: int = Field(40, ge=1, le=MAX_K, description="Candidates each branch contributes to fusion.")
     rrf_k: int = Field(
         60, ge=1, le=1_000_000, description="Reciprocal Rank Fusion constant: score = sum 1/(rrf_k + rank)."
     )

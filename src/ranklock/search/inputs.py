@@ -10,13 +10,11 @@ from typing import Any
 
 from ..errors import QueryError
 from ..ingest.normalize import unstorable
-from ..limits import BIGINT_MAX, MAX_QUERY_CHARS
+from ..limits import BIGINT_MAX, MAX_K, MAX_QUERY_CHARS
 from ..validation import short_repr
 from .hybrid import MODES
 
 __all__ = ["check_query", "check_request"]
-
-MAX_K = 10_000
 
 
 def check_query(query: Any) -> None:
