@@ -24,14 +24,15 @@ from psycopg.types.json import Jsonb
 
 from .collection import CollectionInfo, FieldSpec, parse_field_spec, validate_name
 from .embed import Embedder, resolve_embedder
-from .errors import ConfigError, EmbedderError, NotFound, QueryError, SnapshotError
+from .errors import ConfigError, EmbedderError, IngestError, NotFound, QueryError, SnapshotError
 from .ingest.loaders import Document, load_corpus
 from .ingest.normalize import NORMALIZATION
-from .search.hybrid import MODES, SearchPlan, build_search_sql
+from .search.hybrid import SearchPlan, build_search_sql
 from .search.results import Hit, SearchResult, SnapshotRef
 from .settings import ChunkerParams, SearchParams, Settings
 from .snapshot.build import BuildReport, Progress, build_snapshot, chunk_table, reap_dead_builds
 from .store.database import Database, Tracer
+from .store.errors import refusals_as
 
 __all__ = ["Engine", "IngestReport"]
 
@@ -174,7 +175,9 @@ class Engine:
             params = {"m": int(params.get("m", 16)), "ef_construction": int(params.get("ef_construction", 64))}
         elif index == "ivfflat":
             params = {"lists": int(params.get("lists", 100))}
-        sdefaults = SearchParams(**(search_defaults or {})).model_dump(exclude_defaults=True)
+        from .validation import parse_search_params
+
+        sdefaults = parse_search_params(search_defaults or {}, error=ConfigError).model_dump(exclude_defaults=True)
         emb = self.embedder_for(embedder)
         ch = chunker or ChunkerParams()
         existing = self.db.fetchone("SELECT 1 FROM ranklock.collections WHERE name = %s", [name])
@@ -222,6 +225,7 @@ class Engine:
 
     # -- ingest -----------------------------------------------------------------------
 
+    @refusals_as(IngestError)
     def ingest(
         self,
         name: str,
@@ -522,21 +526,19 @@ class Engine:
         as_of: datetime | str | None,
         params: dict[str, Any],
     ) -> tuple[SearchPlan, CollectionInfo, dict[str, Any], SearchParams, dict[str, float], list[str]]:
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError("the query is empty; pass the words or question to search for.")
-        if mode not in MODES:
-            raise QueryError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}.")
-        if not isinstance(k, int) or k < 1 or k > 10000:
-            raise QueryError(f"k must be an integer from 1 to 10000, got {k!r}.")
+        from .search.inputs import check_query, check_request
+
+        check_query(query)
+        check_request(mode=mode, k=k, snapshot=snapshot)
         coll = self.collection(name)
         snap = self._snapshot_for(coll, snapshot)
-        try:
-            sp = SearchParams(**{**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
-        except Exception as exc:  # pydantic ValidationError
-            raise QueryError(f"bad search parameter: {exc}") from exc
+        from .validation import parse_search_params
+
+        sp = parse_search_params({**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
         timings: dict[str, float] = {}
         warnings: list[str] = []
         from .ingest.normalize import normalize
+        from .validation import short_repr
 
         q = normalize(query)
         as_of_dt = _parse_as_of(as_of)
@@ -576,7 +578,7 @@ class Engine:
             if row is None or row["n"] == 0:
                 if mode == "lexical":
                     raise QueryError(
-                        f"the query {query!r} has no searchable words in {coll.language} (only stop words or "
+                        f"the query {short_repr(query)} has no searchable words in {coll.language} (only stop words or "
                         "punctuation); add content words, or use --mode semantic."
                     )
                 plan.lexical_branch = False
@@ -585,7 +587,7 @@ class Engine:
                 # websearch "-word" alone: it would match (and tie) nearly every chunk.
                 if mode == "lexical":
                     raise QueryError(
-                        f"the query {query!r} only excludes words (-word); say what to look for too, "
+                        f"the query {short_repr(query)} only excludes words (-word); say what to look for too, "
                         "e.g. 'canyon -alpha', or drop the minus signs."
                     )
                 plan.lexical_branch = False
@@ -637,6 +639,7 @@ class Engine:
         )
         return np.asarray(vec, dtype=np.float32)
 
+    @refusals_as(QueryError)
     def search_sql(
         self,
         name: str,
@@ -662,6 +665,7 @@ class Engine:
             text = q.as_string(conn)
         return text, p
 
+    @refusals_as(QueryError)
     def search(
         self,
         name: str,

@@ -28,6 +28,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import DatabaseUnavailable, ExtensionError
+from .errors import map_data_errors
 
 __all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES"]
 
@@ -131,7 +132,9 @@ class Database:
         """A checked connection from the pool; a lost server is restarted or reached again."""
         pool, gen, conn = self._checkout()
         try:
-            with conn:  # commit or roll back as psycopg_pool's own connection() does
+            # Every statement runs inside one of these blocks (the helpers below
+            # too), so this is where a refused value becomes a ranklock error.
+            with map_data_errors(), conn:  # commit or roll back as psycopg_pool's own connection() does
                 yield conn
         except psycopg.OperationalError as exc:
             if not (conn.broken or conn.closed):
