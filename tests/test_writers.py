@@ -316,6 +316,8 @@ def test_a_writer_queues_behind_another_and_then_proceeds(engine: Engine, cname:
 def test_lock_wait_setting_reads_the_environment_and_rejects_nonsense(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANKLOCK_LOCK_WAIT", "12.5")
     assert Settings().lock_wait == 12.5
+    monkeypatch.setenv("RANKLOCK_LOCK_WAIT", "2m")
+    assert Settings().lock_wait == 120.0
     monkeypatch.delenv("RANKLOCK_LOCK_WAIT")
     assert Settings().lock_wait == 300.0
     for bad in ("soon", "-1", "nan", "inf"):
@@ -323,7 +325,7 @@ def test_lock_wait_setting_reads_the_environment_and_rejects_nonsense(monkeypatc
         with pytest.raises(ConfigError) as exc:
             Settings()
         assert str(exc.value) == (
-            f"RANKLOCK_LOCK_WAIT={bad!r} is not a number of seconds >= 0; set it to e.g. 300, or unset it."
+            f"RANKLOCK_LOCK_WAIT {bad!r} is not a duration; write seconds or a number with s, m, h, d or w."
         )
 
 

@@ -27,15 +27,18 @@ from .embed import Embedder, resolve_embedder
 from .errors import ConfigError, EmbedderError, IngestError, NotFound, QueryError, SnapshotError
 from .ingest.loaders import Document, load_corpus
 from .ingest.normalize import NORMALIZATION
-from .search.hybrid import MODES, SearchPlan, build_search_sql
+from .search.hybrid import SearchPlan, build_search_sql
 from .search.results import Hit, SearchResult, SnapshotRef
 from .settings import ChunkerParams, SearchParams, Settings
 from .snapshot.build import Progress, build_snapshot, chunk_table, reap_dead_builds
 from .store.database import Database, Tracer
+from .store.errors import refusals_as
 
 __all__ = ["Engine", "IngestReport"]
 
 if TYPE_CHECKING:
+    from .ask.log import AnswerReplay
+    from .ask.model import Answer, Generator
     from .plan.model import Plan
     from .plan.run import PlannedSearch
 
@@ -85,13 +88,16 @@ class Engine:
         if log_queries is not None:
             settings.log_queries = log_queries
         self.settings = settings
+        restart = None
         if settings.dsn:
             uri = settings.dsn
         else:
             from .store.server import EmbeddedServer
 
-            uri = EmbeddedServer(settings.home).uri()
-        self.db = Database(uri, tracer=tracer)
+            server = EmbeddedServer(settings.home)
+            uri = server.uri()
+            restart = server.uri  # starts the server again if it died
+        self.db = Database(uri, tracer=tracer, pool_timeout=settings.pool_timeout, restart=restart)
         self._embedders: dict[str, Embedder] = {}
         if embedder is not None:
             self._embedders[embedder.id] = embedder
@@ -179,7 +185,9 @@ class Engine:
             params = {"m": int(params.get("m", 16)), "ef_construction": int(params.get("ef_construction", 64))}
         elif index == "ivfflat":
             params = {"lists": int(params.get("lists", 100))}
-        sdefaults = SearchParams(**(search_defaults or {})).model_dump(exclude_defaults=True)
+        from .validation import parse_search_params
+
+        sdefaults = parse_search_params(search_defaults or {}, error=ConfigError).model_dump(exclude_defaults=True)
         emb = self.embedder_for(embedder)
         ch = chunker or ChunkerParams()
         values: dict[str, Any] = {
@@ -241,6 +249,7 @@ class Engine:
 
     # -- ingest -----------------------------------------------------------------------
 
+    @refusals_as(IngestError)
     def ingest(
         self,
         name: str,
@@ -494,6 +503,29 @@ class Engine:
 
         return ops.activate_gated(self, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
 
+    def log_status(self) -> dict[str, Any]:
+        """The query log: rows, bytes, oldest entry, retention watermark and policy (``ranklock db status``)."""
+        from .snapshot.retention import RetentionPolicy, log_status
+
+        return log_status(self.db, RetentionPolicy.from_settings(self.settings))
+
+    def prune_log(self, *, older_than: float | None = None, max_bytes: int | None = None) -> dict[str, Any]:
+        """Delete query-log entries beyond the retention policy (or the stricter limits given), oldest first."""
+        from .snapshot.retention import RetentionPolicy, prune_all
+
+        base = RetentionPolicy.from_settings(self.settings)
+        policy = RetentionPolicy(
+            max_age_s=base.max_age_s if older_than is None else older_than,
+            max_bytes=base.max_bytes if max_bytes is None else max_bytes,
+        )
+        return prune_all(self.db, policy)
+
+    def readiness(self) -> dict[str, Any]:
+        """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
+        from .snapshot.health import readiness
+
+        return readiness(self.db, self.settings.statement_timeout)
+
     def replay(self, query_id: int) -> Any:
         """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical."""
         from .snapshot.querylog import replay
@@ -514,21 +546,19 @@ class Engine:
         as_of: datetime | str | None,
         params: dict[str, Any],
     ) -> tuple[SearchPlan, CollectionInfo, dict[str, Any], SearchParams, dict[str, float], list[str]]:
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError("the query is empty; pass the words or question to search for.")
-        if mode not in MODES:
-            raise QueryError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}.")
-        if not isinstance(k, int) or k < 1 or k > 10000:
-            raise QueryError(f"k must be an integer from 1 to 10000, got {k!r}.")
+        from .search.inputs import check_query, check_request
+
+        check_query(query)
+        check_request(mode=mode, k=k, snapshot=snapshot)
         coll = self.collection(name)
         snap = self._snapshot_for(coll, snapshot)
-        try:
-            sp = SearchParams(**{**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
-        except Exception as exc:  # pydantic ValidationError
-            raise QueryError(f"bad search parameter: {exc}") from exc
+        from .validation import parse_search_params
+
+        sp = parse_search_params({**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
         timings: dict[str, float] = {}
         warnings: list[str] = []
         from .ingest.normalize import normalize
+        from .validation import short_repr
 
         q = normalize(query)
         as_of_dt = _parse_as_of(as_of)
@@ -568,7 +598,7 @@ class Engine:
             if row is None or row["n"] == 0:
                 if mode == "lexical":
                     raise QueryError(
-                        f"the query {query!r} has no searchable words in {coll.language} (only stop words or "
+                        f"the query {short_repr(query)} has no searchable words in {coll.language} (only stop words or "
                         "punctuation); add content words, or use --mode semantic."
                     )
                 plan.lexical_branch = False
@@ -577,7 +607,7 @@ class Engine:
                 # websearch "-word" alone: it would match (and tie) nearly every chunk.
                 if mode == "lexical":
                     raise QueryError(
-                        f"the query {query!r} only excludes words (-word); say what to look for too, "
+                        f"the query {short_repr(query)} only excludes words (-word); say what to look for too, "
                         "e.g. 'canyon -alpha', or drop the minus signs."
                     )
                 plan.lexical_branch = False
@@ -629,6 +659,7 @@ class Engine:
         )
         return np.asarray(vec, dtype=np.float32)
 
+    @refusals_as(QueryError)
     def search_sql(
         self,
         name: str,
@@ -654,6 +685,7 @@ class Engine:
             text = q.as_string(conn)
         return text, p
 
+    @refusals_as(QueryError)
     def search(
         self,
         name: str,
@@ -673,8 +705,10 @@ class Engine:
         )
         # Hard constraints: count the matching documents, pick the vector strategy (ranklock.search.completeness).
         from .search.completeness import execute_search, prepare_plan
+        from .store.timeout import effective_timeout, statement_timeout
 
-        scope = prepare_plan(self.db, plan, coll.index_kind, snap, sp)
+        timeout = effective_timeout(self.settings.statement_timeout)
+        scope = prepare_plan(self.db, plan, coll.index_kind, snap, sp, timeout=timeout)
         q, p = build_search_sql(plan)
         # Query log, replay capture and result cache (ranklock.snapshot.querylog).
         from .snapshot.querylog import SearchRecord
@@ -701,7 +735,7 @@ class Engine:
         if cached is not None:
             return cached
         t1 = time.perf_counter()
-        with self.db.connection() as conn, conn.transaction():
+        with self.db.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
             # Index settings, the search, and an exact rescan if the index came back short.
             run = execute_search(conn, self.db, plan, sp, scope)
             rows = run.rows
@@ -742,6 +776,7 @@ class Engine:
             "probes": sp.probes if plan.vector_strategy == "ivfflat" else None,
             **run.params,
             **emb_meta,
+            "statement_timeout_s": timeout,
         }
         if plan.lexical_ranker == "bm25":
             out_params.update({"k1": plan.k1, "b": plan.b})
@@ -764,6 +799,45 @@ class Engine:
         )
         record.finish(result)  # after every field is final: the log and cache keep its digest
         return result
+
+    # -- ask (ranklock.ask) -----------------------------------------------------------------
+
+    def ask(
+        self,
+        name: str,
+        question: str,
+        *,
+        filter: Any = None,
+        as_of: datetime | str | None = None,
+        snapshot: int | None = None,
+        chunks: int = 8,
+        generator: str | Generator = "extractive",
+    ) -> Answer:
+        """Answer ``question`` from the top ``chunks`` chunks of ``search``, with citations; logged for replay.
+
+        >>> eng.ask("journal", "who reviewed XJ-900?").to_json()   # doctest: +SKIP
+        """
+        from .ask.run import ask
+
+        coll = self.collection(name)
+        return ask(
+            self.db,
+            coll,
+            self.search,
+            question,
+            filter=filter,
+            as_of=as_of,
+            snapshot=snapshot,
+            chunks=chunks,
+            generator=generator,
+            log=bool(self.settings.log_queries),
+        )
+
+    def replay_answer(self, answer_id: str) -> AnswerReplay:
+        """Re-run logged answer ``answer_id``; the report says per layer (retrieval, prompt, answer) what changed."""
+        from .ask.log import replay_answer
+
+        return replay_answer(self.db, self.collection, self.search, answer_id)
 
     # -- structured requests (ranklock.plan) ---------------------------------------------
 

@@ -40,6 +40,7 @@ from ..settings import SearchParams
 from ..store import locks
 from ..store.database import Database
 from ..store.tables import snapshot_table
+from ..store.timeout import statement_timeout
 from .hybrid import SearchPlan, build_search_sql, time_predicate
 
 __all__ = [
@@ -182,7 +183,9 @@ def _value_counts_ready(
     return True
 
 
-def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: dict[str, Any]) -> Scope:
+def _scope(
+    conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: dict[str, Any], timeout: float | None = None
+) -> Scope:
     stats = snap.get("stats") or {}
     if _unconstrained(plan) and "documents" in stats and "chunks" in stats:
         # No hard constraint: every document of the snapshot matches, and the
@@ -208,12 +211,13 @@ def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: 
             ).format(_counts_table(int(snap["id"])), plan.filter_sql)
             p = {**plan.filter_params, "rl_count_field": name}
             db.trace(q, p)
-            row = conn.execute(q, p).fetchone()
+            with conn.transaction(), statement_timeout(conn, timeout):
+                row = conn.execute(q, p).fetchone()
             assert row is not None  # an aggregate always returns one row
             return Scope(int(row[0]), int(row[1]))
     q, p = count_matching_sql(plan, stats)
     db.trace(q, p)
-    with conn.transaction():
+    with conn.transaction(), statement_timeout(conn, timeout):
         # JIT compilation costs tens of milliseconds, more than this count.
         conn.execute("SELECT set_config('jit', 'off', true)")
         row = conn.execute(q, p).fetchone()
@@ -250,14 +254,23 @@ def _apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: S
     conn.execute(q, [x for pair in settings for x in pair])
 
 
-def prepare_plan(db: Database, plan: SearchPlan, index_kind: str, snap: dict[str, Any], sp: SearchParams) -> Scope:
+def prepare_plan(
+    db: Database,
+    plan: SearchPlan,
+    index_kind: str,
+    snap: dict[str, Any],
+    sp: SearchParams,
+    *,
+    timeout: float | None = None,
+) -> Scope:
     """Count the matching set and set the plan's vector strategy, before its SQL is built.
 
     The count runs on its own connection: snapshot tables are immutable, so it
-    sees exactly the rows the search transaction will see.
+    sees exactly the rows the search transaction will see.  ``timeout`` (seconds)
+    limits its statements as the search's own are limited.
     """
     with db.connection() as conn:
-        scope = _scope(conn, db, plan, snap)
+        scope = _scope(conn, db, plan, snap, timeout)
     if plan.uses_semantic:
         plan.vector_strategy = choose_strategy(index_kind, scope, sp)
     return scope
