@@ -181,6 +181,10 @@ def ingest(
     no_activate: Annotated[
         bool, typer.Option("--no-activate", help="Build the snapshot but keep the old one active.")
     ] = False,
+    allow_empty: Annotated[
+        bool,
+        typer.Option("--allow-empty", help="Allow a snapshot with no documents (e.g. --replace with an empty file)."),
+    ] = False,
     language: Annotated[str, typer.Option(help="Text-search language for a new collection.")] = "english",
     accent: Annotated[
         str, typer.Option(help="Accent policy for a new collection: sensitive or insensitive.")
@@ -212,7 +216,13 @@ def ingest(
         }
         with progress_bar(not as_json) as prog:
             report = eng.ingest(
-                collection, path, replace=replace, activate=not no_activate, progress=prog, create=create
+                collection,
+                path,
+                replace=replace,
+                activate=not no_activate,
+                allow_empty=allow_empty,
+                progress=prog,
+                create=create,
             )
     d = report.as_dict()
     if as_json:
@@ -228,6 +238,16 @@ def ingest(
         f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
     )
     console.print(f"corpus digest {report.corpus_digest[:16]}…  manifest {report.manifest_hash[:16]}…")
+    if report.skipped:
+        shown = ", ".join(report.skipped[:10]) + (
+            f" and {len(report.skipped) - 10} more" if len(report.skipped) > 10 else ""
+        )
+        err_console.print(
+            f"[bold yellow]skipped {len(report.skipped)} document(s) with empty text[/] "
+            f"(not in the snapshot): {escape(shown)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _set_help() -> str:

@@ -85,7 +85,6 @@ class Settings(BaseModel):
         description="Serve repeated searches of an immutable snapshot from the result cache "
         "(RANKLOCK_RESULT_CACHE=1 turns it on; off by default so latency benchmarks measure real searches).",
     )
-
     statement_timeout: float = Field(
         default_factory=lambda: parse_duration(
             _env("RANKLOCK_STATEMENT_TIMEOUT", "30s"), what="RANKLOCK_STATEMENT_TIMEOUT"
@@ -118,6 +117,13 @@ class Settings(BaseModel):
         ge=1,
         description="Enforce the query-log retention after every this many logged searches "
         "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
+    )
+    lock_wait: float = Field(
+        default_factory=lambda: parse_duration(_env("RANKLOCK_LOCK_WAIT", "300s"), what="RANKLOCK_LOCK_WAIT"),
+        ge=0,
+        description="Longest a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the "
+        "same collection before failing, in seconds (RANKLOCK_LOCK_WAIT, e.g. 300 or 5m; 0: do not wait). "
+        "Writers of one collection run one at a time.",
     )
 
 
