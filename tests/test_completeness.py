@@ -119,7 +119,7 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
 
     from ranklock.search.completeness import count_matching_sql
     from ranklock.search.filters import compile_filter
-    from ranklock.search.hybrid import SearchPlan
+    from ranklock.search.plan import SearchPlan
     from ranklock.snapshot.build import chunk_table
 
     coll = engine.collection(hnsw_coll)
