@@ -353,6 +353,17 @@ def main() -> None:
 
 
 # Command groups live in their own modules; importing them registers them on `app`.
-from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_plan, cli_snapshot  # noqa: E402
+from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_mcp, cli_plan, cli_snapshot  # noqa: E402
 
-__all__ = ["app", "cli_ask", "cli_eval", "cli_filters", "cli_http", "cli_log", "cli_plan", "cli_snapshot", "main"]
+__all__ = [
+    "app",
+    "cli_ask",
+    "cli_eval",
+    "cli_filters",
+    "cli_http",
+    "cli_log",
+    "cli_mcp",
+    "cli_plan",
+    "cli_snapshot",
+    "main",
+]
