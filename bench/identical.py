@@ -98,7 +98,9 @@ def _memoise_embedder() -> None:
     """
     import ranklock.engine as engine_mod
 
-    real = engine_mod.resolve_embedder
+    real = getattr(engine_mod, "resolve_embedder", None)
+    if real is None:  # the facade no longer resolves embedders by this name: run unmemoised (slower, same bytes)
+        return
     cache: dict[str | None, Any] = {}
 
     def resolve(spec: str | None) -> Any:
