@@ -54,6 +54,8 @@ BOUNDARY_RULES = "ranklock-boundaries/1"
 _WORD, _SENTENCE = 1, 2
 #: A sentence-final mark, then optional closing quotes/brackets, at the end of the text before a gap.
 _SENTENCE_END = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"'\u201d\u2019\u00bb)\]}]*\Z")
+#: ``\s`` on a str pattern is exactly ``str.isspace``: Unicode White_Space, locale-independent.
+_SPACE = re.compile(r"\s")
 _PARAGRAPH = re.compile(r"(?:\r\n|\n|\r)[^\S\r\n]*(?:\r\n|\n|\r)")
 
 
@@ -75,11 +77,12 @@ def boundaries(text: str, spans: list[tuple[int, int]]) -> list[int]:
     out = [_SENTENCE] * min(1, len(spans))
     for i in range(1, len(spans)):
         prev_end, start = spans[i - 1][1], spans[i][0]
-        gap = text[prev_end:start]
-        if not any(ch.isspace() for ch in gap):
+        # (Searched in place, without slicing: this runs once per token.)
+        if prev_end >= start or not _SPACE.search(text, prev_end, start):
             out.append(0)
-        elif _PARAGRAPH.search(gap) or (
-            _SENTENCE_END.search(text, max(0, prev_end - 8), prev_end) and not text[start : start + 1].islower()
+        elif (
+            _PARAGRAPH.search(text, prev_end, start)
+            or (_SENTENCE_END.search(text, max(0, prev_end - 8), prev_end) and not text[start : start + 1].islower())
         ):
             out.append(_SENTENCE)
         else:
