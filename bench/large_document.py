@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fakes import use_hash_embedder  # noqa: E402
 from large_document import large_document_text  # noqa: E402
-
 from ranklock import Document, Engine  # noqa: E402
 
 

@@ -30,7 +30,9 @@ def vocabulary(size: int, seed: int = 11) -> list[str]:
     return words
 
 
-def large_document_text(n_bytes: int, *, seed: int = 11, vocab: int = 30_000, markers: dict[int, str] | None = None) -> str:
+def large_document_text(
+    n_bytes: int, *, seed: int = 11, vocab: int = 30_000, markers: dict[int, str] | None = None
+) -> str:
     """About ``n_bytes`` of text (never less); ``markers`` puts word ``w`` at about byte offset ``k``."""
     rng = random.Random(seed)
     words = vocabulary(vocab, seed)

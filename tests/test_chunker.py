@@ -7,9 +7,10 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fakes import SpaceTok, use_hash_embedder
+from ranklock import Document, Engine
 from ranklock.embed.sentence import HFTokenizer, default_embedder
 from ranklock.ingest.chunker import BOUNDARY_RULES, Chunk, boundaries, chunk_text
-from tests.fakes import SpaceTok
 
 
 @cache
@@ -18,8 +19,29 @@ def minilm() -> HFTokenizer:
 
 
 _WORDS = st.sampled_from(
-    ["glass", "absorbs", "ultraviolet", "B", "radiation", "e.g.", "Dr.", "(IL-6)", "estimating", "optimal",
-     "intakes", "naïve", "café", "über", "x", "3'-unique", "well-known", "é", "日本語", "THE", "a"]
+    [
+        "glass",
+        "absorbs",
+        "ultraviolet",
+        "B",
+        "radiation",
+        "e.g.",
+        "Dr.",
+        "(IL-6)",
+        "estimating",
+        "optimal",
+        "intakes",
+        "naïve",
+        "café",
+        "über",
+        "x",
+        "3'-unique",
+        "well-known",
+        "é",
+        "日本語",
+        "THE",
+        "a",
+    ]
 )
 _SEPS = st.sampled_from([" ", " ", " ", "  ", ". ", "! ", "? ", ".\n\n", "\n", ", ", "\t", "\u00a0", '." '])
 
@@ -37,9 +59,9 @@ def _check(text: str, chunks: list[Chunk], spans: list[tuple[int, int]], window:
     starts = {a: i for i, (a, _) in enumerate(spans)}
     ends = {b: i for i, (_, b) in enumerate(spans)}
     covered = [False] * len(spans)
-    longest_word = 0
-    run = 0
-    for s in strength[1:] + [1]:
+    # Tokens of the longest word (a run of tokens with no boundary between them).
+    longest_word = run = 1
+    for s in strength[1:]:
         run = 1 if s else run + 1
         longest_word = max(longest_word, run)
     for prev, c in zip([None, *chunks], chunks, strict=False):
@@ -137,5 +159,10 @@ def test_real_tokenizer_cuts_at_sentence_ends_and_overlaps_from_a_word_start_min
     ]
 
 
-def test_boundary_rules_are_in_the_manifest_version() -> None:
-    assert BOUNDARY_RULES == "ranklock-boundaries/1"
+def test_boundary_rules_are_recorded_in_the_snapshot_manifest(engine: Engine, cname: str) -> None:
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, [Document("d1", "Title", "One sentence. Another one here.")], create={"embedder": emb})
+    chunker = engine.manifest(cname)["chunker"]
+    assert chunker["boundaries"] == BOUNDARY_RULES == "ranklock-boundaries/1"
+    assert chunker["tokenizer"] == "space"
+    assert (chunker["window"], chunker["overlap"]) == (256, 32)

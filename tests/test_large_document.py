@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from psycopg import sql
 
-from lexical_helpers import reference_bm25
-from large_document import large_document_text, vocabulary
 from fakes import use_hash_embedder
+from large_document import large_document_text, vocabulary
+from lexical_helpers import reference_bm25
 from ranklock import Document, Engine
 from ranklock.eval.run import evaluate
 from ranklock.ingest.chunker import document_text
@@ -61,7 +61,9 @@ def large(engine: Engine) -> tuple[str, str]:
     emb = use_hash_embedder(engine)
     text = large_document_text(5_000_000, markers=MARKERS)
     docs = [Document("big", "A very long report", text)]
-    docs += [Document(f"small-{i:02d}", f"Note {i}", large_document_text(2_000 + 300 * i, seed=100 + i)) for i in range(30)]
+    docs += [
+        Document(f"small-{i:02d}", f"Note {i}", large_document_text(2_000 + 300 * i, seed=100 + i)) for i in range(30)
+    ]
     docs.append(Document("marker-note", "Marrowgate", "A short note on marrowgate and nothing else."))
     engine.ingest(name, docs, create={"embedder": emb, "index": "hnsw"})
     return name, text

@@ -80,9 +80,8 @@ def boundaries(text: str, spans: list[tuple[int, int]]) -> list[int]:
         # (Searched in place, without slicing: this runs once per token.)
         if prev_end >= start or not _SPACE.search(text, prev_end, start):
             out.append(0)
-        elif (
-            _PARAGRAPH.search(text, prev_end, start)
-            or (_SENTENCE_END.search(text, max(0, prev_end - 8), prev_end) and not text[start : start + 1].islower())
+        elif _PARAGRAPH.search(text, prev_end, start) or (
+            _SENTENCE_END.search(text, max(0, prev_end - 8), prev_end) and not text[start : start + 1].islower()
         ):
             out.append(_SENTENCE)
         else:
@@ -138,7 +137,7 @@ def chunk_text(text: str, tokenizer: Tokenizer, window: int, overlap: int) -> li
             break
         lo = max(start + 1, end - overlap)
         nxt = _first(strength, lo, end, _SENTENCE)
-        if nxt is None or nxt == end and overlap > 0:
+        if nxt is None or (nxt == end and overlap > 0):
             word = _first(strength, lo, end, _WORD)
             nxt = word if word is not None else lo
         start = nxt
