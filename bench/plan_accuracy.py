@@ -1,4 +1,7 @@
-"""Planner accuracy on the labelled request set: outcome accuracy and exact-plan accuracy.
+"""Planner accuracy on the labelled request set: outcome accuracy, exact-plan accuracy, and partition.
+
+"partitioned" counts the requests (refusals aside: they carry no parts) whose plan's parts hold
+every content word of the request exactly once (ranklock.plan.partition).
 
 .venv/bin/python bench/plan_accuracy.py [tests/data/plan_requests.yaml] [--json out.json]
 """
@@ -12,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from ranklock.plan.labelled import load_labelled, score_entry
+from ranklock.plan.partition import uncovered
 
 
 def main() -> None:
@@ -27,12 +31,19 @@ def main() -> None:
     kind_ok: Counter[str] = Counter()
     exact_ok: Counter[str] = Counter()
     failures = []
+    partitioned = with_parts = 0
     t0 = time.perf_counter()
     for e in entries:
         plan, problems = score_entry(e)
         by_kind[e["kind"]] += 1
         kind_ok[e["kind"]] += plan.kind == e["kind"]
         exact_ok[e["kind"]] += not problems
+        if plan.kind != "refusal":
+            with_parts += 1
+            gaps = uncovered(e["request"], [p.phrase for p in plan.parts])
+            partitioned += not gaps
+            if gaps:
+                problems = [*problems, f"parts do not partition the request: {' '.join(gaps)}"]
         if problems:
             failures.append({"request": e["request"], "problems": problems})
     ms = (time.perf_counter() - t0) * 1000 / max(len(entries), 1)
@@ -45,6 +56,7 @@ def main() -> None:
         f"outcome accuracy {sum(kind_ok.values()) / n:.3f}, exact-plan accuracy {sum(exact_ok.values()) / n:.3f}, "
         f"{ms:.2f} ms per request"
     )
+    print(f"partitioned: {partitioned} of {with_parts} non-refusal plans")
     for f in failures:
         print(f"FAIL {f['request']!r}: {'; '.join(f['problems'])}")
     if out:
@@ -56,6 +68,8 @@ def main() -> None:
                     "kind_ok": kind_ok,
                     "exact_ok": exact_ok,
                     "ms_per_request": ms,
+                    "partitioned": partitioned,
+                    "non_refusal": with_parts,
                     "failures": failures,
                 },
                 indent=2,

@@ -38,6 +38,7 @@ def test_public_api_is_pinned() -> None:
             "InputError",
             "NotFound",
             "QueryError",
+            "QueryTimeout",
             "RanklockError",
             "SearchParams",
             "SearchResult",

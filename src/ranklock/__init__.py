@@ -19,6 +19,7 @@ from .errors import (
     InputError,
     NotFound,
     QueryError,
+    QueryTimeout,
     RanklockError,
     SnapshotError,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "InputError",
     "NotFound",
     "QueryError",
+    "QueryTimeout",
     "RanklockError",
     "SearchParams",
     "SearchResult",

@@ -76,11 +76,28 @@ def eval_run(
     snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
     split: Annotated[str, typer.Option(help="BEIR qrels split (qrels/<split>.tsv).")] = "test",
     sets: SetOpt = None,
+    answers: Annotated[
+        bool,
+        typer.Option(
+            "--answers",
+            help="Score Ask on a question set (questions.jsonl or its folder): recall@8/10, citations, "
+            "correctness, abstention, per class, and the reranker trigger.",
+        ),
+    ] = False,
+    generators: Annotated[
+        list[str] | None,
+        typer.Option("--generator", help="With --answers: generator(s) to score (default extractive)."),
+    ] = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compute recall@k, nDCG@k and MRR of COLLECTION on a golden set, per mode, trec_eval-compatible."""
+    if answers:
+        from .cli_eval_answers import eval_answers_command
+
+        eval_answers_command(collection, golden, modes, snapshot, generators or ["extractive"], out, dsn, home, as_json)
+        return
     from .eval.golden import load_golden
     from .eval.run import evaluate, parse_ks, parse_modes
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import logging
+import threading
+from typing import Annotated, Any
 
 import typer
 
 from .cli import DsnOpt, HomeOpt, app, engine
+from .errors import RanklockError
 
 __all__ = ["serve"]
 
@@ -18,10 +21,27 @@ def serve(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
 ) -> None:
-    """Serve the HTTP API (/api/search, /api/collections) and the search page (/)."""
+    """Serve the HTTP API (/api/search, /api/collections, /healthz, /readyz) and the search page (/)."""
     import uvicorn
 
     from .http import create_app
 
     with engine(dsn, home) as eng:
+        # Bring the query log within its retention policy without delaying start-up.
+        threading.Thread(target=_prune_log, args=(eng,), name="ranklock-log-prune", daemon=True).start()
         uvicorn.run(create_app(eng), host=host, port=port, log_level="info")
+
+
+def _prune_log(eng: Any) -> None:
+    try:
+        report = eng.prune_log()
+    except RanklockError as exc:
+        logging.getLogger("ranklock.querylog").warning("query log: retention at start-up failed: %s", exc)
+        return
+    if report["deleted"]:
+        logging.getLogger("ranklock.querylog").warning(
+            "query log: pruned %d entries (%d bytes) at start-up; policy keeps %s",
+            report["deleted"],
+            report["deleted_bytes"],
+            report["policy"]["describe"],
+        )

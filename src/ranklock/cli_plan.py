@@ -17,7 +17,7 @@ from rich.table import Table
 
 from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, print_json, progress_bar
 
-__all__ = ["render_plan", "run_resume_demo", "search_request_cli", "search_request_command"]
+__all__ = ["render_parts", "render_plan", "run_resume_demo", "search_request_cli", "search_request_command"]
 
 resumes_app = typer.Typer(
     help="Resume collections: ingest real resumes, generate synthetic ones.", no_args_is_help=True
@@ -41,6 +41,18 @@ def _extractor(llm: bool) -> Any:
     return LLMExtractor()
 
 
+def render_parts(plan: Any) -> None:
+    """Print where each phrase of the request went (constraint, preference, ranking text, question, ignored)."""
+    if not plan.parts:
+        return
+    table = Table("phrase", "went to", "detail", title="the request, phrase by phrase")
+    for p in plan.parts:
+        question = "the question below" if p.question and p.question == plan.question else p.question
+        detail = p.predicate or question or p.note or (f"on {p.field}" if p.field else "")
+        table.add_row(repr(p.phrase), p.role.replace("_", " "), detail)
+    console.print(table)
+
+
 def render_plan(plan: Any) -> None:
     """Print a plan for people: the constraints and preferences, the question, or the refusal."""
     if plan.kind == "refusal":
@@ -48,9 +60,11 @@ def render_plan(plan: Any) -> None:
         console.print(plan.reason, highlight=False, soft_wrap=True)
         return
     if plan.kind == "clarification_request":
+        render_parts(plan)
         console.print(f"[bold yellow]clarification needed[/] about {plan.phrase!r}:", highlight=False)
         console.print(plan.question, highlight=False, soft_wrap=True)
         return
+    render_parts(plan)
     table = Table("hard constraint (SQL filter)", "from the words", title="answer")
     for c in plan.constraints:
         value = "" if c.op in ("is_null", "is_not_null") else f" {c.value!r}"

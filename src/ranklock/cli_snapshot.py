@@ -100,13 +100,14 @@ def snapshot_activate(
 ) -> None:
     """Make SNAPSHOT_ID the active snapshot of COLLECTION, atomically (optionally behind a gate)."""
     with engine(dsn, home) as eng:
-        before = eng.collection(collection).active_snapshot_id
         if gate is not None:
             out = eng.activate_gated(collection, snapshot_id, gate, rsi_threshold=rsi_threshold)
         else:
-            eng.activate(collection, snapshot_id)
+            # "previous" is read under the writer lock, in the same transaction as the switch.
+            before = eng.activate(collection, snapshot_id)["from"]
             out = {"collection": collection, "snapshot_id": snapshot_id, "activated": True, "gate": None}
-    out["previous"] = before
+            out["previous"] = before
+    before = out["previous"]
     if as_json:
         print_json(out)
     elif out["activated"]:
@@ -238,12 +239,22 @@ def snapshot_manifest(
 
 @app.command()
 def replay(
-    query_id: Annotated[int, typer.Argument(help="Id of a logged query (SearchResult.query_id).")],
+    query_id: Annotated[int | None, typer.Argument(help="Id of a logged query (SearchResult.query_id).")] = None,
+    answer: Annotated[
+        str | None, typer.Option("--answer", help="Replay a logged answer instead (answer_id of `ranklock ask`).")
+    ] = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Re-run a logged query against its snapshot; exit 1 unless the result is identical."""
+    """Re-run a logged query (or --answer) against its snapshot; exit 1 unless the result is identical."""
+    if answer is not None or query_id is None:
+        from .cli_ask import replay_answer_cli
+
+        if answer is None or query_id is not None:
+            raise typer.BadParameter("give a query id or --answer ANSWER_ID, not both and not neither.")
+        replay_answer_cli(answer, dsn=dsn, home=home, as_json=as_json)
+        return
     with engine(dsn, home) as eng:
         report = eng.replay(query_id)
     d = report.to_dict()

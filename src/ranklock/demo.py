@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["DEMO_QUERIES", "demo_corpus_path", "run_demo"]
+__all__ = ["DEMO_QUERIES", "JOURNAL_QUERIES", "demo_corpus_path", "run_demo", "run_journal_demo"]
 
 DEMO_QUERIES = [
     "how does the immune system remember a pathogen",
@@ -17,9 +17,40 @@ DEMO_QUERIES = [
     "combine rankings from two retrievers",
 ]
 
+JOURNAL_QUERIES = ["XJ-900", "Which instrument is Zebulon Okonkwo learning?", "Where was my two-wheeler pinched?"]
+
 
 def demo_corpus_path() -> str:
     return str(resources.files("ranklock") / "data" / "demo.jsonl")
+
+
+def run_journal_demo(eng: Any, console: Console, progress_bar: Any) -> None:
+    """``ranklock demo journal``: generate the journal (ranklock.domains.journal), ingest it, search it."""
+    from .domains.journal import JOURNAL_COLLECTION, JOURNAL_CREATE, generate_journal
+    from .domains.journal.questions import shipped_questions_path
+
+    journal = generate_journal()
+    console.print(
+        f"[bold]ranklock demo journal[/]: {len(journal.notes)} generated notes (seed {journal.seed}) "
+        f"into collection {JOURNAL_COLLECTION!r}"
+    )
+    with progress_bar(True) as prog:
+        report = eng.ingest(
+            JOURNAL_COLLECTION, journal.documents(), replace=True, progress=prog, create=dict(JOURNAL_CREATE)
+        )
+    _print_report(console, report)
+    _print_searches(eng, console, JOURNAL_COLLECTION, JOURNAL_QUERIES)
+    console.print(
+        f'Try: ranklock search journal "who heads project Halyard" --json\n'
+        f"     ranklock eval journal --golden {shipped_questions_path()} --answers"
+    )
+
+
+def _print_report(console: Console, report: Any) -> None:
+    console.print(
+        f"snapshot {report.snapshot_id}: {report.documents} documents, {report.chunks} chunks, "
+        f"embedded {report.embedded}, reused {report.reused}; manifest {report.manifest_hash[:16]}…"
+    )
 
 
 def run_demo(eng: Any, console: Console, progress_bar: Any) -> None:
@@ -32,12 +63,14 @@ def run_demo(eng: Any, console: Console, progress_bar: Any) -> None:
             progress=prog,
             create={"fields": ["year:int", "tags:keyword[]"]},
         )
-    console.print(
-        f"snapshot {report.snapshot_id}: {report.documents} documents, {report.chunks} chunks, "
-        f"embedded {report.embedded}, reused {report.reused}; manifest {report.manifest_hash[:16]}…"
-    )
-    for q in DEMO_QUERIES:
-        res = eng.search("demo", q, k=3)
+    _print_report(console, report)
+    _print_searches(eng, console, "demo", DEMO_QUERIES)
+    console.print('Try: ranklock search demo "your question" --json')
+
+
+def _print_searches(eng: Any, console: Console, collection: str, queries: list[str]) -> None:
+    for q in queries:
+        res = eng.search(collection, q, k=3)
         table = Table("#", "doc", "fused", "lex rank", "sem rank", "text", title=f"hybrid: {q!r}")
         for h in res.hits:
             table.add_row(
@@ -49,4 +82,3 @@ def run_demo(eng: Any, console: Console, progress_bar: Any) -> None:
                 h.text.replace("\n", " ")[:70],
             )
         console.print(table)
-    console.print('Try: ranklock search demo "your question" --json')

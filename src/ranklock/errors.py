@@ -7,7 +7,8 @@ message is stable) and end with what to do about it::
     RanklockError
     ├── ConfigError            bad setting, bad parameter value
     ├── DatabaseError          cannot reach or use PostgreSQL
-    │   ├── DatabaseUnavailable    the server cannot be reached or started
+    │   ├── DatabaseUnavailable    the server cannot be reached or started, or the connection was lost
+    │   ├── QueryTimeout           a search ran past the statement timeout (504)
     │   └── ExtensionError         pgvector missing or too old
     ├── NotFound               unknown collection, snapshot, query id
     ├── InputError             a document, file or query that cannot be used
@@ -15,22 +16,27 @@ message is stable) and end with what to do about it::
     │   ├── QueryError             empty query, bad mode, bad k
     │   └── FilterError            malformed filter, unknown field, type mismatch
     ├── EmbedderError          model cannot load, checksum or dimension mismatch
-    └── SnapshotError          a snapshot cannot be built, activated or rolled back
+    ├── SnapshotError          a snapshot cannot be built, activated or rolled back
+    └── GenerationError        an Ask generator failed: endpoint down, reply not in the asked format
+        └── CitationError          an answer cites something it was not given: rejected, never shown
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CitationError",
     "ConfigError",
     "DatabaseError",
     "DatabaseUnavailable",
     "EmbedderError",
     "ExtensionError",
     "FilterError",
+    "GenerationError",
     "IngestError",
     "InputError",
     "NotFound",
     "QueryError",
+    "QueryTimeout",
     "RanklockError",
     "SnapshotError",
 ]
@@ -59,6 +65,12 @@ class ExtensionError(DatabaseError):
     pass
 
 
+class QueryTimeout(DatabaseError):
+    """PostgreSQL cancelled a statement at the statement timeout; the connection is released."""
+
+    http_status = 504
+
+
 class NotFound(RanklockError):
     http_status = 404
 
@@ -85,3 +97,13 @@ class EmbedderError(RanklockError):
 
 class SnapshotError(RanklockError):
     http_status = 409
+
+
+class GenerationError(RanklockError):
+    # The generator is upstream of ranklock (a model server, a local model):
+    # its failure is a bad gateway, not a bad request.
+    http_status = 502
+
+
+class CitationError(GenerationError):
+    pass

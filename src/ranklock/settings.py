@@ -8,11 +8,60 @@ prefix (``RANKLOCK_HOME``, ``RANKLOCK_DSN``).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SearchParams", "Settings", "ChunkerParams"]
+from .limits import MAX_K
+
+__all__ = ["SearchParams", "Settings", "ChunkerParams", "parse_duration", "parse_size"]
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """Bytes from ``"1GB"``, ``"500MB"``, ``"64MiB"`` or a plain integer (GB = 10^9, GiB = 2^30).
+
+    >>> parse_size("1GB")
+    1000000000
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*", str(text), re.IGNORECASE)
+    if m is None:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{what} {text!r} is not a size; write bytes or a number with KB, MB, GB, KiB, MiB or GiB.")
+    return int(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()])
+
+
+def parse_duration(text: str | float, *, what: str = "duration") -> float:
+    """Seconds from ``"30d"``, ``"12h"``, ``"90m"``, ``"45s"``, ``"2w"`` or a plain number of seconds.
+
+    >>> parse_duration("30d")
+    2592000.0
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])?\s*", str(text), re.IGNORECASE)
+    if m is None:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{what} {text!r} is not a duration; write seconds or a number with s, m, h, d or w.")
+    return float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()]
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def _env_int(name: str, default: str) -> int:
+    text = _env(name, default)
+    if not text.strip().isdigit():
+        from .errors import ConfigError
+
+        raise ConfigError(f"{name} {text!r} is not a whole number; set it to e.g. {default}.")
+    return int(text)
 
 
 class Settings(BaseModel):
@@ -36,6 +85,46 @@ class Settings(BaseModel):
         description="Serve repeated searches of an immutable snapshot from the result cache "
         "(RANKLOCK_RESULT_CACHE=1 turns it on; off by default so latency benchmarks measure real searches).",
     )
+    statement_timeout: float = Field(
+        default_factory=lambda: parse_duration(
+            _env("RANKLOCK_STATEMENT_TIMEOUT", "30s"), what="RANKLOCK_STATEMENT_TIMEOUT"
+        ),
+        gt=0,
+        description="Longest a search's statements may run before PostgreSQL cancels them, in seconds "
+        "(RANKLOCK_STATEMENT_TIMEOUT, e.g. 30s or 2m). Set per search transaction (SET LOCAL); echoed in "
+        "every result's params.",
+    )
+    pool_timeout: float = Field(
+        default_factory=lambda: parse_duration(_env("RANKLOCK_POOL_TIMEOUT", "5s"), what="RANKLOCK_POOL_TIMEOUT"),
+        gt=0,
+        description="Longest a request waits for a pooled database connection, in seconds "
+        "(RANKLOCK_POOL_TIMEOUT); then the server is checked, restarted (embedded) or reconnected.",
+    )
+    log_retention: float = Field(
+        default_factory=lambda: parse_duration(_env("RANKLOCK_LOG_RETENTION", "30d"), what="RANKLOCK_LOG_RETENTION"),
+        ge=0,
+        description="Query-log entries older than this are pruned, in seconds (RANKLOCK_LOG_RETENTION, "
+        "e.g. 30d; 0 keeps entries of any age).",
+    )
+    log_max_bytes: int = Field(
+        default_factory=lambda: parse_size(_env("RANKLOCK_LOG_MAX_BYTES", "1GB"), what="RANKLOCK_LOG_MAX_BYTES"),
+        ge=0,
+        description="The query log keeps at most this many bytes of entries, the newest ones "
+        "(RANKLOCK_LOG_MAX_BYTES, e.g. 1GB or 500MB; 0 means no size limit).",
+    )
+    log_prune_every: int = Field(
+        default_factory=lambda: _env_int("RANKLOCK_LOG_PRUNE_EVERY", "1000"),
+        ge=1,
+        description="Enforce the query-log retention after every this many logged searches "
+        "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
+    )
+    lock_wait: float = Field(
+        default_factory=lambda: parse_duration(_env("RANKLOCK_LOCK_WAIT", "300s"), what="RANKLOCK_LOCK_WAIT"),
+        ge=0,
+        description="Longest a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the "
+        "same collection before failing, in seconds (RANKLOCK_LOCK_WAIT, e.g. 300 or 5m; 0: do not wait). "
+        "Writers of one collection run one at a time.",
+    )
 
 
 class ChunkerParams(BaseModel):
@@ -55,19 +144,28 @@ class ChunkerParams(BaseModel):
 
 
 class SearchParams(BaseModel):
-    """Every knob that shapes a search result.  All of them are echoed in the response."""
+    """Every knob that shapes a search result.  All of them are echoed in the response.
 
-    depth: int = Field(40, ge=1, le=10000, description="Candidates each branch contributes to fusion.")
-    rrf_k: int = Field(60, ge=1, description="Reciprocal Rank Fusion constant: score = sum 1/(rrf_k + rank).")
+    Strict: an unknown key (``ef_serach``), a value of the wrong type (``depth=True``,
+    ``depth="40"``) or a non-finite number is an error, never silently ignored or coerced.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    depth: int = Field(40, ge=1, le=MAX_K, description="Candidates each branch contributes to fusion.")
+    rrf_k: int = Field(
+        60, ge=1, le=1_000_000, description="Reciprocal Rank Fusion constant: score = sum 1/(rrf_k + rank)."
+    )
     ef_search: int = Field(100, ge=1, le=1000, description="HNSW candidate list size (hnsw.ef_search).")
-    iterative_scan: str = Field(
+    iterative_scan: Literal["off", "strict_order", "relaxed_order"] = Field(
         "strict_order", description="pgvector iterative index scan mode: off, strict_order or relaxed_order."
     )
-    max_scan_tuples: int = Field(20000, ge=1, description="pgvector hnsw.max_scan_tuples budget.")
-    probes: int = Field(10, ge=1, description="IVFFlat lists probed (ivfflat.probes).")
+    max_scan_tuples: int = Field(20000, ge=1, le=2**31 - 1, description="pgvector hnsw.max_scan_tuples budget.")
+    probes: int = Field(10, ge=1, le=32768, description="IVFFlat lists probed (ivfflat.probes).")
     exact_threshold: int = Field(
         20000,
         ge=0,
+        le=2**63 - 1,
         description="When the filtered set has at most this many chunks the vector branch scans exactly.",
     )
     exact_fallback: bool = Field(
@@ -75,9 +173,11 @@ class SearchParams(BaseModel):
         description="When the vector index returns fewer documents than min(depth, matching documents), "
         "rescan the filtered set exactly (true) or return the short result flagged incomplete (false).",
     )
-    lexical_ranker: str = Field(
+    lexical_ranker: Literal["bm25", "ts_rank_cd"] = Field(
         "bm25", description="Lexical ranking function: bm25 (Okapi BM25, in the database) or ts_rank_cd."
     )
-    k1: float = Field(1.2, ge=0, description="BM25 term-frequency saturation.")
+    k1: float = Field(1.2, ge=0, le=1000, description="BM25 term-frequency saturation.")
     b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation.")
-    query_syntax: str = Field("natural", description="Lexical query syntax: natural (OR of terms) or websearch.")
+    query_syntax: Literal["natural", "websearch"] = Field(
+        "natural", description="Lexical query syntax: natural (OR of terms) or websearch."
+    )

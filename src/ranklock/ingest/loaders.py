@@ -8,13 +8,15 @@ before anything is written, so a bad corpus never half-applies.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import IngestError
-from .normalize import content_hash, normalize
+from ..limits import MAX_DOC_ID_CHARS
+from .normalize import content_hash, normalize, unstorable
 
 __all__ = ["Document", "load_corpus"]
 
@@ -29,34 +31,96 @@ class Document:
     metadata: dict[str, Any] = field(default_factory=dict)
     display: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # The loaders report file and line first; this catches documents built in Python.
+        where = f"document {self.doc_id!r}"
+        if len(self.doc_id) > MAX_DOC_ID_CHARS:
+            raise IngestError(
+                f"{where[:60]}…: the document id is {len(self.doc_id):,} characters; the limit is "
+                f"{MAX_DOC_ID_CHARS:,} (MAX_DOC_ID_CHARS). Use a shorter id."
+            )
+        for part, value in (("id", self.doc_id), ("title", self.title), ("text", self.body)):
+            problem = unstorable(value, part)
+            if problem is not None:
+                raise IngestError(f"{where}: {problem}; remove it and ingest again.")
+        for part, mapping in (("metadata", self.metadata), ("display", self.display)):
+            try:
+                problem = unstorable(mapping, part)
+            except RecursionError:
+                problem = f"{part} is nested too deeply"
+            if problem is not None:
+                raise IngestError(f"{where}: {problem}; fix the document and ingest again.")
+
     @property
     def content_hash(self) -> str:
         return content_hash(self.title, self.body, self.metadata)
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is too large for a 64-bit float")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number; write null or a finite number")
+
+
+def _parse_line(path: Path, lineno: int, raw: bytes) -> Any:
+    """One JSONL line as a Python value, or an IngestError naming the file, the line and the fix."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(
+            f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+            "re-encode the file as UTF-8 and ingest again."
+        ) from None
+    try:
+        rec = json.loads(line, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise IngestError(
+            f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
+            "each line must be one JSON object. Fix or remove the line and ingest again."
+        ) from None
+    except RecursionError:
+        raise IngestError(f"{path}:{lineno}: the JSON is nested too deeply to read; flatten the record.") from None
+    except ValueError as exc:  # NaN / Infinity, or an integer of thousands of digits
+        raise IngestError(f"{path}:{lineno}: {exc}; fix the value and ingest again.") from None
+    try:
+        problem = unstorable(rec)
+    except RecursionError:
+        raise IngestError(f"{path}:{lineno}: the JSON is nested too deeply to store; flatten the record.") from None
+    if problem is not None:
+        raise IngestError(f"{path}:{lineno}: {problem}; remove it from the record and ingest again.")
+    return rec
+
+
 def _jsonl_documents(path: Path) -> Iterator[Document]:
     try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below, after the error check
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below, after the error check
     except OSError as exc:
         raise IngestError(f"cannot read {path}: {exc.strerror}; check the path and permissions.") from exc
     with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+        # Bytes, decoded line by line, so a bad byte is reported with its line number.
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise IngestError(
-                    f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                    "each line must be one JSON object. Fix or remove the line and ingest again."
-                ) from exc
-            except UnicodeDecodeError as exc:
-                raise IngestError(f"{path}:{lineno}: not UTF-8 text; re-encode the file as UTF-8.") from exc
+            rec = _parse_line(path, lineno, raw)
             if not isinstance(rec, dict):
                 raise IngestError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}.")
             raw_id = rec.get("_id", rec.get("id"))
             if raw_id is None or str(raw_id).strip() == "":
                 raise IngestError(f"{path}:{lineno}: the record has no `_id` (BEIR) or `id` field; add one.")
+            if isinstance(raw_id, (dict, list)):
+                raise IngestError(
+                    f"{path}:{lineno}: the record's id is a JSON {type(raw_id).__name__}; use a string or a number."
+                )
+            if len(str(raw_id)) > MAX_DOC_ID_CHARS:
+                raise IngestError(
+                    f"{path}:{lineno}: the document id is {len(str(raw_id)):,} characters; the limit is "
+                    f"{MAX_DOC_ID_CHARS:,} (MAX_DOC_ID_CHARS). Use a shorter id."
+                )
             text = rec.get("text", rec.get("body"))
             if not isinstance(text, str):
                 raise IngestError(
@@ -80,7 +144,13 @@ def _folder_documents(root: Path) -> Iterator[Document]:
         try:
             raw = p.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
-            raise IngestError(f"{p}: not UTF-8 text; re-encode it as UTF-8 or remove it.") from exc
+            raise IngestError(
+                f"{p}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                "re-encode it as UTF-8 or remove it."
+            ) from exc
+        problem = unstorable(raw)
+        if problem is not None:
+            raise IngestError(f"{p}: {problem}; remove it or the file.")
         text = normalize(raw)
         title = p.stem
         first = text.split("\n", 1)[0]

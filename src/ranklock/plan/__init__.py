@@ -11,7 +11,7 @@ from __future__ import annotations
 from .evaluate import matches
 from .extract import RuleExtractor, extract_plan
 from .llm import LLMExtractor
-from .model import Constraint, Plan, Preference
+from .model import Constraint, Part, Plan, Preference
 from .protected import find_protected
 from .schema import PlanSchema, build_schema
 from .validate import check_constraint, validate_plan
@@ -19,6 +19,7 @@ from .validate import check_constraint, validate_plan
 __all__ = [
     "Constraint",
     "LLMExtractor",
+    "Part",
     "Plan",
     "PlanSchema",
     "Preference",

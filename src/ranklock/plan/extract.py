@@ -5,11 +5,15 @@ works in passes over the request, each claiming the characters it explains:
 
 1. protected attributes and their proxies -> ``refusal`` (checked first: a
    request that selects on age is refused whatever else it says);
-2. numbers with units and comparators ("2+ years", "under 90k", "between 3
+2. calendar years with a direction ("since 2019", "from 2020 or later") ->
+   the one field holding years or dates (:mod:`ranklock.plan.dates`); then
+   numbers with units and comparators ("2+ years", "under 90k", "between 3
    and 5 years", "within 2 weeks") -> numeric fields, chosen by unit and by the
    nearest cue word ("experience", "notice", "salary");
-3. vocabulary values ("python", "berlin", "master's") -> keyword fields, and
-   cue phrases ("remote", "sponsorship") -> bool fields;
+3. vocabulary values ("python", "berlin", "master's") -> keyword fields,
+   cue phrases ("remote", "sponsorship") -> bool fields, and a keyword field
+   named with a value after it ("tagged parts") -> that field, or a question
+   when the value is known not to be one of its values;
 4. scopes: negation ("no", "without", "except") flips what it covers,
    preference words ("ideally", "a plus") turn what they cover into soft
    preferences;
@@ -18,6 +22,10 @@ works in passes over the request, each claiming the characters it explains:
    values written as ordinary words that no context settles ("team lead") ->
    a ``clarification_request`` naming the phrase; other content words become
    the ranking text.
+
+Each claim records its owner (a mention that becomes a constraint or a
+preference, a question, or a deliberate no-op), so the plan's ``parts`` say
+where every word of the request went (:mod:`ranklock.plan.partition`).
 
 Every constraint the extractor emits names a declared field and an operator
 valid for its type; :func:`ranklock.plan.validate.validate_plan` checks that
@@ -28,10 +36,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import Constraint, Plan, Preference
+from .dates import YearPhrase, calendar_fields, find_years, year_predicate
+from .model import Constraint, Part, Plan, Preference, describe_constraint
+from .partition import PREAMBLE, is_stop_word, runs, words
 from .protected import find_protected, safe_spans
 from .schema import PlanSchema
 from .vocab import find_values, loose_table
@@ -141,7 +152,7 @@ _PREFERENCE = re.compile(
 )
 _REQUIREMENT = re.compile(
     r"\b(?:must(?: have| know| be| speak| hold)?|need(?:s)? to (?:have|know|be|speak|hold)|has to (?:have|know|be)|"
-    r"have to (?:have|know|be)|required|mandatory|essential|is a must|a must)\b",
+    r"have to (?:have|know|be)|required|mandatory|essential|is a must|a must|holds?|holding|possess(?:es|ing)?)\b",
     re.IGNORECASE,
 )
 _SCOPE_BREAK = re.compile(
@@ -162,213 +173,26 @@ _ORDINAL_DOWN_AFTER = re.compile(
     re.IGNORECASE,
 )
 
-# How requests open ("find me", "we're looking for"): not content.
-_PREAMBLE = re.compile(
-    r"\s*(?:please\s+)?(?:(?:can you\s+|could you\s+)?(?:find|search for|look for|show|get|give|list)(?: me| us)?|"
-    r"(?:i'?m|we'?re|we are|i am)\s+(?:looking for|searching for|hiring|seeking)|(?:i|we)\s+(?:need|want)|"
-    r"looking for|seeking|hiring)\b",
-    re.IGNORECASE,
-)
-_FILLER = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "of",
-        "for",
-        "to",
-        "in",
-        "on",
-        "at",
-        "with",
-        "who",
-        "whom",
-        "whose",
-        "that",
-        "which",
-        "is",
-        "are",
-        "be",
-        "been",
-        "being",
-        "was",
-        "were",
-        "has",
-        "have",
-        "having",
-        "had",
-        "can",
-        "could",
-        "would",
-        "will",
-        "shall",
-        "may",
-        "might",
-        "we",
-        "i",
-        "me",
-        "us",
-        "our",
-        "my",
-        "you",
-        "your",
-        "they",
-        "them",
-        "their",
-        "it",
-        "its",
-        "some",
-        "any",
-        "all",
-        "both",
-        "either",
-        "neither",
-        "nor",
-        "one",
-        "ones",
-        "looking",
-        "look",
-        "find",
-        "finding",
-        "show",
-        "get",
-        "give",
-        "list",
-        "want",
-        "wanted",
-        "seeking",
-        "seek",
-        "hire",
-        "hiring",
-        "hires",
-        "candidates",
-        "candidate",
-        "people",
-        "person",
-        "persons",
-        "someone",
-        "somebody",
-        "anyone",
-        "profiles",
-        "profile",
-        "resumes",
-        "resume",
-        "cv",
-        "cvs",
-        "applicants",
-        "applicant",
-        "talent",
-        "please",
-        "also",
-        "least",
-        "more",
-        "less",
-        "than",
-        "experience",
-        "experienced",
-        "background",
-        "knowledge",
-        "skills",
-        "skill",
-        "proficiency",
-        "proficient",
-        "familiar",
-        "familiarity",
-        "expertise",
-        "expert",
-        "strong",
-        "solid",
-        "good",
-        "great",
-        "excellent",
-        "deep",
-        "hands-on",
-        "working",
-        "work",
-        "worked",
-        "using",
-        "use",
-        "used",
-        "know",
-        "knows",
-        "knowing",
-        "level",
-        "as",
-        "well",
-        "from",
-        "into",
-        "about",
-        "like",
-        "such",
-        "etc",
-        "must",
-        "should",
-        "need",
-        "needs",
-        "needed",
-        "required",
-        "requires",
-        "require",
-        "only",
-        "mandatory",
-        "essential",
-        "very",
-        "really",
-        "just",
-        "do",
-        "does",
-        "did",
-        "able",
-        "willing",
-        "open",
-        "other",
-        "who's",
-        "based",
-        "located",
-        "currently",
-        "preferably",
-        "ideally",
-        "plus",
-        "bonus",
-        "nice",
-        "have",
-        "must-have",
-        "years",
-        "year",
-        "months",
-        "month",
-        "weeks",
-        "week",
-        "days",
-        "day",
-        "total",
-        "professional",
-        "relevant",
-        "prior",
-        "previous",
-        "something",
-        "time",
-        "period",
-        "current",
-        "currently",
-        "same",
-        "new",
-    ]
-)
-
 
 @dataclass(frozen=True)
 class _Concept:
     name: str
     pattern: re.Pattern[str]
-    question: str  # {phrase} and {fields} are filled in
+    question: str  # {phrase}, {fields} and {field} (the field of unit `needs`) are filled in
     fields: tuple[str, ...] = ()  # fields that would express it if the schema had them
+    needs: str | None = None  # the question suggests a field: of this unit ("years", "days", "money") or name
 
 
-def _concept(name: str, pattern: str, question: str, fields: tuple[str, ...] = ()) -> _Concept:
-    return _Concept(name, re.compile(pattern, re.IGNORECASE), question, fields)
+def _concept(
+    name: str, pattern: str, question: str, fields: tuple[str, ...] = (), needs: str | None = None
+) -> _Concept:
+    return _Concept(name, re.compile(pattern, re.IGNORECASE), question, fields, needs)
+
+
+# Asked when a concept's question would suggest a field the collection does not have.
+_NO_FIELD_QUESTION = (
+    "{phrase!r} is a requirement that no typed field records (fields: {fields}). Should it be ranking text, or dropped?"
+)
 
 
 # Requirements that read like filters but name something no typed field holds.
@@ -379,6 +203,7 @@ _CONCEPTS: tuple[_Concept, ...] = (
         r"miles|mi|minutes|mins)|local(?:ly)?|on-?site|in[- ]office|in the office|relocat\w*)\b",
         "{phrase!r} is not a field. Which locations should count (the locations field holds cities, "
         "e.g. 'in berlin or hamburg')?",
+        needs="locations",
     ),
     _concept(
         "judgement",
@@ -396,63 +221,168 @@ _CONCEPTS: tuple[_Concept, ...] = (
         "{phrase!r} is not a typed value here. How many years of experience should it mean "
         "(e.g. 'at least 5 years of experience')?",
         ("seniority",),
+        needs="years",
     ),
     _concept(
         "experienced",
         r"\b(?:experienced|seasoned|veteran)\b",
         "{phrase!r} has no exact meaning. How many years of experience should it mean (e.g. 'at least 5 years "
         "of experience')?",
+        needs="years",
     ),
     _concept(
         "availability",
         r"\b(?:available (?:immediately|now|asap|soon|right away)|immediately available|asap|"
         r"start (?:immediately|asap|soon|right away)|immediate joiners?|short notice)\b",
         "{phrase!r} has no exact meaning. What is the longest notice period to accept (e.g. 'notice under 30 days')?",
+        needs="days",
     ),
     _concept(
         "salary",
         r"\b(?:cheap|affordable|inexpensive|low salary|low cost|within (?:our|the) budget|reasonable salary)\b",
-        "{phrase!r} has no exact meaning. What is the highest salary expectation to accept (e.g. 'salary under 80k')?",
+        "{phrase!r} has no exact meaning. What is the highest {field} to accept (e.g. '{field} under 80k')?",
+        needs="money",
     ),
     _concept(
         "education",
         r"\b(?:(?:a |any )?(?:university |college )?degree|graduated?|university|college|diploma|educated)\b",
         "{phrase!r} is not one typed value. Which degree is the minimum ({fields})?",
+        needs="degree",
+    ),
+    _concept(
+        "clearance",
+        r"\b(?:(?:active |valid |current )?(?:security|government|secret|top[- ]secret|ts/sci|sc|dv|nv1|nv2|baseline) )?"
+        r"clearances?\b|\b(?:security[- ])?cleared\b",
+        "{phrase!r}: no typed field records a security clearance (fields: {fields}). Should it be ranking text, "
+        "or dropped?",
+        ("clearance", "clearances", "security_clearance"),
+    ),
+    _concept(
+        "licence",
+        r"\b(?:(?:valid |clean |full )?(?:driver'?s|driving|drivers|commercial driving|cdl|forklift|pilot'?s?) "
+        r"licen[cs]es?|licen[cs]ed)\b",
+        "{phrase!r}: no typed field records licences (fields: {fields}). Should it be ranking text, or dropped?",
+        ("licenses", "licences", "license", "licence"),
+    ),
+    _concept(
+        "shifts",
+        r"\b(?:(?:available|availability|able|willing|open) (?:for|to work|to do) )?(?:(?:night|day|evening|weekend|"
+        r"early|late|rotating|split|double) shifts?|shift work|on[- ]call(?: duty)?|weekend work|"
+        r"(?:work(?:ing)? )?(?:nights|weekends))\b",
+        "{phrase!r}: no typed field records shift availability (fields: {fields}). Should it be ranking text, "
+        "or dropped?",
+        ("shifts", "shift_availability", "availability"),
+    ),
+    _concept(
+        "start_date",
+        r"\b(?:(?:who )?(?:can|could|able to|available to|ready to) )?(?:start|join|begin)(?:s|ing)? "
+        r"(?:next|this|in|within|by|on|from|before|early|mid|end of) (?:\w+ ){0,2}?"
+        r"(?:week|weeks|month|months|monday|tuesday|wednesday|thursday|friday|january|february|march|april|may|"
+        r"june|july|august|september|october|november|december|spring|summer|autumn|fall|winter|year|days?)\b|"
+        r"\bavailable (?:from|next|this|by|in) (?:\w+ ){0,2}?(?:week|month|monday|january|february|march|april|may|"
+        r"june|july|august|september|october|november|december|year)\b",
+        "{phrase!r} is a start date, and no field records one (fields: {fields}); a notice period is not the same "
+        "thing. Should it be a notice period (e.g. 'notice under 14 days'), ranking text, or dropped?",
+        ("start_date", "available_from"),
     ),
     _concept(
         "certification",
         r"\b(?:certified|certifications?|certificates?)\b",
         "{phrase!r}: certifications are not a typed field. Should it be ranking text rather than a requirement?",
+        ("certifications", "certification", "certificates"),
     ),
 )
 
 
-@dataclass
+@dataclass(eq=False)
 class _Mention:
     start: int
     end: int
     field: str
     value: Any
-    kind: str  # "value", "number", "bool"
+    kind: str  # "value", "number", "year", "bool", "text" (soft words)
     op: str | None = None  # numbers: the comparison; values: ordinal direction ("up"/"down")
     negated: bool = False
     soft: bool = False
 
 
+@dataclass(eq=False)
+class _Issue:
+    """A phrase the planner cannot turn into a constraint with certainty: it becomes a question."""
+
+    pos: int
+    phrase: str
+    question: str
+
+
+@dataclass(eq=False)
+class _Note:
+    """Words claimed on purpose for no effect: "ignored" (shown as a part) or "dropped" (the opening)."""
+
+    role: str
+    note: str
+
+
+_Owner = _Mention | _Issue | _Note
+_DROPPED = _Note("dropped", "the request's opening")
+
+
 @dataclass
 class _State:
+    """The request being read: which pass claimed each character, and for what (its owner)."""
+
     text: str
     schema: PlanSchema
-    claimed: list[bool] = field(default_factory=list)
+    owner: list[int] = field(default_factory=list)  # per character: index into owners, -1 when free
+    owners: list[_Owner] = field(default_factory=list)
     mentions: list[_Mention] = field(default_factory=list)
-    issues: list[tuple[int, str, str]] = field(default_factory=list)  # (position, phrase, question)
+    issues: list[_Issue] = field(default_factory=list)
+    _ids: dict[int, int] = field(default_factory=dict)  # id(owner) -> index into owners
 
-    def claim(self, start: int, end: int) -> None:
+    def __post_init__(self) -> None:
+        self.owner = [-1] * len(self.text)
+
+    def _index(self, who: _Owner) -> int:
+        if id(who) not in self._ids:
+            self._ids[id(who)] = len(self.owners)
+            self.owners.append(who)
+        return self._ids[id(who)]
+
+    def claim(self, start: int, end: int, who: _Owner) -> None:
+        """Give the free characters of ``[start, end)`` to ``who``; claimed ones keep their owner."""
+        idx = self._index(who)
         for i in range(max(start, 0), min(end, len(self.text))):
-            self.claimed[i] = True
+            if self.owner[i] < 0:
+                self.owner[i] = idx
+
+    def force(self, start: int, end: int, who: _Owner) -> None:
+        """Give every character of ``[start, end)`` to ``who``, whoever claimed it before."""
+        idx = self._index(who)
+        for i in range(max(start, 0), min(end, len(self.text))):
+            self.owner[i] = idx
+
+    def owner_of(self, start: int, end: int) -> _Owner | None:
+        """The owner of the first claimed character of ``[start, end)``; None when all are free."""
+        for i in range(start, end):
+            if self.owner[i] >= 0:
+                return self.owners[self.owner[i]]
+        return None
 
     def free(self, start: int, end: int) -> bool:
-        return not any(self.claimed[start:end])
+        return all(o < 0 for o in self.owner[start:end])
+
+    def mention(self, m: _Mention) -> _Mention:
+        """Record ``m`` and claim its characters for it."""
+        self.mentions.append(m)
+        self.claim(m.start, m.end, m)
+        return m
+
+    def ask(self, start: int, end: int, question: str, phrase: str | None = None, *, force: bool = False) -> _Issue:
+        """Record a question about ``[start, end)`` and claim those characters for it."""
+        issue = _Issue(start, self.text[start:end].strip() if phrase is None else phrase, question)
+        self.issues.append(issue)
+        (self.force if force else self.claim)(start, end, issue)
+        return issue
 
 
 def _num(text: str) -> float:
@@ -506,7 +436,7 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     >>> p.kind, [c.to_filter() for c in p.constraints], p.ranking_text
     ('answer', [{'field': 'skills', 'op': 'has', 'value': 'python'}, {'field': 'years_experience', 'op': '>=', 'value': 5}], 'developers')
     """
-    text = " ".join(request.replace("\u2013", "-").replace("\u2014", "-").split())
+    text, offsets = _normalize(request)
     base: dict[str, Any] = {"request": request, "collection": collection}
     if not text:
         return Plan(
@@ -518,24 +448,28 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
     hit = find_protected(text)
     if hit is not None:
         return Plan(kind="refusal", phrase=hit.phrase, attribute=hit.attribute, reason=hit.reason, **base)
-    st = _State(text, schema, [False] * len(text))
+    st = _State(text, schema)
     for s, e in safe_spans(text):
-        st.claim(s, e)
-    pre = _PREAMBLE.match(text)
+        st.claim(s, e, _Note("ignored", "rules a protected attribute out; it is no criterion and never ranked"))
+    pre = PREAMBLE.match(text)
     if pre:
-        st.claim(0, pre.end())
+        st.claim(0, pre.end(), _DROPPED)
+    _years(st)
     _numbers(st)
+    _bare_years(st)
     _values(st)
     _bools(st)
     _concepts(st)
+    _named_values(st)
     _negations(st)
     _preferences(st)
     _requirements(st)
     _ambiguous_leftovers(st)
+    constraints, preferences, placed = _group(st)
+    parts = _parts(st, offsets, constraints, placed)
     if st.issues:
-        _, phrase, question = sorted(st.issues)[0]
-        return Plan(kind="clarification_request", phrase=phrase, question=question, **base)
-    constraints, preferences = _group(st)
+        first = min(st.issues, key=lambda i: (i.pos, i.phrase, i.question))
+        return Plan(kind="clarification_request", phrase=first.phrase, question=first.question, parts=parts, **base)
     ranking = _ranking_text(st)
     if not constraints and not ranking and not preferences:
         return Plan(
@@ -543,16 +477,81 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
             phrase=text,
             question="Nothing in the request names a "
             f"requirement or a topic. What should the candidates have (fields: {', '.join(schema.names())})?",
+            parts=parts,
             **base,
         )
-    return Plan(kind="answer", constraints=constraints, preferences=preferences, ranking_text=ranking, **base)
+    return Plan(
+        kind="answer", constraints=constraints, preferences=preferences, ranking_text=ranking, parts=parts, **base
+    )
+
+
+def _normalize(request: str) -> tuple[str, list[int]]:
+    """The request with dashes unified and whitespace collapsed, and each character's offset in ``request``."""
+    raw = request.replace("\u2013", "-").replace("\u2014", "-")
+    chars: list[str] = []
+    offsets: list[int] = []
+    for m in re.finditer(r"\S+", raw):
+        if chars:
+            chars.append(" ")
+            offsets.append(m.start() - 1)
+        chars.extend(m.group(0))
+        offsets.extend(range(m.start(), m.end()))
+    return "".join(chars), offsets
+
+
+def _has_content(text: str, start: int, end: int) -> bool:
+    return any(not is_stop_word(text[s:e]) for s, e in words(text, start, end))
+
+
+def _parts(st: _State, offsets: list[int], constraints: list[Constraint], placed: dict[int, int]) -> list[Part]:
+    """Which phrase went where: every word labelled by its owner, consecutive words of one owner merged."""
+    labelled: list[tuple[int, int, Hashable | None]] = []
+    for s, e in words(st.text):
+        who = st.owner_of(s, e)
+        if who is None:
+            label: Hashable | None = None if is_stop_word(st.text[s:e]) else "ranking_text"
+        elif who is _DROPPED:
+            label = None
+        elif isinstance(who, _Mention) and id(who) in placed and not who.soft:
+            label = ("constraint", placed[id(who)])  # values merged into one constraint stay one phrase
+        else:
+            label = ("owner", id(who))
+        labelled.append((s, e, label))
+    by_id = {id(o): o for o in st.owners}
+    out: list[Part] = []
+    phrases = runs(st.text, labelled)
+    # A stray stop word claimed with its clause ("of" in "5 years ... of experience") is no phrase of
+    # its own when its owner has a phrase with content words.
+    has_content = {label for s, e, label in phrases if _has_content(st.text, s, e)}
+    for s, e, label in phrases:
+        if label in has_content and not _has_content(st.text, s, e):
+            continue
+        where = {"phrase": st.text[s:e], "start": offsets[s], "end": offsets[e - 1] + 1}
+        if label == "ranking_text":
+            out.append(Part(role="ranking_text", **where))
+        elif isinstance(label, tuple) and label[0] == "constraint":
+            c = constraints[label[1]]
+            out.append(
+                Part(role="constraint", field=c.field, predicate=describe_constraint(c), constraint=label[1], **where)
+            )
+        else:
+            who = by_id[label[1]] if isinstance(label, tuple) else None
+            if isinstance(who, _Issue):
+                out.append(Part(role="not_understood", question=who.question, **where))
+            elif isinstance(who, _Mention):
+                out.append(Part(role="preference", field=who.field or None, **where))
+            elif isinstance(who, _Note):
+                out.append(Part(role="ignored", note=who.note, **where))
+    return out
 
 
 # -- pass 2: numbers -------------------------------------------------------------------------
 
 
 def _numeric_fields(schema: PlanSchema) -> list[str]:
-    return [f.name for f in schema.fields if f.type in ("int", "float")]
+    """Fields a quantity can go to; a calendar-year field takes only year phrases (see :func:`_years`)."""
+    years = {f.name for f in calendar_fields(schema.fields)}
+    return [f.name for f in schema.fields if f.type in ("int", "float") and f.name not in years]
 
 
 def _compatible(schema: PlanSchema, name: str, unit: str | None) -> bool:
@@ -592,7 +591,8 @@ def _choose_numeric_field(st: _State, unit: str | None, start: int, end: int) ->
     if not cands:
         return None, (
             f"{phrase!r} is a quantity, but no numeric field can hold it; numeric fields: "
-            f"{', '.join(_numeric_fields(st.schema)) or 'none'}. Which requirement did you mean?"
+            f"{', '.join(f.name for f in st.schema.fields if f.type in ('int', 'float')) or 'none'}. "
+            "Which requirement did you mean?"
         )
     cued = [(d, i, n) for i, n in enumerate(cands) if (d := _cue_distance(st, n, start, end)) is not None]
     if cued:
@@ -605,6 +605,93 @@ def _choose_numeric_field(st: _State, unit: str | None, start: int, end: int) ->
     return None, (
         f"{phrase!r} could be any of {', '.join(cands)}. Which one do you mean (e.g. '{phrase} of experience')?"
     )
+
+
+# -- pass 2a: calendar years ------------------------------------------------------------------------
+
+_EITHER_GLUE = re.compile(r"\s*,?\s*(?:or|either|or else)\s*", re.IGNORECASE)
+
+
+def _year_field(st: _State, start: int, end: int) -> tuple[str | None, str]:
+    """The one field a year phrase at ``[start, end)`` constrains, or (None, the question to ask)."""
+    phrase = st.text[start:end]
+    cands = [f.name for f in calendar_fields(st.schema.fields)]
+    if not cands:
+        return None, (
+            f"{phrase!r} is a condition on a date, but no field holds a year or a date (fields: "
+            f"{', '.join(st.schema.names()) or 'none'}). Should it be dropped, or which field did you mean?"
+        )
+    if len(cands) == 1:
+        return cands[0], ""
+    cued = sorted((d, n) for n in cands if (d := _cue_distance(st, n, start, end)) is not None)
+    if cued and (len(cued) == 1 or cued[0][0] < cued[1][0]):
+        return cued[0][1], ""
+    return None, (
+        f"{phrase!r} could be a condition on any of {', '.join(cands)}. Which one do you mean "
+        f"(e.g. '{cands[0]} {phrase}')?"
+    )
+
+
+def _years(st: _State) -> None:
+    """Year phrases with a direction ("from 2020 or later", "before 2015") -> the field holding years, or a question.
+
+    Hard constraints are combined with "and", so "before 2015 or after 2020" cannot be two of
+    them: the planner asks instead of silently requiring both.
+    """
+    found = [y for y in find_years(st.text) if y.op is not None and st.free(y.start, y.end)]
+    chains: list[list[YearPhrase]] = []
+    for y in found:
+        if chains and _EITHER_GLUE.fullmatch(st.text[chains[-1][-1].end : y.start]):
+            chains[-1].append(y)
+        else:
+            chains.append([y])
+    for chain in chains:
+        start, end = chain[0].start, chain[-1].end
+        if len(chain) > 1:
+            phrase = st.text[start:end]
+            st.ask(
+                start,
+                end,
+                f"{phrase!r} asks for one date range or another; hard constraints all have to hold, so they cannot "
+                "say 'or'. Which single range should it be (e.g. 'between 2015 and 2020')?",
+            )
+            continue
+        y = chain[0]
+        name, question = _year_field(st, start, end)
+        spec = st.schema.field(name) if name else None
+        pred = year_predicate(spec, y.op, y.values) if spec is not None and y.op is not None else None
+        if spec is not None and pred is None:
+            question = (
+                f"{st.text[start:end]!r} names a day, but {spec.name} holds years. Which year should it be "
+                f"(e.g. 'since {y.values[0][:4]}')?"
+            )
+        if spec is None or pred is None:
+            st.ask(start, end, question)
+            continue
+        mention = st.mention(_Mention(start, end, spec.name, pred[1], "year", pred[0]))
+        # The field's name right before the phrase ("*released* since 2022") is part of the condition.
+        before = st.text[max(0, start - 40) : start]
+        for cue in sorted(st.schema.cues(spec.name), key=len, reverse=True):
+            cm = re.search(rf"\b{re.escape(cue)}\s*:?\s*$", before, re.IGNORECASE)
+            if cm:
+                st.claim(start - len(before) + cm.start(), start, mention)
+                break
+
+
+def _bare_years(st: _State) -> None:
+    """A year-shaped number with no direction ("vaccine 2020") is asked about when a field holds years."""
+    cands = [f.name for f in calendar_fields(st.schema.fields)]
+    if not cands:
+        return  # nothing could hold it: an ordinary word of the ranking text
+    for y in find_years(st.text):
+        if y.op is None and st.free(y.start, y.end):
+            phrase = st.text[y.start : y.end]
+            st.ask(
+                y.start,
+                y.end,
+                f"{phrase!r} looks like a date. Is it a condition on {' or '.join(cands)} (write e.g. 'since {phrase}' "
+                f"or 'before {phrase}'), or a word to rank by?",
+            )
 
 
 def _convert(schema: PlanSchema, name: str, value: float, unit: str | None) -> float:
@@ -626,6 +713,8 @@ def _fit(schema: PlanSchema, name: str, value: float, op: str) -> int | float:
 def _numbers(st: _State) -> None:
     text = st.text
     for m in _RANGE.finditer(text):
+        if not st.free(m.start(), m.end()):
+            continue
         a, b = ("a", "b") if m.group("anum") else ("c", "d")
         u = _unit(
             m.group(f"{b}unit") or m.group(f"{a}unit"),
@@ -635,14 +724,13 @@ def _numbers(st: _State) -> None:
         if u is None and not m.group(0).lower().startswith("between"):
             continue
         name, question = _choose_numeric_field(st, u, m.start(), m.end())
-        st.claim(m.start(), m.end())
         if name is None:
-            st.issues.append((m.start(), m.group(0), question or ""))
+            st.ask(m.start(), m.end(), question or "", m.group(0))
             continue
         lo = _convert(st.schema, name, _amount(m, a) * (1000 if m.group(f"{b}k") and not m.group(f"{a}k") else 1), u)
         hi = _convert(st.schema, name, _amount(m, b), u)
         lo_v, hi_v = _fit(st.schema, name, min(lo, hi), ">="), _fit(st.schema, name, max(lo, hi), "<=")
-        st.mentions.append(_Mention(m.start(), m.end(), name, [lo_v, hi_v], "number", "between"))
+        st.mention(_Mention(m.start(), m.end(), name, [lo_v, hi_v], "number", "between"))
     for m in _SINGLE.finditer(text):
         if not st.free(m.start(), m.end()):
             continue
@@ -657,9 +745,8 @@ def _numbers(st: _State) -> None:
             continue  # "one" or "a" without a unit is an ordinary word
         start = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
         name, question = _choose_numeric_field(st, u, start, m.end())
-        st.claim(start, m.end())
         if name is None:
-            st.issues.append((start, m.group(0).strip(), question or ""))
+            st.ask(start, m.end(), question or "", m.group(0).strip())
             continue
         word = (
             (m.group("cmp") or "").lower()
@@ -668,19 +755,20 @@ def _numbers(st: _State) -> None:
         )
         op = _OP_OF.get(word, st.schema.bare_op(name))
         value = _fit(st.schema, name, _convert(st.schema, name, _amount(m, ""), u), op)
-        st.mentions.append(_Mention(start, m.end(), name, value, "number", op))
+        st.mention(_Mention(start, m.end(), name, value, "number", op))
     # Claim the cue words of the fields numbers were assigned to ("of experience", "notice period").
     for mention in list(st.mentions):
-        _claim_cues(st, mention.field, mention.start, mention.end)
+        if mention.kind == "number":
+            _claim_cues(st, mention)
 
 
-def _claim_cues(st: _State, name: str, start: int, end: int) -> None:
-    lo, hi = _clause_bounds(st.text, start, end)
-    for cue in (*st.schema.cues(name), "period", "of"):
+def _claim_cues(st: _State, mention: _Mention) -> None:
+    lo, hi = _clause_bounds(st.text, mention.start, mention.end)
+    for cue in (*st.schema.cues(mention.field), "period", "of"):
         if cue == "in":
             continue
         for m in re.finditer(rf"\b{re.escape(cue)}\b", st.text[lo:hi], re.IGNORECASE):
-            st.claim(lo + m.start(), lo + m.end())
+            st.claim(lo + m.start(), lo + m.end(), mention)
 
 
 # -- pass 3: vocabulary values and bool cues ----------------------------------------------------
@@ -707,25 +795,23 @@ def _values(st: _State) -> None:
             name, value = min(cued)[2] if cued else options[0]
         else:
             name, value = options[0]
-        direction = None
+        mention = st.mention(_Mention(s, e, name, value, "value"))
         if st.schema.hints[name].ordinal and value in st.schema.hints[name].ordinal:
             before, after = st.text[max(0, s - 30) : s], st.text[e : e + 30]
             if _ORDINAL_UP_BEFORE.search(before) or _ORDINAL_UP_AFTER.search(after):
-                direction = "up"
+                mention.op = "up"
             elif _ORDINAL_DOWN_BEFORE.search(before) or _ORDINAL_DOWN_AFTER.search(after):
-                direction = "down"
+                mention.op = "down"
             for rx in (_ORDINAL_UP_AFTER, _ORDINAL_DOWN_AFTER):
                 am = rx.search(after)
                 if am:
-                    st.claim(e, e + am.end())
+                    st.claim(e, e + am.end(), mention)
             for rx in (_ORDINAL_UP_BEFORE, _ORDINAL_DOWN_BEFORE):
                 bm = rx.search(before)
                 if bm:
-                    st.claim(s - len(before) + bm.start(), s)
-        st.mentions.append(_Mention(s, e, name, value, "value", direction))
-        st.claim(s, e)
-        _claim_field_cue_before(st, name, s)
-        _claim_field_cue_after(st, name, e)
+                    st.claim(s - len(before) + bm.start(), s, mention)
+        _claim_field_cue_before(st, mention)
+        _claim_field_cue_after(st, mention)
     _loose_values(st)
 
 
@@ -765,31 +851,73 @@ def _loose_values(st: _State) -> None:
                 alone = _content_words(st, lo, hi) == [(s, e)]  # "excel, 2+ years": the clause is the value
                 role = _ROLE_AFTER.match(st.text, e)  # "go developer", "lead engineer"
                 if glued or alone or role or _LOOSE_CUE.search(st.text[max(0, s - 40) : s]):
-                    st.mentions.append(_Mention(s, e, f.name, v, "value"))
-                    st.claim(s, e)
+                    st.mention(_Mention(s, e, f.name, v, "value"))
                     changed = True
 
 
-def _claim_field_cue_after(st: _State, name: str, end: int) -> None:
+def _claim_field_cue_after(st: _State, mention: _Mention) -> None:
     """Claim a cue word right after a value ("master's *degree*", "senior *level*")."""
+    end = mention.end
     after = st.text[end : end + 20]
-    for cue in sorted(st.schema.cues(name), key=len, reverse=True):
+    for cue in sorted(st.schema.cues(mention.field), key=len, reverse=True):
         m = re.match(rf"(?:'s)?\s+{re.escape(cue)}\b", after, re.IGNORECASE)
         if m and cue not in ("in", "years"):
-            st.claim(end, end + m.end())
+            st.claim(end, end + m.end(), mention)
             return
 
 
-def _claim_field_cue_before(st: _State, name: str, start: int) -> None:
-    """Claim a cue phrase right before a value ("fluent in", "authorised to work in the")."""
+def _claim_field_cue_before(st: _State, mention: _Mention) -> None:
+    """Claim a cue phrase right before a value ("fluent in", "authorised to work in the", "tagged")."""
+    start = mention.start
     before = st.text[max(0, start - 40) : start]
-    for cue in sorted(st.schema.cues(name), key=len, reverse=True):
+    for cue in sorted(st.schema.cues(mention.field), key=len, reverse=True):
         if cue == "in":
             continue
-        m = re.search(rf"\b{re.escape(cue)}\b(?:\s+(?:in|the|with|for))*\s*$", before, re.IGNORECASE)
+        m = re.search(
+            rf"\b{re.escape(cue)}\b(?:\s+(?:in|the|with|for|as))*\s*:?\s*(?:{_QUALIFIER}\s+)?$", before, re.IGNORECASE
+        )
         if m:
-            st.claim(start - len(before) + m.start(), start)
+            st.claim(start - len(before) + m.start(), start, mention)
             return
+
+
+def _named_values(st: _State) -> None:
+    """A keyword field named in the request with a value after it ("tagged parts", "category: news").
+
+    The field's own name (or a hint's value cue: "speaks X" for ``languages``) makes the mapping
+    certain. A value the field is known not to hold is asked about; when the field's values are
+    unknown (none stored yet, or too many to list) the value is taken as written.
+    """
+    for f in st.schema.fields:
+        cues = (*st.schema.name_cues(f.name), *st.schema.hints[f.name].value_cues)
+        if not cues or st.schema.field(f.name) is None or f.type not in ("keyword", "keyword[]"):
+            continue
+        alts = "|".join(re.escape(c) for c in sorted(cues, key=len, reverse=True))
+        rx = (
+            rf"\b(?:{alts})\b\s*(?:[:=]|\bwith\b|\bas\b)?\s*(?:{_QUALIFIER}\s+)?"
+            r"(?:\"([^\"]+)\"|'([^']+)'|([^\W_][\w+#.-]*[^\W_]|[^\W_]))"
+        )
+        for m in re.finditer(rx, st.text, re.IGNORECASE):
+            vs, ve = next((m.start(g), m.end(g)) for g in (1, 2, 3) if m.group(g) is not None)
+            raw = st.text[vs:ve]
+            if not st.free(m.start(), m.end()) or (m.group(3) is not None and is_stop_word(raw)):
+                continue
+            vocab = st.schema.vocab.get(f.name, [])
+            if vocab:
+                known = ", ".join(vocab[:8]) + (", ..." if len(vocab) > 8 else "")
+                st.ask(
+                    m.start(),
+                    m.end(),
+                    f"{st.text[m.start() : m.end()]!r} names the field {f.name}, but {raw!r} is not one of its "
+                    f"{len(vocab)} known values ({known}). Which value did you mean?",
+                )
+                continue
+            st.mention(_Mention(vs, ve, f.name, raw, "value"))
+            st.claim(m.start(), m.end(), st.mentions[-1])
+
+
+# Words between a field's cue and its value that qualify, not name, the value ("speaks *fluent* german").
+_QUALIFIER = r"(?:fluent|fluently|good|basic|business|conversational|professional|working)"
 
 
 def _bools(st: _State) -> None:
@@ -801,8 +929,7 @@ def _bools(st: _State) -> None:
         for p in pats:
             for m in re.finditer(p, st.text, re.IGNORECASE):
                 if st.free(m.start(), m.end()):
-                    st.mentions.append(_Mention(m.start(), m.end(), f.name, True, "bool"))
-                    st.claim(m.start(), m.end())
+                    st.mention(_Mention(m.start(), m.end(), f.name, True, "bool"))
 
 
 # -- pass 4: scopes ---------------------------------------------------------------------------
@@ -814,27 +941,26 @@ def _negations(st: _State) -> None:
             continue
         end = _scope_end(st.text, m.end())
         inside = [x for x in st.mentions if m.end() <= x.start < end]
-        st.claim(m.start(), m.end())
         if not inside:
             words = _content_words(st, m.end(), end)
             if words:
                 phrase = st.text[m.start() : end].strip()
-                st.issues.append(
-                    (
-                        m.start(),
-                        phrase,
-                        f"{phrase!r} excludes something no typed field records "
-                        f"(fields: {', '.join(st.schema.names())}). Which field and value should be "
-                        "excluded?",
-                    )
+                st.ask(
+                    m.start(),
+                    end,
+                    f"{phrase!r} excludes something no typed field records "
+                    f"(fields: {', '.join(st.schema.names())}). Which field and value should be "
+                    "excluded?",
+                    phrase,
                 )
-                st.claim(m.start(), end)
+            else:
+                st.claim(m.start(), m.end(), _Note("ignored", "a negation with nothing after it to negate"))
             continue
         for x in inside:
             x.negated = not x.negated
         # The rest of a negated phrase ("no agency *recruiters*") describes what is excluded;
         # it must not become ranking text, which would pull those candidates up.
-        st.claim(m.end(), end)
+        st.claim(m.start(), end, inside[0])
 
 
 _BREAK_WORDS = frozenset(
@@ -927,23 +1053,26 @@ def _preferences(st: _State) -> None:
         lo, hi = _clause_bounds(st.text, m.start(), m.end())
         postfix = not st.text[m.end() : hi].strip()
         s, e = (lo, m.start()) if postfix else (m.end(), hi)
-        st.claim(m.start(), m.end())
-        for x in st.mentions:
+        owner: _Owner | None = None
+        for x in list(st.mentions):
             if s <= x.start < e:
                 if x.kind != "value":
                     phrase = st.text[x.start : x.end]
-                    st.issues.append(
-                        (
-                            x.start,
-                            st.text[min(s, m.start()) : max(e, m.end())].strip(),
-                            f"{phrase!r} is stated as a preference, but a number or yes/no can only be a "
-                            "hard requirement here. Should it be required, or dropped?",
-                        )
+                    issue = st.ask(
+                        x.start,
+                        x.end,
+                        f"{phrase!r} is stated as a preference, but a number or yes/no can only be a "
+                        "hard requirement here. Should it be required, or dropped?",
+                        st.text[min(s, m.start()) : max(e, m.end())].strip(),
+                        force=True,
                     )
+                    owner = owner or issue
                 x.soft = True
+                owner = owner or x
         for w in _content_words(st, s, e):
-            st.mentions.append(_Mention(w[0], w[1], "", st.text[w[0] : w[1]], "text", soft=True))
-            st.claim(w[0], w[1])
+            x = st.mention(_Mention(w[0], w[1], "", st.text[w[0] : w[1]], "text", soft=True))
+            owner = owner or x
+        st.claim(m.start(), m.end(), owner or _Note("ignored", "a preference word with nothing to apply to"))
 
 
 def _requirements(st: _State) -> None:
@@ -956,21 +1085,24 @@ def _requirements(st: _State) -> None:
             s, e = lo, m.start()
         else:
             s, e = m.end(), hi
-        st.claim(m.start(), m.end())
-        if any(s <= x.start < e for x in st.mentions):
+        inside = [x for x in st.mentions if s <= x.start < e]
+        if inside:
+            st.claim(m.start(), m.end(), inside[0])
             continue
         words = _content_words(st, s, e)
         if words:
             phrase = st.text[words[0][0] : words[-1][1]]
-            st.issues.append(
-                (
-                    words[0][0],
-                    phrase,
-                    f"{phrase!r} is stated as a requirement, but it is not a value of "
-                    f"any typed field (fields: {', '.join(st.schema.names())}). Should it be ranking "
-                    "text instead, or which field value did you mean?",
-                )
+            issue = st.ask(
+                words[0][0],
+                words[-1][1],
+                f"{phrase!r} is stated as a requirement, but it is not a value of "
+                f"any typed field (fields: {', '.join(st.schema.names())}). Should it be ranking "
+                "text instead, or which field value did you mean?",
+                phrase,
             )
+            st.claim(m.start(), m.end(), issue)
+        else:
+            st.claim(m.start(), m.end(), _Note("ignored", "a requirement word with nothing to require"))
 
 
 def _ambiguous_leftovers(st: _State) -> None:
@@ -980,15 +1112,12 @@ def _ambiguous_leftovers(st: _State) -> None:
             if v in _NEVER_ASK or not st.free(s, e):
                 continue
             word = st.text[s:e]
-            st.issues.append(
-                (
-                    s,
-                    word,
-                    f"{word!r} is also the {f.name} value {v!r}. Is it a requirement (write it "
-                    f"as {v.capitalize()!r} to require it) or just a word to rank by?",
-                )
+            st.ask(
+                s,
+                e,
+                f"{word!r} is also the {f.name} value {v!r}. Is it a requirement (write it "
+                f"as {v.capitalize()!r} to require it) or just a word to rank by?",
             )
-            st.claim(s, e)
 
 
 # Ambiguous values that are almost always ordinary words in a request.
@@ -1004,15 +1133,26 @@ def _concepts(st: _State) -> None:
                 continue
             end = _extend(st, m.end()) if c.name in _EXTENDED else m.end()
             phrase = st.text[m.start() : end].strip()
-            fields = ", ".join(st.schema.names())
-            if c.name == "education" and st.schema.field("degree") is not None:
+            fields = ", ".join(st.schema.names()) or "none"
+            home = _home_field(st.schema, c.needs)
+            question = c.question if c.needs is None or home is not None else _NO_FIELD_QUESTION
+            if c.name == "education" and home is not None:
                 order = st.schema.hints["degree"].ordinal or tuple(st.schema.vocab.get("degree", []))
                 fields = "degree: " + " < ".join(order)
-            st.issues.append((m.start(), phrase, c.question.format(phrase=phrase, fields=fields)))
-            st.claim(m.start(), end)
+            text = question.format(phrase=phrase, fields=fields, field=(home or "").replace("_", " "))
+            st.ask(m.start(), end, text, phrase)
 
 
-_EXTENDED = frozenset({"proximity", "judgement", "certification"})
+def _home_field(schema: PlanSchema, needs: str | None) -> str | None:
+    """The field a concept's question can point to: one of unit ``needs``, or the field named ``needs``."""
+    if needs is None:
+        return None
+    if schema.field(needs) is not None:
+        return needs
+    return next((n for n in _numeric_fields(schema) if schema.unit(n) == needs), None)
+
+
+_EXTENDED = frozenset({"proximity", "judgement", "certification", "clearance", "licence"})
 
 
 # -- pass 5: assemble -----------------------------------------------------------------------------
@@ -1020,9 +1160,8 @@ _EXTENDED = frozenset({"proximity", "judgement", "certification"})
 
 def _content_words(st: _State, start: int, end: int) -> list[tuple[int, int]]:
     out = []
-    for m in re.finditer(r"[A-Za-z][\w+#.'-]*\w|[A-Za-z]", st.text[start:end]):
-        s, e = start + m.start(), start + m.end()
-        if st.free(s, e) and m.group(0).lower().strip("'") not in _FILLER:
+    for s, e in words(st.text, start, end):
+        if st.free(s, e) and not is_stop_word(st.text[s:e]):
             out.append((s, e))
     return out
 
@@ -1031,8 +1170,10 @@ def _ranking_text(st: _State) -> str:
     return " ".join(st.text[s:e] for s, e in _content_words(st, 0, len(st.text)))
 
 
-def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
+def _group(st: _State) -> tuple[list[Constraint], list[Preference], dict[int, int]]:
+    """The constraints and preferences the mentions make, and which constraint each mention went into."""
     constraints: list[Constraint] = []
+    placed: dict[int, int] = {}  # id(mention) -> index into constraints
     preferences: list[Preference] = []
     ms = sorted(st.mentions, key=lambda x: (x.start, x.end))
     i = 0
@@ -1050,11 +1191,12 @@ def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
                 )
             i += 1
             continue
-        if x.kind in ("number", "bool"):
+        if x.kind in ("number", "bool", "year"):
             value = x.value
             negate = x.negated
             if x.kind == "bool" and negate:
                 value, negate = not value, False
+            placed[id(x)] = len(constraints)
             constraints.append(
                 Constraint(field=x.field, op=x.op or "=", value=value, negate=negate, phrase=st.text[x.start : x.end])
             )
@@ -1080,23 +1222,33 @@ def _group(st: _State) -> tuple[list[Constraint], list[Preference]]:
             j += 1
         before = st.text[max(0, x.start - 12) : x.start].lower()
         any_or = any_or or bool(re.search(r"\b(?:any of|one of|either)\s*$", before))
+        for g in group:
+            placed[id(g)] = len(constraints)
         constraints.append(_list_constraint(st, group, any_or))
         i = j
-    return _merge_has(constraints), preferences
+    merged, new_index = _merge_has(constraints)
+    return merged, preferences, {m: new_index[c] for m, c in placed.items()}
 
 
-def _merge_has(constraints: list[Constraint]) -> list[Constraint]:
-    """Positive ``has``/``has_all`` on one field are one ``has_all``: "python ... and also docker"."""
+def _merge_has(constraints: list[Constraint]) -> tuple[list[Constraint], list[int]]:
+    """Positive ``has``/``has_all`` on one field are one ``has_all``: "python ... and also docker".
+
+    Returns the merged list and, for each input constraint, its index in that list.
+    """
     out: list[Constraint] = []
+    new_index: list[int] = []
     first: dict[str, int] = {}
     for c in constraints:
         if c.negate or c.op not in ("has", "has_all"):
+            new_index.append(len(out))
             out.append(c)
             continue
         if c.field not in first:
             first[c.field] = len(out)
+            new_index.append(len(out))
             out.append(c)
             continue
+        new_index.append(first[c.field])
         prev = out[first[c.field]]
         merged = sorted(
             set(prev.value if prev.op == "has_all" else [prev.value]) | set(c.value if c.op == "has_all" else [c.value])
@@ -1107,7 +1259,7 @@ def _merge_has(constraints: list[Constraint]) -> list[Constraint]:
             value=merged[0] if len(merged) == 1 else merged,
             phrase=f"{prev.phrase} … {c.phrase}",
         )
-    return out
+    return out, new_index
 
 
 def _list_constraint(st: _State, group: list[_Mention], any_or: bool) -> Constraint:

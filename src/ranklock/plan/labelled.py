@@ -27,6 +27,8 @@ def _schemas() -> dict[str, PlanSchema]:
         "resumes": build_schema(RESUME_FIELDS, vocab),
         "resumes_no_seniority": build_schema([f for f in RESUME_FIELDS if not f.startswith("seniority")], vocab),
         "docs": build_schema(["year:int", "tags:keyword[]"], {"tags": ["biology", "database", "search", "vectors"]}),
+        "papers": build_schema(["year:int", "tags:keyword[]"], {"tags": ["biology", "parts", "reviews", "vaccines"]}),
+        "dated": build_schema(["published:date", "category:keyword"], {"category": ["news", "review", "study"]}),
     }
 
 

@@ -6,9 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["OPS", "Constraint", "Plan", "PlanKind", "Preference"]
+__all__ = ["OPS", "PART_ROLES", "Constraint", "Part", "PartRole", "Plan", "PlanKind", "Preference"]
 
 PlanKind = Literal["answer", "clarification_request", "refusal"]
+
+#: Where a phrase of the request went (see :class:`Part`).
+PartRole = Literal["constraint", "preference", "ranking_text", "not_understood", "ignored"]
+PART_ROLES: tuple[str, ...] = ("constraint", "preference", "ranking_text", "not_understood", "ignored")
 
 #: The operators of the structured filter form (see ranklock.search.filters).
 OPS: tuple[str, ...] = (
@@ -54,6 +58,36 @@ class Preference(BaseModel):
     phrase: str = ""
 
 
+class Part(BaseModel):
+    """One phrase of the request and the one place it went.
+
+    The parts of a plan partition the request: every word that is not a stop
+    word (:data:`ranklock.plan.partition.STOP_WORDS`) or part of the opening
+    ("find me", "we are looking for") lies in exactly one part.
+    ``constraint``: it became (part of) hard constraint ``constraint`` (an index
+    into ``Plan.constraints``; ``predicate`` spells it out).  ``preference``: a
+    soft preference, ranking only.  ``ranking_text``: words the ranker sees.
+    ``not_understood``: a requirement the schema cannot express or a word whose
+    meaning is not certain; ``question`` asks about it, and the plan is a
+    ``clarification_request``.  ``ignored``: understood and deliberately without
+    effect, e.g. "regardless of gender" (``note`` says why).
+    """
+
+    phrase: str
+    role: PartRole
+    start: int = Field(description="Offset of the phrase's first character in the request.")
+    end: int = Field(description="Offset just after the phrase's last character in the request.")
+    field: str | None = None
+    predicate: str | None = Field(None, description="Constraints: the predicate, e.g. 'year >= 2020'.")
+    constraint: int | None = Field(
+        None,
+        description="Constraints: index into the plan's constraints (in a clarification request, which has "
+        "none, the index the constraint would have had).",
+    )
+    question: str | None = None
+    note: str | None = None
+
+
 class Plan(BaseModel):
     """What a request means for one collection.
 
@@ -74,6 +108,10 @@ class Plan(BaseModel):
     reason: str | None = None
     attribute: str | None = None
     extractor: str = "rules"
+    parts: list[Part] = Field(
+        default_factory=list,
+        description="Which phrase of the request went where (empty for refusals and for extractors that do not say).",
+    )
 
     @property
     def filter(self) -> dict[str, Any] | None:
@@ -104,6 +142,11 @@ class Plan(BaseModel):
         cons = "; ".join(_describe(c) for c in self.constraints) or "none"
         prefs = ", ".join(p.value for p in self.preferences) or "none"
         return f"hard constraints: {cons}. Ranking text: {self.ranking_text or '(none)'!r}. Preferences: {prefs}."
+
+
+def describe_constraint(c: Constraint) -> str:
+    """``c`` as one readable predicate, e.g. ``year >= 2020`` or ``NOT skills has 'php'``."""
+    return _describe(c)
 
 
 def _describe(c: Constraint) -> str:

@@ -31,6 +31,7 @@ class FieldHints:
     bare_op: str = "="  # what "5 years" alone means for this field
     true_cues: tuple[str, ...] = ()  # bool fields: regexes meaning True
     false_cues: tuple[str, ...] = ()  # bool fields: regexes meaning False
+    value_cues: tuple[str, ...] = ()  # words after which the next word is certainly a value of this field
 
 
 def _resume_hints() -> dict[str, FieldHints]:
@@ -88,6 +89,7 @@ def _resume_hints() -> dict[str, FieldHints]:
         "languages": FieldHints(
             cues=("speaks", "speak", "speaking", "fluent in", "fluent", "language", "languages"),
             aliases={"mandarin": ("chinese",)},
+            value_cues=("speaks", "speak", "speaking", "fluent in"),
         ),
         "degree": FieldHints(
             cues=("degree", "educated", "education"),
@@ -129,6 +131,14 @@ def _hints(name: str) -> FieldHints:
     return FIELD_HINTS.get(name, FieldHints())
 
 
+# Verb forms that announce a value of a field named for the noun: "tagged parts", "labelled urgent".
+_VERB_FORMS: dict[str, list[str]] = {
+    "tag": ["tagged"],
+    "label": ["labelled", "labeled"],
+    "category": ["categorised", "categorized"],
+}
+
+
 def _unit_from_name(name: str) -> str | None:
     words = set(name.split("_"))
     # Only the plural names a duration: "years_experience" counts years, "year" is a calendar year.
@@ -153,10 +163,31 @@ class PlanSchema:
         return next((f for f in self.fields if f.name == name), None)
 
     def cues(self, name: str) -> tuple[str, ...]:
-        """Words that announce field ``name``: its hints, else the words of its name."""
+        """Words that announce field ``name``: its hints, the words of its name and (keyword fields) their forms."""
         h = self.hints[name].cues
         words = tuple(w for w in name.split("_") if len(w) > 2)
-        return tuple(dict.fromkeys((*h, *words, name.replace("_", " "))))
+        return tuple(dict.fromkeys((*h, *words, name.replace("_", " "), *self.name_cues(name))))
+
+    def name_cues(self, name: str) -> tuple[str, ...]:
+        """For a keyword field, the words of its name in singular, plural and verb form.
+
+        Only these make a mapping *certain*: "tagged X" and "with tag X" name field ``tags``
+        because the words are the field's own name.
+
+        >>> build_schema(["tags:keyword[]"]).name_cues("tags")
+        ('tags', 'tag', 'tagged')
+        """
+        spec = self.field(name)
+        if spec is None or spec.type not in ("keyword", "keyword[]"):
+            return ()
+        # A name of several words is announced by all of them ("employer type"): one of its words
+        # alone ("work" of work_authorization) is ordinary English, not the field.
+        *head, w = name.split("_")
+        if len(w) <= 2:
+            return ()
+        stem = w[:-3] + "y" if w.endswith("ies") else w[:-1] if w.endswith("s") and not w.endswith("ss") else w
+        forms = [w, stem, stem[:-1] + "ies" if stem.endswith("y") else stem + "s", *_VERB_FORMS.get(stem, [])]
+        return tuple(dict.fromkeys(" ".join([*head, f]) for f in forms))
 
     def unit(self, name: str) -> str | None:
         return self.hints[name].unit or _unit_from_name(name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..search.filters import OPS_BY_TYPE
-from .model import Constraint, Plan
+from .model import Constraint, Part, Plan
 from .protected import find_protected
 from .schema import PlanSchema
 
@@ -74,18 +74,27 @@ def validate_plan(plan: Plan, schema: PlanSchema) -> Plan:
         hit = find_protected(text)
         if hit is not None:
             return _refusal(plan, hit)
-    for c in plan.constraints:
+    for i, c in enumerate(plan.constraints):
         problem = check_constraint(c, schema)
         if problem is not None:
+            question = f"{problem}. Which typed field and value did you mean?"
             return Plan(
                 kind="clarification_request",
                 request=plan.request,
                 collection=plan.collection,
                 phrase=c.phrase or c.field,
                 extractor=plan.extractor,
-                question=f"{problem}. Which typed field and value did you mean?",
+                question=question,
+                parts=[_unplaced(p, i, question) for p in plan.parts],
             )
     return plan
+
+
+def _unplaced(part: Part, index: int, question: str) -> Part:
+    """``part`` as it stands once constraint ``index`` cannot run: its phrase is now a question."""
+    if part.role != "constraint" or part.constraint != index:
+        return part
+    return Part(phrase=part.phrase, role="not_understood", start=part.start, end=part.end, question=question)
 
 
 def _refusal(plan: Plan, hit: Any) -> Plan:

@@ -37,7 +37,10 @@ import psycopg
 from psycopg import sql
 
 from ..settings import SearchParams
+from ..store import locks
 from ..store.database import Database
+from ..store.tables import snapshot_table
+from ..store.timeout import statement_timeout
 from .hybrid import SearchPlan, build_search_sql, time_predicate
 
 __all__ = [
@@ -100,7 +103,6 @@ def count_matching_sql(plan: SearchPlan, snap_stats: dict[str, Any]) -> tuple[sq
 
 
 _FIELD_REF = re.compile(r'"c"\."([a-z][a-z0-9_]*)"')
-_COUNTS_LOCK = 7_142_004  # advisory lock namespace: building a snapshot's value counts
 #: Fields with more distinct values than this are counted with SQL, not from value counts.
 MAX_VALUE_COUNTS = 50_000
 #: (database, snapshot id, field) -> value counts usable; a snapshot never changes, so neither does this.
@@ -108,8 +110,8 @@ _READY: dict[tuple[str, int, str], bool] = {}
 
 
 def _counts_table(snapshot_id: int) -> sql.Identifier:
-    # Named <name>_<snapshot id> in ranklock_data so dropping the snapshot drops it too.
-    return sql.Identifier("ranklock_data", f"valuecounts_{snapshot_id}")
+    # A per-snapshot table (ranklock.store.tables), so dropping or reaping the snapshot drops it too.
+    return snapshot_table("valuecounts", snapshot_id)
 
 
 def _value_counts_ready(
@@ -126,7 +128,17 @@ def _value_counts_ready(
         return _READY[key]
     table = _counts_table(sid)
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_COUNTS_LOCK, sid])
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.VALUE_COUNTS, sid])
+        # Pin the snapshot row until commit, so a drop cannot delete it while the
+        # counts table is made; nothing would ever drop a table created for a
+        # snapshot that is gone.  SKIP LOCKED: a drop in progress holds the row,
+        # and waiting for it could deadlock with our lock on its chunk table;
+        # counting rows instead gives the same number.
+        alive = conn.execute(
+            "SELECT 1 FROM ranklock.snapshots WHERE id = %s FOR KEY SHARE SKIP LOCKED", [sid]
+        ).fetchone()
+        if alive is None:
+            return False
         conn.execute(
             sql.SQL('CREATE TABLE IF NOT EXISTS {} ("#field" text NOT NULL, "#docs" bigint, "#chunks" bigint)').format(
                 table
@@ -171,7 +183,9 @@ def _value_counts_ready(
     return True
 
 
-def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: dict[str, Any]) -> Scope:
+def _scope(
+    conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: dict[str, Any], timeout: float | None = None
+) -> Scope:
     stats = snap.get("stats") or {}
     if _unconstrained(plan) and "documents" in stats and "chunks" in stats:
         # No hard constraint: every document of the snapshot matches, and the
@@ -197,12 +211,13 @@ def _scope(conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: 
             ).format(_counts_table(int(snap["id"])), plan.filter_sql)
             p = {**plan.filter_params, "rl_count_field": name}
             db.trace(q, p)
-            row = conn.execute(q, p).fetchone()
+            with conn.transaction(), statement_timeout(conn, timeout):
+                row = conn.execute(q, p).fetchone()
             assert row is not None  # an aggregate always returns one row
             return Scope(int(row[0]), int(row[1]))
     q, p = count_matching_sql(plan, stats)
     db.trace(q, p)
-    with conn.transaction():
+    with conn.transaction(), statement_timeout(conn, timeout):
         # JIT compilation costs tens of milliseconds, more than this count.
         conn.execute("SELECT set_config('jit', 'off', true)")
         row = conn.execute(q, p).fetchone()
@@ -239,14 +254,23 @@ def _apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: S
     conn.execute(q, [x for pair in settings for x in pair])
 
 
-def prepare_plan(db: Database, plan: SearchPlan, index_kind: str, snap: dict[str, Any], sp: SearchParams) -> Scope:
+def prepare_plan(
+    db: Database,
+    plan: SearchPlan,
+    index_kind: str,
+    snap: dict[str, Any],
+    sp: SearchParams,
+    *,
+    timeout: float | None = None,
+) -> Scope:
     """Count the matching set and set the plan's vector strategy, before its SQL is built.
 
     The count runs on its own connection: snapshot tables are immutable, so it
-    sees exactly the rows the search transaction will see.
+    sees exactly the rows the search transaction will see.  ``timeout`` (seconds)
+    limits its statements as the search's own are limited.
     """
     with db.connection() as conn:
-        scope = _scope(conn, db, plan, snap)
+        scope = _scope(conn, db, plan, snap, timeout)
     if plan.uses_semantic:
         plan.vector_strategy = choose_strategy(index_kind, scope, sp)
     return scope

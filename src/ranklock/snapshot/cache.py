@@ -44,6 +44,7 @@ def _canonical(value: Any) -> str:
 def cache_key(rec: SearchRecord) -> tuple[str, dict[str, Any]]:
     """The cache key of a search: (sha256 of the canonical key, the key)."""
     from .. import __version__
+    from ..store.timeout import effective_timeout
 
     bound = {k: v for k, v in rec.sql_params.items() if k != "qvec"}
     key: dict[str, Any] = {
@@ -57,6 +58,8 @@ def cache_key(rec: SearchRecord) -> tuple[str, dict[str, Any]]:
             "explicit": rec.request.get("params", {}),
             "collection_defaults": rec.coll.search_defaults,
             "bound": json.loads(_canonical(bound)),
+            # Echoed in the result's params, so an entry serves only the timeout it was made under.
+            "statement_timeout_s": effective_timeout(rec.eng.settings.statement_timeout),
         },
         "embedder_sha256": rec.coll.embedder_sha256,
         "sql_sha256": hashlib.sha256(rec.sql_query.as_string(None).encode("utf-8")).hexdigest(),

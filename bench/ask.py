@@ -1,0 +1,209 @@
+"""Ask benchmark (issue 12 items 5 and 6): answer quality on the generated journal, per class and mode.
+
+On the journal of ``ranklock demo journal`` (2,000 notes, all-MiniLM-L6-v2,
+collection language english, accents folded) and its 255 labelled questions
+(src/ranklock/domains/journal/questions.jsonl), in one run:
+
+* item 5, per generator over hybrid retrieval: recall@8 and recall@10 of the
+  gold notes, citation precision and recall, answer correctness, abstention
+  accuracy, per question class, and the reranker trigger per class;
+* item 6, the design's claim: recall@10 and answer correctness of the
+  extractive generator over semantic-only, lexical-only and hybrid retrieval,
+  per class, and whether "hybrid wins on names and codenames, keyword search
+  fails on paraphrases" holds (computed from the table, not written in).
+
+Prints the tables and writes bench/out/ask.json (the full report, per question).
+
+    python bench/ask.py --home /work/bench-home            # ingests the journal if missing
+    python bench/ask.py --home /work/bench-home --ingest   # rebuild it first
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from ranklock import Engine
+from ranklock.domains.journal import JOURNAL_CREATE, generate_journal
+from ranklock.domains.journal.questions import load_questions, shipped_questions_path
+from ranklock.errors import NotFound
+from ranklock.eval.answers import evaluate_answers
+
+OUT = Path(__file__).resolve().parent / "out"
+MODES = ("semantic", "lexical", "hybrid")
+NAME_CLASSES = ("person", "codename")
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"  # noqa: E731
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(headers), sep, *(line(r) for r in rows)])
+
+
+def ensure_journal(eng: Engine, name: str, rebuild: bool) -> dict[str, Any]:
+    """Ingest the generated journal into ``name`` unless it is there already; report what was done."""
+    if not rebuild:
+        try:
+            coll = eng.collection(name)
+            if coll.active_snapshot_id is not None:
+                return {"ingested": False, "snapshot": coll.active_snapshot_id}
+        except NotFound:
+            pass
+    journal = generate_journal()
+    t0 = time.perf_counter()
+    rep = eng.ingest(name, journal.documents(), replace=True, create=dict(JOURNAL_CREATE))
+    return {
+        "ingested": True,
+        "snapshot": rep.snapshot_id,
+        "documents": rep.documents,
+        "chunks": rep.chunks,
+        "embedded": rep.embedded,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "loadavg_after_ingest": Path("/proc/loadavg").read_text().split()[:3],
+    }
+
+
+def mrr_at_10(item6: dict[str, Any], questions: list[Any], mode: str, cls: str | None) -> float:
+    """Mean over answerable questions (of ``cls``, or all) of 1 / rank of the first gold note in the top 10."""
+    per_q = item6["retrieval"][mode]["per_question"]
+    qs = [q for q in questions if q.gold and (cls is None or q.cls == cls)]
+    return sum(1 / min(per_q[q.id]["ranks"].values()) if per_q[q.id]["ranks"] else 0.0 for q in qs) / len(qs)
+
+
+def _who_wins(v: dict[str, float]) -> str:
+    best_single = max(v["semantic"], v["lexical"])
+    return "holds" if v["hybrid"] > best_single else ("ties" if v["hybrid"] == best_single else "does not hold")
+
+
+def claim_check(item6: dict[str, Any], questions: list[Any]) -> list[str]:
+    """Sentences on the design's claims, each computed from the per-class figures."""
+    runs = {r["mode"]: r for r in item6["runs"]}
+    out = []
+    for cls in NAME_CLASSES:
+        r = {m: runs[m]["by_class"][cls]["recall@10"] for m in MODES}
+        mrr = {m: mrr_at_10(item6, questions, m, cls) for m in MODES}
+        c = {m: runs[m]["by_class"][cls]["correctness"] for m in MODES}
+        out.append(
+            f"hybrid wins on {cls}: {_who_wins(r)} for recall@10 (hybrid {r['hybrid']:.3f}, semantic "
+            f"{r['semantic']:.3f}, lexical {r['lexical']:.3f}); {_who_wins(mrr)} for MRR@10 (hybrid "
+            f"{mrr['hybrid']:.3f}, semantic {mrr['semantic']:.3f}, lexical {mrr['lexical']:.3f}); correctness "
+            f"hybrid {c['hybrid']:.3f}, semantic {c['semantic']:.3f}, lexical {c['lexical']:.3f}"
+        )
+    p = {m: runs[m]["by_class"]["paraphrase"]["recall@10"] for m in MODES}
+    fails = p["lexical"] < min(p["semantic"], p["hybrid"])
+    out.append(
+        f"keyword search fails on paraphrases: {'holds' if fails else 'does not hold'} (recall@10 lexical "
+        f"{p['lexical']:.3f}, semantic {p['semantic']:.3f}, hybrid {p['hybrid']:.3f})"
+    )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--home", default=os.environ.get("RANKLOCK_HOME"), help="ranklock home (embedded Postgres).")
+    ap.add_argument("--dsn", default=os.environ.get("RANKLOCK_DSN"))
+    ap.add_argument("--collection", default="journal")
+    ap.add_argument("--ingest", action="store_true", help="Rebuild the journal collection first.")
+    ap.add_argument("--generator", action="append", help="Generator(s) for item 5 (default extractive).")
+    ap.add_argument("--out", type=Path, default=OUT / "ask.json")
+    args = ap.parse_args()
+    generators = args.generator or ["extractive"]
+    questions = load_questions(shipped_questions_path())
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    load_before = Path("/proc/loadavg").read_text().split()[:3]
+    with Engine(dsn=args.dsn, home=args.home) as eng:
+        ingest = ensure_journal(eng, args.collection, args.ingest)
+        t0 = time.perf_counter()
+        item6 = evaluate_answers(eng, args.collection, questions, generators=["extractive"], modes=MODES)
+        others = [g for g in generators if g != "extractive"]
+        item5_extra = (
+            evaluate_answers(eng, args.collection, questions, generators=others, modes=["hybrid"]) if others else None
+        )
+        seconds = time.perf_counter() - t0
+    runs6 = {r["mode"]: r for r in item6["runs"]}
+    item5_runs = [runs6["hybrid"]] if "extractive" in generators else []
+    item5_runs += item5_extra["runs"] if item5_extra else []
+    classes = list(runs6["hybrid"]["by_class"])
+
+    print(f"# Ask on the journal: {len(questions)} questions, snapshot {item6['snapshot']['id']}")
+    print(
+        f"load average before {' '.join(load_before)}, after {' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
+    )
+    cols = ["recall@8", "recall@10", "citation_precision", "citation_recall", "correctness", "abstention_accuracy"]
+    for run in item5_runs:
+        print(f"\n## Item 5: {run['generator']} over hybrid retrieval (8 chunks)\n")
+        rows = [
+            [cls, str(m["questions"]), *(_fmt(m[c]) for c in cols)]
+            for cls, m in [*run["by_class"].items(), ("all", run["overall"])]
+        ]
+        print(_table(["class", "n", *cols], rows))
+        print()
+        for cls, t in run["trigger"].items():
+            print(f"- {cls}: {t['verdict']}: {t['message']}")
+    print("\n## Item 6: extractive, recall@10 / correctness per retrieval mode\n")
+    rows = []
+    for cls in [*classes, "all"]:
+        cells = [cls]
+        for m in MODES:
+            mm = runs6[m]["overall"] if cls == "all" else runs6[m]["by_class"][cls]
+            cells += [_fmt(mm["recall@10"]), _fmt(mm["correctness"])]
+        rows.append(cells)
+    headers = ["class"] + [f"{m} {x}" for m in MODES for x in ("R@10", "correct")]
+    print(_table(headers, rows))
+    # recall@10 saturates on the name classes; where the gold note lands says more.
+    print("\n## Item 6, sharper: share of answerable questions whose gold note is ranked first (MRR@10 beside)\n")
+    rows = []
+    for cls in [*classes, "all"]:
+        cells = [cls]
+        for m in MODES:
+            per_q = item6["retrieval"][m]["per_question"]
+            qs = [q for q in questions if q.gold and (cls == "all" or q.cls == cls)]
+            if not qs:
+                cells += ["-", "-"]
+                continue
+            top1 = sum(1 for q in qs if 1 in per_q[q.id]["ranks"].values()) / len(qs)
+            cells += [_fmt(top1), _fmt(mrr_at_10(item6, questions, m, None if cls == "all" else cls))]
+        rows.append(cells)
+    print(_table(["class"] + [f"{m} {x}" for m in MODES for x in ("top-1", "MRR@10")], rows))
+    abst = {m: _fmt(runs6[m]["overall"]["abstention_accuracy"]) for m in MODES}
+    print(f"\nabstention accuracy on unanswerable questions: {abst}")
+    claims = claim_check(item6, questions)
+    print()
+    for line in claims:
+        print(f"- {line}")
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = {
+        "bench": "ask",
+        "started": started,
+        "command": "python " + " ".join(sys.argv),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_before": load_before,
+        "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
+        "ingest": ingest,
+        "eval_seconds": round(seconds, 1),
+        "claims": claims,
+        "item6": item6,
+        "item5_other_generators": item5_extra,
+    }
+    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""The answer log (``ranklock.answer_log``) and replay of a logged answer, layer by layer.
+
+Every ask writes one row: the retrieval record (the search's query-log id and
+the numbered chunks with a sha256 of each text), the prompt version and hash,
+the generator record, and the canonical answer JSON, or, for a rejected
+answer, why it was rejected.
+
+:func:`replay_answer` re-runs a logged answer on its snapshot and reports per
+layer whether it is identical::
+
+    retrieval   the numbered chunks: ids, ranks, scores and texts
+    prompt      the prompt's sha256 (template version and rendered messages)
+    generator   the generator record: name, model, checksum, params
+    answer      the answer JSON, byte for byte
+
+A deterministic generator (``extractive``; ``local`` on the same machine)
+must match byte for byte; ``identical`` is true only when every layer is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from psycopg.types.json import Jsonb
+
+from ..errors import GenerationError, NotFound, QueryError
+from .generators import resolve_generator
+from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
+from .prompt import render_prompt
+from .run import SearchFn, number_chunks, retrieve
+from .validate import validate_draft
+
+if TYPE_CHECKING:
+    from ..collection import CollectionInfo
+    from ..search.results import SearchResult
+    from ..store.database import Database
+
+__all__ = ["LAYERS", "AnswerReplay", "chunk_records", "log_answer", "log_rejected", "replay_answer"]
+
+LAYERS = ("retrieval", "prompt", "generator", "answer")
+_ANSWER_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def chunk_records(chunks: Sequence[AskChunk]) -> list[list[Any]]:
+    """The retrieval layer as logged: ``[n, doc_id, chunk, rank, score, sha256(text)]`` per passage."""
+    return [
+        [c.n, c.doc_id, c.chunk, c.rank, c.score, hashlib.sha256(c.text.encode("utf-8")).hexdigest()] for c in chunks
+    ]
+
+
+def _insert(db: Database, values: dict[str, Any]) -> int:
+    row = db.fetchone(
+        "INSERT INTO ranklock.answer_log (answer_id, status, collection, snapshot_id, manifest_hash, query_id, "
+        "request, chunks, prompt_version, prompt_sha256, generator, answer, error, raw) VALUES (%(answer_id)s, "
+        "%(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, %(request)s, %(chunks)s, "
+        "%(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, %(error)s, %(raw)s) RETURNING id",
+        values,
+    )
+    assert row is not None  # INSERT … RETURNING always returns the row
+    return int(row["id"])
+
+
+def _common(
+    collection: str,
+    res: SearchResult,
+    request: dict[str, Any],
+    chunks: Sequence[AskChunk],
+    prompt: Prompt,
+    info: GeneratorInfo,
+) -> dict[str, Any]:
+    return {
+        "collection": collection,
+        "snapshot_id": res.snapshot.id,
+        "manifest_hash": res.snapshot.manifest_hash,
+        "query_id": res.query_id,
+        "request": Jsonb(request),
+        "chunks": Jsonb(chunk_records(chunks)),
+        "prompt_version": prompt.version,
+        "prompt_sha256": prompt.sha256,
+        "generator": Jsonb(info.to_dict()),
+    }
+
+
+def log_answer(
+    db: Database, answer: Answer, res: SearchResult, request: dict[str, Any], prompt: Prompt, *, raw: str | None
+) -> int:
+    """Log a validated answer; returns the log row id."""
+    return _insert(
+        db,
+        {
+            **_common(answer.collection, res, request, answer.chunks, prompt, answer.generator),
+            "answer_id": answer.answer_id,
+            "status": "answered",
+            "answer": answer.to_json(),
+            "error": None,
+            "raw": raw,
+        },
+    )
+
+
+def log_rejected(
+    db: Database,
+    collection: str,
+    res: SearchResult,
+    request: dict[str, Any],
+    chunks: Sequence[AskChunk],
+    prompt: Prompt,
+    info: GeneratorInfo,
+    *,
+    error: str,
+    raw: str | None,
+) -> int:
+    """Log an answer that was rejected (bad citations, garbage reply, endpoint down); returns the row id."""
+    return _insert(
+        db,
+        {
+            **_common(collection, res, request, chunks, prompt, info),
+            "answer_id": None,
+            "status": "rejected",
+            "answer": None,
+            "error": error,
+            "raw": raw,
+        },
+    )
+
+
+@dataclass
+class AnswerReplay:
+    """Per-layer comparison of a logged answer with a fresh run on the same snapshot."""
+
+    answer_id: str
+    log_id: int
+    collection: str
+    snapshot_id: int
+    query_id: int | None  # the replayed search's query-log id
+    layers: dict[str, dict[str, Any]]
+
+    @property
+    def identical(self) -> bool:
+        return all(layer["identical"] for layer in self.layers.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "answer_id": self.answer_id,
+            "log_id": self.log_id,
+            "collection": self.collection,
+            "snapshot_id": self.snapshot_id,
+            "query_id": self.query_id,
+            "identical": self.identical,
+            "layers": self.layers,
+        }
+
+
+def _layer(logged: Any, replayed: Any) -> dict[str, Any]:
+    return {"identical": logged == replayed, "logged": logged, "replayed": replayed}
+
+
+def replay_answer(
+    db: Database, collection_of: Callable[[str], CollectionInfo], search: SearchFn, answer_id: str
+) -> AnswerReplay:
+    """Re-run logged answer ``answer_id`` on its snapshot; compare retrieval, prompt, generator and answer."""
+    if not isinstance(answer_id, str) or not _ANSWER_ID.fullmatch(answer_id):
+        raise QueryError(
+            f"answer id {answer_id!r} is not 16 lowercase hex digits; copy answer_id from `ranklock ask --json`."
+        )
+    row = db.fetchone(
+        "SELECT * FROM ranklock.answer_log WHERE answer_id = %s AND status = 'answered' ORDER BY id DESC LIMIT 1",
+        [answer_id],
+    )
+    if row is None:
+        raise NotFound(
+            f"no logged answer with id {answer_id}; answers are logged unless log_queries is off "
+            "(RANKLOCK_LOG_QUERIES=0), and rejected answers have no id."
+        )
+    sid = int(row["snapshot_id"])
+    if db.fetchone("SELECT 1 FROM ranklock.snapshots WHERE id = %s", [sid]) is None:
+        raise NotFound(
+            f"answer {answer_id} was given from snapshot {sid} of {row['collection']!r}, which has been dropped; "
+            "a replay needs the snapshot it ran against."
+        )
+    req: dict[str, Any] = row["request"]
+    coll = collection_of(row["collection"])
+    gen = resolve_generator(row["generator"]["name"])
+    res = retrieve(
+        search,
+        coll.name,
+        req["question"],
+        filter=req.get("filter"),
+        as_of=req.get("as_of"),
+        snapshot=sid,
+        chunks=int(req["chunks"]),
+        mode=str(req.get("mode", "hybrid")),
+    )
+    numbered = number_chunks(res.hits)
+    prompt = render_prompt(req["question"], numbered)
+    info = gen.info()
+    replayed: str | dict[str, str]
+    try:
+        draft = gen.generate(GenerationRequest(req["question"], numbered, prompt, coll.language))
+        text, citations, abstained = validate_draft(draft, numbered)
+        replayed = Answer(
+            question=req["question"],
+            collection=coll.name,
+            answer=text,
+            citations=citations,
+            chunks=numbered,
+            abstained=abstained,
+            generator=info,
+            prompt_sha256=prompt.sha256,
+            snapshot_id=res.snapshot.id,
+            manifest_hash=res.snapshot.manifest_hash,
+        ).to_json()
+    except GenerationError as exc:
+        replayed = {"error": str(exc)}
+    layers = {
+        "retrieval": _layer(row["chunks"], chunk_records(numbered)),
+        "prompt": _layer(row["prompt_sha256"], prompt.sha256),
+        "generator": _layer(row["generator"], info.to_dict()),
+        "answer": _layer(row["answer"], replayed),
+    }
+    return AnswerReplay(
+        answer_id=answer_id,
+        log_id=int(row["id"]),
+        collection=coll.name,
+        snapshot_id=sid,
+        query_id=res.query_id,
+        layers=layers,
+    )

@@ -1,0 +1,205 @@
+"""The shapes of Ask: numbered chunks, citations, the generator record and the answer.
+
+:class:`Answer` serialises to one stable JSON object (same input, same bytes)::
+
+    {"question", "collection", "answer",
+     "citations": [{"n", "doc_id", "chunk", "quote"}],
+     "chunks": [{"n", "doc_id", "chunk", "rank", "score", "text"}],
+     "abstained", "generator": {"name", "model", "checksum", "params"},
+     "prompt_sha256", "snapshot": {"id", "manifest_hash"}, "answer_id"}
+
+``answer_id`` is content-addressed: the first 16 hex digits of the sha256 of
+that object without ``answer_id``.  Asking the same question of the same
+snapshot with a deterministic generator therefore gives the same id and the
+same bytes; the answer log keeps one row per ask under that id.
+
+A generator is anything with the :class:`Generator` protocol: it gets a
+:class:`GenerationRequest` (the question, the numbered chunks, the rendered
+prompt) and returns a :class:`Draft`.  A draft is never shown as it is: it is
+validated first (ranklock.ask.validate), and a draft citing anything but the
+chunks it was given is rejected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "ABSTAIN",
+    "Answer",
+    "AskChunk",
+    "Citation",
+    "Draft",
+    "DraftCitation",
+    "GenerationRequest",
+    "Generator",
+    "GeneratorInfo",
+    "Prompt",
+    "canonical_json",
+]
+
+#: The one answer every generator gives when the chunks do not answer the question.
+ABSTAIN = "The journal does not say."
+
+
+def canonical_json(obj: Any) -> str:
+    """Compact JSON with keys in the order given and non-ASCII kept: the bytes Ask hashes and prints."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(frozen=True)
+class AskChunk:
+    """One retrieved chunk handed to a generator as passage ``[n]`` (n counts from 1, in rank order)."""
+
+    n: int
+    doc_id: str
+    chunk: int
+    rank: int
+    score: float
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "doc_id": self.doc_id,
+            "chunk": self.chunk,
+            "rank": self.rank,
+            "score": self.score,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Passage ``[n]`` supports the answer with ``quote``, a verbatim span of that chunk's text."""
+
+    n: int
+    doc_id: str
+    chunk: int
+    quote: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "doc_id": self.doc_id, "chunk": self.chunk, "quote": self.quote}
+
+
+@dataclass(frozen=True)
+class GeneratorInfo:
+    """What produced an answer: enough to say whether a replay ran the same generator."""
+
+    name: str
+    model: str | None
+    checksum: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "model": self.model, "checksum": self.checksum, "params": dict(self.params)}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The rendered prompt: chat messages, the template version, and the sha256 of both."""
+
+    version: str
+    messages: tuple[dict[str, str], ...]
+    sha256: str
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Everything a generator may read: the question, the numbered chunks and the prompt."""
+
+    question: str
+    chunks: tuple[AskChunk, ...]
+    prompt: Prompt
+    language: str = "english"  # the collection's text-search language
+
+
+@dataclass(frozen=True)
+class DraftCitation:
+    """A citation as a generator wrote it: a passage number and a quote (validated later)."""
+
+    n: int
+    quote: str
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A generator's unvalidated answer; ``raw`` is the model's reply as received, for error reports."""
+
+    answer: str
+    citations: tuple[DraftCitation, ...]
+    abstained: bool
+    raw: str | None = None
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """One way to turn numbered chunks into a cited answer.
+
+    ``info`` is recorded with every answer; ``generate`` must not touch the
+    database and must cite only the chunks of the request.
+    """
+
+    name: str
+
+    def info(self) -> GeneratorInfo: ...
+
+    def generate(self, request: GenerationRequest) -> Draft: ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A validated, cited answer.  ``to_json()`` is the stable object of ``ranklock ask --json``."""
+
+    question: str
+    collection: str
+    answer: str
+    citations: tuple[Citation, ...]
+    chunks: tuple[AskChunk, ...]
+    abstained: bool
+    generator: GeneratorInfo
+    prompt_sha256: str
+    snapshot_id: int
+    manifest_hash: str | None
+    #: The search's query-log entry (None when query logging is off); not part of the JSON.
+    query_id: int | None = None
+    #: The answer-log row of this ask (None when logging is off); not part of the JSON.
+    log_id: int | None = None
+
+    def _body(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "collection": self.collection,
+            "answer": self.answer,
+            "citations": [c.to_dict() for c in self.citations],
+            "chunks": [c.to_dict() for c in self.chunks],
+            "abstained": self.abstained,
+            "generator": self.generator.to_dict(),
+            "prompt_sha256": self.prompt_sha256,
+            "snapshot": {"id": self.snapshot_id, "manifest_hash": self.manifest_hash},
+        }
+
+    @property
+    def answer_id(self) -> str:
+        """First 16 hex digits of the sha256 of the canonical JSON without the id."""
+        return hashlib.sha256(canonical_json(self._body()).encode("utf-8")).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The issue's JSON shape, keys in that order."""
+        return {**self._body(), "answer_id": self.answer_id}
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """Canonical JSON: the same answer always gives the same bytes."""
+        if indent is None:
+            return canonical_json(self.to_dict())
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False)
+
+    @property
+    def cited_chunks(self) -> Sequence[AskChunk]:
+        """The chunks the citations point at, in passage order, each once."""
+        ns = sorted({c.n for c in self.citations})
+        return [self.chunks[n - 1] for n in ns]

@@ -1,0 +1,72 @@
+"""``ranklock ask`` and ``ranklock replay --answer``: thin shells over Engine.ask / Engine.replay_answer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, print_json
+
+__all__ = ["ask", "replay_answer_cli"]
+
+
+@app.command()
+def ask(
+    collection: Annotated[str, typer.Argument(help="Collection name.")],
+    question: Annotated[str, typer.Argument(help="The question to answer from the collection.")],
+    filter: Annotated[str | None, typer.Option("--filter", help="Hard constraints, e.g. 'lang = \"pt\"'.")] = None,
+    as_of: Annotated[str | None, typer.Option("--as-of", help="ISO timestamp: documents in force then.")] = None,
+    snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
+    chunks: Annotated[int, typer.Option(help="Chunks handed to the generator, numbered [1]..[N] (1-40).")] = 8,
+    generator: Annotated[
+        str, typer.Option(help="extractive (default, no model), openai (RANKLOCK_LLM_URL) or local (small model).")
+    ] = "extractive",
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer QUESTION from COLLECTION with numbered citations (search, then a generator); logged for replay."""
+    with engine(dsn, home) as eng:
+        ans = eng.ask(
+            collection, question, filter=filter, as_of=as_of, snapshot=snapshot, chunks=chunks, generator=generator
+        )
+    if as_json:
+        sys.stdout.write(ans.to_json() + "\n")
+        return
+    console.print(ans.answer, highlight=False, markup=False)
+    for c in ans.citations:
+        console.print(f"  [{c.n}] {c.doc_id} (chunk {c.chunk}): {c.quote}", highlight=False, markup=False)
+    g = ans.generator
+    console.print(
+        f"{len(ans.chunks)} chunks from snapshot {ans.snapshot_id}; generator {g.name} ({g.model}); "
+        f"answer {ans.answer_id}: `ranklock replay --answer {ans.answer_id}` re-runs it",
+        highlight=False,
+        markup=False,
+    )
+
+
+def replay_answer_cli(answer_id: str, *, dsn: str | None, home: Path | None, as_json: bool) -> None:
+    """``ranklock replay --answer ID``: per-layer report, exit 1 unless every layer is identical."""
+    with engine(dsn, home) as eng:
+        report = eng.replay_answer(answer_id)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        table = Table("layer", "identical", "logged", "replayed")
+        for name, layer in report.layers.items():
+            table.add_row(
+                name,
+                "yes" if layer["identical"] else "[bold red]NO[/]",
+                "" if layer["identical"] else json.dumps(layer["logged"], default=str, ensure_ascii=False)[:120],
+                "" if layer["identical"] else json.dumps(layer["replayed"], default=str, ensure_ascii=False)[:120],
+            )
+        verdict = "identical" if report.identical else "[bold red]NOT identical[/]"
+        console.print(f"answer {answer_id}: {verdict} (snapshot {report.snapshot_id})")
+        console.print(table)
+    if not report.identical:
+        raise typer.Exit(1)

@@ -1,0 +1,56 @@
+"""``ranklock log``: the query log's retention."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, fail, print_json
+from .errors import RanklockError
+
+__all__ = ["log_app", "log_prune"]
+
+log_app = typer.Typer(help="The query log (every search, for replay) and its retention.", no_args_is_help=True)
+app.add_typer(log_app, name="log")
+
+
+@log_app.command("prune")
+def log_prune(
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than", help="Delete entries older than this (30d, 12h, 90m; default RANKLOCK_LOG_RETENTION)."
+        ),
+    ] = None,
+    max_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--max-bytes",
+            help="Keep at most this much of the newest entries (500MB, 1GB; default RANKLOCK_LOG_MAX_BYTES).",
+        ),
+    ] = None,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete query-log entries beyond the retention policy, oldest first; pruned ids can no longer be replayed."""
+    from .settings import parse_duration, parse_size
+
+    try:
+        age = None if older_than is None else parse_duration(older_than, what="--older-than")
+        size = None if max_bytes is None else parse_size(max_bytes, what="--max-bytes")
+    except RanklockError as exc:
+        raise fail(exc) from None
+    with engine(dsn, home) as eng:
+        report = eng.prune_log(older_than=age, max_bytes=size)
+    if as_json:
+        print_json(report)
+        return
+    note = " (another process was pruning; run again)" if report.get("skipped") else ""
+    console.print(
+        f"pruned {report['deleted']} entries ({report['deleted_bytes']:,} bytes){note}; the log holds {report['rows']} "
+        f"entries, {report['bytes']:,} bytes; entries up to id {report['pruned_through']} are gone "
+        f"(policy: {report['policy']['describe']})",
+        highlight=False,
+    )
