@@ -22,11 +22,12 @@ from lexical_helpers import reference_bm25
 from ranklock import Document, Engine
 from ranklock.eval.run import evaluate
 from ranklock.ingest.chunker import document_text
+from ranklock.limits import MAX_K
 from ranklock.search.bm25 import prepare_bm25
 from ranklock.search.hybrid import SearchPlan, build_search_sql
 from ranklock.snapshot.lexical_stats import BM25_STATS_VERSION
 
-DEPTHS = (1, 40, 100, 1000, 10000)  # 10000: the most SearchParams.depth accepts
+DEPTHS = (1, 40, 100, 1000, MAX_K)  # MAX_K: the most SearchParams.depth accepts
 MODES = ("lexical", "semantic", "hybrid")
 #: Rare words planted in the large document: (about where, word).
 MARKERS = {1_000: "quillfeather", 2_500_000: "marrowgate", 4_990_000: "zephyrcloud"}
@@ -39,7 +40,7 @@ _REFERENCE: dict[tuple[str, str], list[tuple[str, int, float]]] = {}
 def _reference(engine: Engine, name: str, query: str) -> list[tuple[str, int, float]]:
     """The exhaustive BM25 ranking of every matching document (computed once per query: it reads every chunk)."""
     if (name, query) not in _REFERENCE:
-        _REFERENCE[(name, query)] = reference_bm25(engine, name, query, depth=10_000)
+        _REFERENCE[(name, query)] = reference_bm25(engine, name, query, depth=MAX_K)
     return _REFERENCE[(name, query)]
 
 
@@ -139,7 +140,7 @@ def test_common_words_take_the_impact_plan(engine: Engine, large: tuple[str, str
 @pytest.mark.parametrize("query", ["marrowgate", "zephyrcloud report stou", "brandain"])
 def test_search_sql_types_every_bound_integer(engine: Engine, large: tuple[str, str], mode: str, query: str) -> None:
     name, _ = large
-    for depth in (1, 10000):
+    for depth in (1, MAX_K):
         text, params = engine.search_sql(name, query, k=10, mode=mode, depth=depth, filter=None)
         assert untyped_integer_placeholders(text, params) == []
 
