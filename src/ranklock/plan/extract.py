@@ -445,7 +445,7 @@ def extract_plan(request: str, schema: PlanSchema, collection: str | None = None
             question=f"The request is empty. What should the results have (fields: {', '.join(schema.names())})?",
             **base,
         )
-    hit = find_protected(text)
+    hit = find_protected(text, schema.pack.protected)
     if hit is not None:
         return Plan(kind="refusal", phrase=hit.phrase, attribute=hit.attribute, reason=hit.reason, **base)
     st = _State(text, schema)

@@ -1,6 +1,6 @@
 """Loading resumes from disk: folders of files, JSONL, and the Kaggle CSV (Category, Resume).
 
-Every path ends in :func:`ranklock.resumes.parse.parse_resume`, so identity
+Every path ends in :func:`ranklock.domains.resumes.parse.parse_resume`, so identity
 is scrubbed from the ranked text whatever the source format.
 """
 
@@ -12,8 +12,8 @@ import re
 import sys
 from pathlib import Path
 
-from ..errors import IngestError
-from ..ingest.loaders import Document
+from ...errors import IngestError
+from ...ingest.loaders import Document
 from .parse import parse_resume
 from .schema import RESUME_FIELDS
 
