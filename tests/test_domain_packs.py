@@ -19,7 +19,7 @@ from ranklock.domains.resumes.pack import PACK as RESUME_PACK
 from ranklock.domains.resumes.schema import RESUME_FIELDS
 from ranklock.ingest.loaders import Document
 from ranklock.plan import build_schema, extract_plan, validate_plan
-from ranklock.plan.pack import GENERIC, DomainPack
+from ranklock.plan.pack import GENERIC, DomainPack, concept
 
 K8S = {"field": "skills", "op": "has", "value": "kubernetes"}
 
@@ -83,3 +83,22 @@ def test_a_pack_adds_protected_rules_and_cannot_remove_the_general_ones() -> Non
     for pack in (GENERIC, caste, RESUME_PACK, DomainPack("empty")):
         young = extract_plan("young python developers", build_schema(["skills:keyword[]"], {}, pack))
         assert (young.kind, young.attribute) == ("refusal", "age")
+
+
+def test_a_pack_adds_concepts_and_the_general_ones_still_ask() -> None:
+    pets = DomainPack(
+        "pets",
+        concepts=(concept("temperament", r"\bfriendly\b", "{phrase!r} is not recorded (fields: {fields}). Drop it?"),),
+    )
+    schema = build_schema(["species:keyword"], {"species": ["cat", "dog"]}, pets)
+    plan = extract_plan("friendly dog", schema)
+    assert (plan.kind, plan.phrase, plan.question) == (
+        "clarification_request",
+        "friendly",
+        "'friendly' is not recorded (fields: species). Drop it?",
+    )
+    assert extract_plan("friendly dog", build_schema(["species:keyword"], {"species": ["cat", "dog"]})).kind == "answer"
+    # The general table (a vague "senior") applies under the pack as under the generic one.
+    for pack in (GENERIC, pets):
+        senior = extract_plan("senior dog", build_schema(["species:keyword"], {"species": ["cat", "dog"]}, pack))
+        assert (senior.kind, senior.phrase) == ("clarification_request", "senior")

@@ -13,10 +13,11 @@ of :mod:`ranklock.plan.protected`, which apply to every collection whatever its 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["GENERIC", "DomainPack", "FieldHints"]
+__all__ = ["GENERIC", "Concept", "DomainPack", "FieldHints", "concept"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,31 @@ class FieldHints:
     true_cues: tuple[str, ...] = ()  # bool fields: regexes meaning True
     false_cues: tuple[str, ...] = ()  # bool fields: regexes meaning False
     value_cues: tuple[str, ...] = ()  # words after which the next word is certainly a value of this field
+
+
+@dataclass(frozen=True)
+class Concept:
+    """A requirement that reads like a filter but names something no typed field holds: it becomes a question."""
+
+    name: str
+    pattern: re.Pattern[str]
+    question: str  # {phrase}, {fields} and {field} (the field of unit `needs`) are filled in
+    fields: tuple[str, ...] = ()  # fields that would express it if the schema had them
+    needs: str | None = None  # the question suggests a field: of this unit ("years", "days", "money") or name
+    extend: bool = False  # the phrase runs on to the end of its scope ("near *the office*")
+
+
+def concept(
+    name: str,
+    pattern: str,
+    question: str,
+    fields: tuple[str, ...] = (),
+    needs: str | None = None,
+    *,
+    extend: bool = False,
+) -> Concept:
+    """A :class:`Concept` whose ``pattern`` matches case-insensitively."""
+    return Concept(name, re.compile(pattern, re.IGNORECASE), question, fields, needs, extend)
 
 
 @dataclass(frozen=True)
@@ -51,6 +77,8 @@ class DomainPack:
     vocabulary: Mapping[str, Sequence[str]] = field(default_factory=dict)
     #: Hints by field name (cue words, aliases, order of values, units).
     hints: Mapping[str, FieldHints] = field(default_factory=dict)
+    #: Extra requirements no field expresses, asked about after the general ones.
+    concepts: tuple[Concept, ...] = ()
     #: Extra (attribute, regex) protected-attribute rules, checked after the general ones.
     protected: tuple[tuple[str, str], ...] = ()
 

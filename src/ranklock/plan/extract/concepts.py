@@ -1,30 +1,16 @@
-"""Requirements no typed field expresses ("near the office", "culture fit"): the mechanism and the table."""
+"""Requirements no typed field expresses ("near the office", "culture fit"): asked about, never ranked.
+
+The table applies to every collection, whatever its domain pack (a "senior" on a product
+catalogue is a question too); a pack's ``concepts`` are asked about after these.
+"""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
+from ..pack import Concept, concept
 from ..schema import PlanSchema
 from .numbers import _numeric_fields
 from .scopes import _extend
 from .state import _State
-
-
-@dataclass(frozen=True)
-class _Concept:
-    name: str
-    pattern: re.Pattern[str]
-    question: str  # {phrase}, {fields} and {field} (the field of unit `needs`) are filled in
-    fields: tuple[str, ...] = ()  # fields that would express it if the schema had them
-    needs: str | None = None  # the question suggests a field: of this unit ("years", "days", "money") or name
-
-
-def _concept(
-    name: str, pattern: str, question: str, fields: tuple[str, ...] = (), needs: str | None = None
-) -> _Concept:
-    return _Concept(name, re.compile(pattern, re.IGNORECASE), question, fields, needs)
-
 
 # Asked when a concept's question would suggest a field the collection does not have.
 _NO_FIELD_QUESTION = (
@@ -33,16 +19,17 @@ _NO_FIELD_QUESTION = (
 
 
 # Requirements that read like filters but name something no typed field holds.
-_CONCEPTS: tuple[_Concept, ...] = (
-    _concept(
+_CONCEPTS: tuple[Concept, ...] = (
+    concept(
         "proximity",
         r"\b(?:near(?:by)?|close to|close by|walking distance|commut\w*|within \d+\s*(?:km|kilometers|kilometres|"
         r"miles|mi|minutes|mins)|local(?:ly)?|on-?site|in[- ]office|in the office|relocat\w*)\b",
         "{phrase!r} is not a field. Which locations should count (the locations field holds cities, "
         "e.g. 'in berlin or hamburg')?",
         needs="locations",
+        extend=True,
     ),
-    _concept(
+    concept(
         "judgement",
         r"\b(?:(?:good |great |strong )?(?:culture|cultural|team) fit|good fit|fits? (?:in|with) (?:the|our) "
         r"(?:team|culture)|personality|attitude|vibes?|team players?|passionate|rock ?stars?|ninjas?|hungry|"
@@ -51,8 +38,9 @@ _CONCEPTS: tuple[_Concept, ...] = (
         r"communication skills|communicators?|self-starters?|go-getters?|smart|brilliant|best)\b",
         "{phrase!r} is a judgement that no typed field records. Which checkable requirement should stand for "
         "it (fields: {fields}), or should it be dropped?",
+        extend=True,
     ),
-    _concept(
+    concept(
         "seniority",
         r"\b(?:senior|junior|entry[- ]level|mid[- ]level|principal|staff)\b",
         "{phrase!r} is not a typed value here. How many years of experience should it mean "
@@ -60,48 +48,50 @@ _CONCEPTS: tuple[_Concept, ...] = (
         ("seniority",),
         needs="years",
     ),
-    _concept(
+    concept(
         "experienced",
         r"\b(?:experienced|seasoned|veteran)\b",
         "{phrase!r} has no exact meaning. How many years of experience should it mean (e.g. 'at least 5 years "
         "of experience')?",
         needs="years",
     ),
-    _concept(
+    concept(
         "availability",
         r"\b(?:available (?:immediately|now|asap|soon|right away)|immediately available|asap|"
         r"start (?:immediately|asap|soon|right away)|immediate joiners?|short notice)\b",
         "{phrase!r} has no exact meaning. What is the longest notice period to accept (e.g. 'notice under 30 days')?",
         needs="days",
     ),
-    _concept(
+    concept(
         "salary",
         r"\b(?:cheap|affordable|inexpensive|low salary|low cost|within (?:our|the) budget|reasonable salary)\b",
         "{phrase!r} has no exact meaning. What is the highest {field} to accept (e.g. '{field} under 80k')?",
         needs="money",
     ),
-    _concept(
+    concept(
         "education",
         r"\b(?:(?:a |any )?(?:university |college )?degree|graduated?|university|college|diploma|educated)\b",
         "{phrase!r} is not one typed value. Which degree is the minimum ({fields})?",
         needs="degree",
     ),
-    _concept(
+    concept(
         "clearance",
         r"\b(?:(?:active |valid |current )?(?:security|government|secret|top[- ]secret|ts/sci|sc|dv|nv1|nv2|baseline) )?"
         r"clearances?\b|\b(?:security[- ])?cleared\b",
         "{phrase!r}: no typed field records a security clearance (fields: {fields}). Should it be ranking text, "
         "or dropped?",
         ("clearance", "clearances", "security_clearance"),
+        extend=True,
     ),
-    _concept(
+    concept(
         "licence",
         r"\b(?:(?:valid |clean |full )?(?:driver'?s|driving|drivers|commercial driving|cdl|forklift|pilot'?s?) "
         r"licen[cs]es?|licen[cs]ed)\b",
         "{phrase!r}: no typed field records licences (fields: {fields}). Should it be ranking text, or dropped?",
         ("licenses", "licences", "license", "licence"),
+        extend=True,
     ),
-    _concept(
+    concept(
         "shifts",
         r"\b(?:(?:available|availability|able|willing|open) (?:for|to work|to do) )?(?:(?:night|day|evening|weekend|"
         r"early|late|rotating|split|double) shifts?|shift work|on[- ]call(?: duty)?|weekend work|"
@@ -110,7 +100,7 @@ _CONCEPTS: tuple[_Concept, ...] = (
         "or dropped?",
         ("shifts", "shift_availability", "availability"),
     ),
-    _concept(
+    concept(
         "start_date",
         r"\b(?:(?:who )?(?:can|could|able to|available to|ready to) )?(?:start|join|begin)(?:s|ing)? "
         r"(?:next|this|in|within|by|on|from|before|early|mid|end of) (?:\w+ ){0,2}?"
@@ -122,23 +112,25 @@ _CONCEPTS: tuple[_Concept, ...] = (
         "thing. Should it be a notice period (e.g. 'notice under 14 days'), ranking text, or dropped?",
         ("start_date", "available_from"),
     ),
-    _concept(
+    concept(
         "certification",
         r"\b(?:certified|certifications?|certificates?)\b",
         "{phrase!r}: certifications are not a typed field. Should it be ranking text rather than a requirement?",
         ("certifications", "certification", "certificates"),
+        extend=True,
     ),
 )
 
 
 def _concepts(st: _State) -> None:
-    for c in _CONCEPTS:
+    # The general table applies to every collection; a domain pack can add concepts, never remove one.
+    for c in (*_CONCEPTS, *st.schema.pack.concepts):
         if any(st.schema.field(f) is not None for f in c.fields):
             continue  # the schema can express it; an unmatched word is just text
         for m in c.pattern.finditer(st.text):
             if not st.free(m.start(), m.end()):
                 continue
-            end = _extend(st, m.end()) if c.name in _EXTENDED else m.end()
+            end = _extend(st, m.end()) if c.extend else m.end()
             phrase = st.text[m.start() : end].strip()
             fields = ", ".join(st.schema.names()) or "none"
             home = _home_field(st.schema, c.needs)
@@ -157,6 +149,3 @@ def _home_field(schema: PlanSchema, needs: str | None) -> str | None:
     if schema.field(needs) is not None:
         return needs
     return next((n for n in _numeric_fields(schema) if schema.unit(n) == needs), None)
-
-
-_EXTENDED = frozenset({"proximity", "judgement", "certification", "clearance", "licence"})
