@@ -182,3 +182,13 @@ def test_eval_format_trec_is_one_run(engine: Engine, coll: str, rl_home: Path, g
     rc, _, err = cli(rl_home, "eval", coll, "--golden", str(golden), "--format", "trec")
     assert rc == 2
     assert "--format trec writes one run, and this evaluation has 3 modes (hybrid, lexical, semantic); " in err
+
+
+def test_spinner_on_stderr_only_for_a_terminal(coll: str, rl_home: Path) -> None:
+    wait = "searching (a new query loads the embedding model first: a few seconds)…"
+    rc, out, err = cli(rl_home, "search", coll, "ledger spinner", "-k", "1", terminal=True)
+    assert rc == 0 and wait in err and wait not in out
+    rc, out, err = cli(rl_home, "search", coll, "ledger spinner", "-k", "1")
+    assert rc == 0 and err == "" and wait not in out
+    rc, _, err = cli(rl_home, "search", coll, "ledger spinner", "-k", "1", "--mode", "lexical", terminal=True)
+    assert rc == 0 and "searching…" in err and wait not in err

@@ -222,8 +222,11 @@ def search(
         out_format = cli_render.resolve_format(fmt, as_json, cli_render.FORMATS, "search")
     except RanklockError as exc:
         raise fail(exc) from None
-    # In a fresh process the first query embedding imports and loads the model (seconds); say so.
-    wait = "loading the embedding model and searching…" if mode != "lexical" else "searching…"
+    # A CLI process starts without the model: a query whose embedding is not cached yet imports and
+    # loads it first, which is most of a cold search's seconds; say so while it happens.
+    wait = (
+        "searching (a new query loads the embedding model first: a few seconds)…" if mode != "lexical" else "searching…"
+    )
     with engine(dsn, home) as eng, cli_render.waiting(wait):
         res = eng.search(
             collection,
