@@ -88,7 +88,10 @@ def browser() -> Iterator[Any]:
             f"Chromium is not installed ({CHROMIUM} is missing); the browser tests need it. "
             "Install it with `apt-get install -y chromium` (`.ci/run` does this)."
         )
-    from playwright.sync_api import sync_playwright
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the playwright package is missing; install the dev extra: pip install -e '.[dev]' (make install).")
 
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -100,7 +103,9 @@ class Page:
     """A page with its console errors recorded."""
 
     def __init__(self, browser: Any, base_url: str, width: int = 1100) -> None:
-        self.ctx = browser.new_context(viewport={"width": width, "height": 900})
+        self.ctx = browser.new_context(
+            viewport={"width": width, "height": 900}, permissions=["clipboard-read", "clipboard-write"]
+        )
         self.page = self.ctx.new_page()
         self.base = base_url
         self.errors: list[str] = []
@@ -219,6 +224,12 @@ def test_permalink_reproduces_the_same_hits(browser: Any, base_url: str, page: P
         pg.inner_text("#cli")
         == f"ranklock search {COLL} 'Oksana Halcyon' --mode semantic -k 10 --filter 'lang = '\\''en'\\'''"
     )
+    pg.click("#copy_cli")
+    pg.wait_for_function("document.querySelector('#copied').textContent === 'copied'")
+    assert pg.evaluate("navigator.clipboard.readText()") == pg.inner_text("#cli")
+    pg.click("#copy_link")
+    pg.wait_for_function("navigator.clipboard.readText().then(t => t.includes('?collection='))")
+    assert pg.evaluate("navigator.clipboard.readText()") == base_url + link
     other = Page(browser, base_url)
     try:
         pg2 = other.page
@@ -274,8 +285,14 @@ def test_eval_view_loads_a_report_worst_first(page: Page, engine: Engine, tmp_pa
     path.write_text(json.dumps(report, default=str))
     pg = page.open()
     pg.click("#tab_eval")
+    pg.set_input_files("#report_file", {"name": "other.json", "mimeType": "application/json", "buffer": b'{"a": 1}'})
+    assert pg.inner_text("#eval_err") == (
+        "other.json: this file is not a ranklock eval report (no modes, ks, per_query); "
+        "load the report.json that `ranklock eval ... --out DIR` writes."
+    )
     pg.set_input_files("#report_file", str(path))
     pg.wait_for_selector("#eval_metrics")
+    assert pg.inner_text("#eval_err") == ""
     rows = pg.eval_on_selector_all(
         "#eval_metrics tbody tr", "rs => rs.map(r => [...r.children].map(c => c.textContent))"
     )

@@ -17,7 +17,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, fail, print_json, progress_bar
-from .cli_render import FORMATS, FormatOpt, render_eval, resolve_format
+from .cli_render import FORMATS, FormatOpt, render_eval, resolve_format, table_box
 from .errors import InputError, RanklockError
 
 __all__ = ["eval_app"]
@@ -147,7 +147,7 @@ def eval_compare(
     if as_json:
         print_json(res.to_dict())
     else:
-        table = Table("mode", "metric", "base", "new", "delta")
+        table = Table("mode", "metric", "base", "new", "delta", box=table_box(console))
         for mode, ms in res.metrics.items():
             for name, v in ms.items():
                 style = "red" if name.startswith("recall@") and v["delta"] < -res.tolerance else ""

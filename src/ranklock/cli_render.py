@@ -44,6 +44,7 @@ __all__ = [
     "resolve_format",
     "snippet",
     "stdout_console",
+    "table_box",
     "waiting",
 ]
 
@@ -75,6 +76,11 @@ def stdout_console() -> Console:
     paths is turned off because it colours text by guesswork.
     """
     return Console(highlight=False)
+
+
+def table_box(console: Console) -> box.Box | None:
+    """The box style for a table on ``console``: lines in a terminal, none through a pipe."""
+    return _box(console)
 
 
 def _box(console: Console) -> box.Box | None:
