@@ -286,6 +286,7 @@ def test_eval_view_loads_a_report_worst_first(page: Page, engine: Engine, tmp_pa
     pg = page.open()
     pg.click("#tab_eval")
     pg.set_input_files("#report_file", {"name": "other.json", "mimeType": "application/json", "buffer": b'{"a": 1}'})
+    pg.wait_for_selector("#eval_err:not(:empty)")
     assert pg.inner_text("#eval_err") == (
         "other.json: this file is not a ranklock eval report (no modes, ks, per_query); "
         "load the report.json that `ranklock eval ... --out DIR` writes."

@@ -244,7 +244,8 @@ def search(
             b=b,
         )
     cli_render.render_search(res, out_format, timings=timings, qid=qid)
-    for w in res.warnings:
+    # JSON carries the warnings itself; the other formats have no place for them but stderr.
+    for w in res.warnings if out_format != "json" else []:
         err_console.print(f"[yellow]note:[/] {w}")
 
 
