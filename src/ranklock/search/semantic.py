@@ -48,7 +48,7 @@ def semantic_cte(plan: SearchPlan) -> sql.Composable:
         cand: sql.Composable = sql.SQL(
             "SELECT doc_id, chunk, dist FROM ("
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
-            "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s"
+            "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint"
         ).format(table=plan.table, where=where_sql(plan))
     else:
         # ORDER BY the bare distance so the planner can use the ANN index; the
@@ -56,7 +56,7 @@ def semantic_cte(plan: SearchPlan) -> sql.Composable:
         # are broken after the index returns, below.
         cand = sql.SQL(
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
-            "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s"
+            "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s::bigint"
         ).format(table=plan.table, where=where_sql(plan))
     return sql.SQL(
         """sem_cand AS MATERIALIZED ({cand}),
@@ -70,7 +70,7 @@ sem AS (
            rank() OVER (ORDER BY dist) AS rank
     FROM sem_best WHERE rn = 1
     ORDER BY dist, doc_id, chunk
-    LIMIT %(depth)s
+    LIMIT %(depth)s::bigint
 )"""
     ).format(cand=cand)
 
