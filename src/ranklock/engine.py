@@ -96,7 +96,10 @@ class Engine:
             server = EmbeddedServer(settings.home)
             uri = server.uri()
             restart = server.uri  # starts the server again if it died
-        self.db = Database(uri, tracer=tracer, pool_timeout=settings.pool_timeout, restart=restart)
+        from .store.trace import stderr_timer
+
+        timer = stderr_timer if settings.trace else None
+        self.db = Database(uri, tracer=tracer, timer=timer, pool_timeout=settings.pool_timeout, restart=restart)
         self._embedders: dict[str, Embedder] = {}
         if embedder is not None:
             self._embedders[embedder.id] = embedder

@@ -290,7 +290,6 @@ def _finish(
         Jsonb({"embedded": report.embedded, "reused": report.reused, "seconds": seconds}),
         sid,
     ]
-    db.trace(query, params)
     with db.connection() as conn:
         cur = conn.execute(query, params)
         if cur.rowcount != 1:

@@ -30,13 +30,12 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from ..errors import DatabaseUnavailable, ExtensionError
 from . import locks
 from .errors import map_data_errors
+from .trace import Hooks, Timer, Tracer, cursor_class
 
-__all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES"]
+__all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES", "Timer", "Tracer"]
 
 MIN_POSTGRES = 160000
 MIN_PGVECTOR = (0, 8, 0)
-
-Tracer = Callable[[str, Any], None]
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -58,7 +57,10 @@ class Database:
 
     ``restart`` (the embedded server's) is called to bring a server that died
     back; it returns the DSN to use.  ``pool_timeout`` bounds how long a
-    caller waits for a connection before the server is checked.
+    caller waits for a connection before the server is checked.  Every
+    statement on its connections goes through one traced cursor
+    (ranklock.store.trace): ``tracer`` hears it before it runs, ``timer``
+    after, with its duration.
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class Database:
         dsn: str,
         *,
         tracer: Tracer | None = None,
+        timer: Timer | None = None,
         min_size: int = 1,
         max_size: int = 8,
         pool_timeout: float = 5.0,
@@ -73,6 +76,7 @@ class Database:
     ) -> None:
         self.dsn = dsn
         self.tracer = tracer
+        self.cursor_factory = cursor_class(Hooks(tracer=tracer, timer=timer))
         self.min_size, self.max_size = min_size, max_size
         self.pool_timeout = pool_timeout
         self._restart = restart
@@ -84,7 +88,7 @@ class Database:
         try:
             # A quick direct probe gives a clear error for a wrong DSN before the
             # pool starts retrying in the background.
-            with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
+            with psycopg.connect(dsn, connect_timeout=10, autocommit=True, cursor_factory=self.cursor_factory) as conn:
                 self._check_server(conn)
                 self._migrate(conn)
         except psycopg.OperationalError as exc:
@@ -108,7 +112,12 @@ class Database:
             # A different plan for the same query can walk an ANN index
             # differently and return different rows; one statement, one plan.
             # A bounded connect: an unreachable host must not stall the pool's workers.
-            kwargs={"autocommit": True, "prepare_threshold": None, "connect_timeout": self._connect_timeout},
+            kwargs={
+                "autocommit": True,
+                "prepare_threshold": None,
+                "connect_timeout": self._connect_timeout,
+                "cursor_factory": self.cursor_factory,
+            },
         )
 
     @property
@@ -232,11 +241,9 @@ class Database:
         return "ranklock reconnected to the server"
 
     def trace(self, query: Any, params: Any) -> None:
-        if self.tracer is not None:
-            self.tracer(query if isinstance(query, str) else query.as_string(None), params)
+        """Nothing: statements are traced by the cursor (ranklock.store.trace); kept for old callers."""
 
     def fetchall(self, query: sql.Composable | str, params: Any = None) -> list[dict[str, Any]]:
-        self.trace(query, params)
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, params)  # type: ignore[arg-type]
             return cur.fetchall()
@@ -246,7 +253,6 @@ class Database:
         return rows[0] if rows else None
 
     def execute(self, query: sql.Composable | str, params: Any = None) -> None:
-        self.trace(query, params)
         with self.connection() as conn:
             conn.execute(query, params)  # type: ignore[arg-type]
 
