@@ -533,11 +533,14 @@ def _ts(value: Any) -> Any:
 def _create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
     table = chunk_table(sid)
     name = snapshot_table_name("chunks", sid)  # index names: <table>_<purpose>
-    with db.connection() as conn:
+    # One transaction, so the settings below are SET LOCAL: the connection goes
+    # back to the pool with the server's defaults (CREATE INDEX, not
+    # CONCURRENTLY, runs in a transaction; nobody reads the table before ready).
+    with db.connection() as conn, conn.transaction():
         # Enough for the HNSW graph of a few million 384-d vectors to stay in
         # memory during the build; a graph that spills builds many times slower.
-        conn.execute("SET maintenance_work_mem = '3GB'")
-        conn.execute("SET max_parallel_maintenance_workers = 1")
+        conn.execute("SET LOCAL maintenance_work_mem = '3GB'")
+        conn.execute("SET LOCAL max_parallel_maintenance_workers = 1")
         conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{name}_tsv"), table))
         if coll.index_kind == "hnsw":
             m = int(coll.index_params.get("m", 16))
