@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from .errors import ConfigError, NotFound
 from .settings import ChunkerParams
+from .store.tables import CHUNK_COLUMNS
 
 if TYPE_CHECKING:
     from .embed.base import Embedder
@@ -42,27 +43,9 @@ SQL_TYPES: dict[str, str] = {
     "timestamp": "timestamptz",
 }
 
-#: Columns of every chunk table; a typed field may not take one of these names.
-RESERVED_COLUMNS = frozenset(
-    {
-        "row_id",
-        "doc_id",
-        "chunk",
-        "char_start",
-        "char_end",
-        "content_hash",
-        "title",
-        "text",
-        "text_sha256",
-        "tsv",
-        "embedding",
-        "embedder_id",
-        "vec_digest",
-        "effective_from",
-        "effective_to",
-        "doc_len",
-    }
-)
+#: Columns of every chunk table (ranklock.store.tables.CHUNK_COLUMNS) and ``title``
+#: (a document's own attribute): a typed field may not take one of these names.
+RESERVED_COLUMNS = frozenset({c.name for c in CHUNK_COLUMNS} | {"title"})
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 

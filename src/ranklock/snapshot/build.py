@@ -42,7 +42,14 @@ from ..ingest.loaders import Document
 from ..ingest.normalize import text_sha256
 from ..store import locks
 from ..store.database import Database
-from ..store.tables import SCHEMA, snapshot_table, snapshot_table_name, snapshot_table_names
+from ..store.tables import (
+    CHUNK_COLUMNS,
+    SCHEMA,
+    chunk_columns_ddl,
+    snapshot_table,
+    snapshot_table_name,
+    snapshot_table_names,
+)
 
 __all__ = [
     "BuildReport",
@@ -396,31 +403,10 @@ def _build(
     field_cols = [sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(f.sql_type())) for f in coll.fields]
     with db.connection() as conn:
         with conn.transaction():
+            columns = chunk_columns_ddl(coll.dim) + field_cols
             conn.execute(
-                sql.SQL(
-                    """CREATE TABLE {table} (
-                        row_id bigint PRIMARY KEY,
-                        chunk integer NOT NULL,
-                        char_start integer NOT NULL,
-                        char_end integer NOT NULL,
-                        doc_len integer NOT NULL,
-                        embedding vector({dim}) NOT NULL,
-                        doc_id text COLLATE "C" NOT NULL,
-                        content_hash text NOT NULL,
-                        text text NOT NULL,
-                        text_sha256 text NOT NULL,
-                        tsv tsvector NOT NULL,
-                        embedder_id text NOT NULL,
-                        vec_digest text NOT NULL,
-                        effective_from timestamptz,
-                        effective_to timestamptz{comma}{fields},
-                        UNIQUE (doc_id, chunk)
-                    )"""
-                ).format(
-                    table=table,
-                    dim=sql.Literal(coll.dim),
-                    comma=sql.SQL(", ") if field_cols else sql.SQL(""),
-                    fields=sql.SQL(", ").join(field_cols),
+                sql.SQL("CREATE TABLE {table} ({columns}, UNIQUE (doc_id, chunk))").format(
+                    table=table, columns=sql.SQL(", ").join(columns)
                 )
             )
             conn.execute(
@@ -439,23 +425,9 @@ def _build(
                 conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN embedding SET STORAGE PLAIN").format(table))
         stage = sql.Identifier(f"stage_{sid}")
         conn.execute(sql.SQL("CREATE TEMP TABLE {} AS SELECT * FROM {} WITH NO DATA").format(stage, table))
-        types = ["bigint", "text", "integer", "integer", "integer", "text", "text", "text", "vector", "text", "text"]
-        types += ["timestamptz", "timestamptz"] + [f.sql_type() for f in coll.fields]
-        cols = [
-            "row_id",
-            "doc_id",
-            "chunk",
-            "char_start",
-            "char_end",
-            "content_hash",
-            "text",
-            "text_sha256",
-            "embedding",
-            "embedder_id",
-            "vec_digest",
-            "effective_from",
-            "effective_to",
-        ] + [f.name for f in coll.fields]
+        copied = [c for c in CHUNK_COLUMNS if c.copy_type is not None]
+        types = [c.copy_type for c in copied if c.copy_type is not None] + [f.sql_type() for f in coll.fields]
+        cols = [c.name for c in copied] + [f.name for f in coll.fields]
         progress("write", 0, len(rows))
         with (
             conn.cursor() as cur,
@@ -468,12 +440,22 @@ def _build(
             cp.set_types(types)
             for n, (d, number, start, end, text, h) in enumerate(rows):
                 v = vectors[h]
-                eff = d.metadata.get("effective_from"), d.metadata.get("effective_to")
-                cp.write_row(
-                    [n, d.doc_id, number, start, end, d.content_hash, text, h, v, embedder.id, vector_digest(v)]
-                    + [_ts(eff[0]), _ts(eff[1])]
-                    + field_values[d.doc_id]
-                )
+                value = {
+                    "row_id": n,
+                    "doc_id": d.doc_id,
+                    "chunk": number,
+                    "char_start": start,
+                    "char_end": end,
+                    "content_hash": d.content_hash,
+                    "text": text,
+                    "text_sha256": h,
+                    "embedding": v,
+                    "embedder_id": embedder.id,
+                    "vec_digest": vector_digest(v),
+                    "effective_from": _ts(d.metadata.get("effective_from")),
+                    "effective_to": _ts(d.metadata.get("effective_to")),
+                }
+                cp.write_row([value[c.name] for c in copied] + field_values[d.doc_id])
                 if n % 5000 == 0:
                     progress("write", n, len(rows))
         progress("write", len(rows), len(rows))
