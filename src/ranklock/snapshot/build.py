@@ -183,7 +183,7 @@ def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int
 
 def _coerce_fields(coll: CollectionInfo, doc: Document) -> list[Any]:
     """Typed field values for a document, validated (see ranklock.search.filters for the language)."""
-    from ..fields import coerce_document_fields
+    from ..ingest.fields import coerce_document_fields
 
     return coerce_document_fields(coll, doc)
 
@@ -502,13 +502,12 @@ def _build(
 def _ts(value: Any) -> Any:
     if value is None:
         return None
-    from datetime import datetime
+    from ..ingest.timestamps import TimestampError, parse_timestamp
 
-    if isinstance(value, datetime):
-        return value
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError as exc:
+        # A naive value is accepted here, as it always was (see ranklock.ingest.timestamps).
+        return parse_timestamp(value, require_tz=False, stringify=True)
+    except TimestampError as exc:
         raise SnapshotError(f"bad effective_from/effective_to value {value!r}: use ISO 8601.") from exc
 
 

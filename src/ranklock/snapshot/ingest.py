@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from ..collection import CollectionInfo, read_collection
 from ..embed.base import Embedder
 from ..errors import IngestError
-from ..fields import coerce_document_fields
 from ..ingest.chunker import document_text
+from ..ingest.fields import coerce_document_fields
 from ..ingest.loaders import Document
 from ..store.database import Database
 from ..store.documents import load_versions, snapshot_hashes, store_versions
