@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from ..collection import CollectionInfo
 from ..embed.base import Embedder, vector_digest
@@ -47,9 +46,10 @@ from ..store.tables import (
     SCHEMA,
     chunk_columns_ddl,
     snapshot_table,
-    snapshot_table_name,
     snapshot_table_names,
 )
+from .finish import finish_snapshot
+from .indexes import create_indexes
 
 __all__ = [
     "BuildReport",
@@ -224,7 +224,15 @@ def build_snapshot(
             # Finished while the lock is still held: released only once the
             # row says 'ready', a reaper never mistakes a finishing build for a
             # dead one and drops its tables under it.
-            report.manifest = _finish(db, coll, embedder, report, seconds)
+            report.manifest = finish_snapshot(
+                db,
+                coll,
+                embedder,
+                sid,
+                documents=report.documents,
+                chunks=report.chunks,
+                stats={"embedded": report.embedded, "reused": report.reused, "seconds": seconds},
+            )
         except BaseException as exc:
             try:
                 _discard(db, sid, exc)
@@ -251,62 +259,6 @@ def _discard(db: Database, sid: int, exc: BaseException) -> None:
         # after the finish); any other is garbage, whoever marked it failed.
         if status is None or status[0] != "ready":
             drop_snapshot_tables(conn, sid)
-
-
-def _finish(
-    db: Database, coll: CollectionInfo, emb: Embedder, report: BuildReport, seconds: dict[str, float]
-) -> dict[str, Any]:
-    """Write the vectors digest and the manifest and mark the snapshot ready, if it is still building."""
-    from .manifest import build_manifest
-
-    sid = report.snapshot_id
-    pairs = [
-        (r["doc_id"], r["content_hash"])
-        for r in db.fetchall(
-            "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [sid]
-        )
-    ]
-    digest_row = db.fetchone(
-        sql.SQL(
-            "SELECT encode(sha256(convert_to(coalesce(string_agg(vec_digest, '' ORDER BY row_id), ''), 'UTF8')), "
-            "'hex') AS d FROM {}"
-        ).format(chunk_table(sid))
-    )
-    stats_row = db.fetchone("SELECT stats FROM ranklock.snapshots WHERE id = %s", [sid])
-    if digest_row is None or stats_row is None:
-        raise SnapshotError(f"snapshot {sid} of {coll.name!r} vanished while it was finishing; ingest again.")
-    manifest = build_manifest(
-        coll,
-        emb,
-        snapshot_id=sid,
-        doc_hashes=pairs,
-        documents=report.documents,
-        chunks=report.chunks,
-        vectors_digest=digest_row["d"],
-        lexical_stats=stats_row["stats"],
-    )
-    query = (
-        "UPDATE ranklock.snapshots SET status = 'ready', manifest = %s, manifest_hash = %s, doc_count = %s, "
-        "chunk_count = %s, built_at = now(), stats = stats || %s WHERE id = %s AND status = 'building'"
-    )
-    params = [
-        Jsonb(manifest),
-        manifest["manifest_hash"],
-        report.documents,
-        report.chunks,
-        Jsonb({"embedded": report.embedded, "reused": report.reused, "seconds": seconds}),
-        sid,
-    ]
-    with db.connection() as conn:
-        cur = conn.execute(query, params)
-        if cur.rowcount != 1:
-            now = conn.execute("SELECT status FROM ranklock.snapshots WHERE id = %s", [sid]).fetchone()
-            raise SnapshotError(
-                f"snapshot {sid} of {coll.name!r} became {now[0] if now else 'deleted'} (changed by another "
-                "process) while it was finishing, so it was not marked ready and nothing was activated; "
-                "ingest again."
-            )
-    return manifest
 
 
 def _embed_missing(
@@ -479,7 +431,7 @@ def _build(
     # 4. indexes, built once
     t2 = time.perf_counter()
     progress("index", 0, 1)
-    _create_indexes(db, coll, sid)
+    create_indexes(db, coll, sid)
     progress("index", 1, 1)
     seconds["index"] = time.perf_counter() - t2
 
@@ -509,40 +461,3 @@ def _ts(value: Any) -> Any:
         return parse_timestamp(value, require_tz=False, stringify=True)
     except TimestampError as exc:
         raise SnapshotError(f"bad effective_from/effective_to value {value!r}: use ISO 8601.") from exc
-
-
-def _create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
-    table = chunk_table(sid)
-    name = snapshot_table_name("chunks", sid)  # index names: <table>_<purpose>
-    # One transaction, so the settings below are SET LOCAL: the connection goes
-    # back to the pool with the server's defaults (CREATE INDEX, not
-    # CONCURRENTLY, runs in a transaction; nobody reads the table before ready).
-    with db.connection() as conn, conn.transaction():
-        # Enough for the HNSW graph of a few million 384-d vectors to stay in
-        # memory during the build; a graph that spills builds many times slower.
-        conn.execute("SET LOCAL maintenance_work_mem = '3GB'")
-        conn.execute("SET LOCAL max_parallel_maintenance_workers = 1")
-        conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{name}_tsv"), table))
-        if coll.index_kind == "hnsw":
-            m = int(coll.index_params.get("m", 16))
-            efc = int(coll.index_params.get("ef_construction", 64))
-            conn.execute(
-                sql.SQL(
-                    "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = {}, ef_construction = {})"
-                ).format(sql.Identifier(f"{name}_hnsw"), table, sql.Literal(m), sql.Literal(efc))
-            )
-        elif coll.index_kind == "ivfflat":
-            lists = int(coll.index_params.get("lists", 100))
-            conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING ivfflat (embedding vector_cosine_ops) WITH (lists = {})").format(
-                    sql.Identifier(f"{name}_ivf"), table, sql.Literal(lists)
-                )
-            )
-        for f in coll.fields:
-            method = sql.SQL("gin") if f.type == "keyword[]" else sql.SQL("btree")
-            conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING {} ({})").format(
-                    sql.Identifier(f"{name}_f_{f.name}"), table, method, sql.Identifier(f.name)
-                )
-            )
-        conn.execute(sql.SQL("ANALYZE {}").format(table))
