@@ -8,7 +8,7 @@ from typing import Any
 from ..collection import CollectionInfo, FieldSpec
 from ..errors import IngestError
 from ..limits import BIGINT_MAX, BIGINT_MIN, MAX_KEYWORD_CHARS
-from .loaders import Document
+from .document import Document
 from .timestamps import TimestampError, parse_date, parse_timestamp
 
 __all__ = ["coerce_document_fields", "coerce_value"]

@@ -22,8 +22,8 @@ from ..collection import CollectionInfo, read_collection
 from ..embed.base import Embedder
 from ..errors import IngestError
 from ..ingest.chunker import document_text
+from ..ingest.document import Document
 from ..ingest.fields import coerce_document_fields
-from ..ingest.loaders import Document
 from ..store.database import Database
 from ..store.documents import load_versions, snapshot_hashes, store_versions
 from . import lifecycle
