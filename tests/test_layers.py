@@ -110,13 +110,9 @@ ALLOWED: frozenset[str] = frozenset(
     {
         "cycle(files): {ask/log.py ask/run.py}",
         "cycle(files): {cli.py cli_ask.py cli_eval.py cli_eval_answers.py cli_files.py cli_filters.py cli_http.py cli_log.py cli_mcp.py cli_plan.py cli_snapshot.py}",
-        "cycle(files): {engine.py snapshot/ops.py}",
-        "cycle(packages): {ask domains engine eval plan search snapshot}",
         "cycle(packages): {cli cli_ask cli_eval cli_eval_answers cli_files cli_filters cli_http cli_log cli_mcp cli_plan cli_snapshot}",
         "sideways: eval/answers.py -> ask/run.py",
         "sideways: settings.py -> limits.py",
-        "upward: snapshot/ops.py -> engine.py",
-        "upward: snapshot/ops.py -> eval/gate.py",
     }
 )
 

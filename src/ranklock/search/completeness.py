@@ -165,7 +165,6 @@ def _value_counts_ready(
             'INSERT INTO {table} ("#field", {col}, "#docs", "#chunks") '
             "SELECT %s, c.{col}, {docs}, count(*) FROM {chunks} AS c GROUP BY c.{col}"
         ).format(table=table, col=col, chunks=chunks, docs=docs)
-        db.trace(q, [name])
         conn.execute(q, [name])
     # Remembered only once committed: snapshots never change, so neither do their counts.
     _READY[key] = True
@@ -225,13 +224,11 @@ def _scope(
                 'WHERE c."#field" = %(rl_count_field)s AND ({})'
             ).format(_counts_table(int(snap["id"])), plan.filter_sql)
             p = {**plan.filter_params, "rl_count_field": name}
-            db.trace(q, p)
             with conn.transaction(), statement_timeout(conn, timeout):
                 row = conn.execute(q, p).fetchone()
             assert row is not None  # an aggregate always returns one row
             return Scope(int(row[0]), int(row[1]))
     q, p = count_matching_sql(plan, stats)
-    db.trace(q, p)
     with conn.transaction(), statement_timeout(conn, timeout):
         # JIT compilation costs tens of milliseconds, more than this count.
         conn.execute("SELECT set_config('jit', 'off', true)")

@@ -243,9 +243,7 @@ def search_sql(
     return text, p
 
 
-def execute_search(
-    conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, sp: SearchParams, scope: Scope
-) -> SearchRun:
+def execute_search(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchParams, scope: Scope) -> SearchRun:
     """Run the planned search inside the caller's transaction; check the vector branch; fall back or flag.
 
     On a fallback ``plan.vector_strategy`` becomes ``exact``, so whatever
@@ -256,7 +254,6 @@ def execute_search(
     truncation: str | None = None
     apply_index_settings(conn, plan, sp)
     q, p = build_search_sql(plan)
-    db.trace(q, p)
     rows = conn.execute(q, p).fetchall()
     if plan.uses_semantic and plan.vector_strategy != "exact":
         # The last column is how many documents the vector branch handed to fusion.
@@ -269,7 +266,6 @@ def execute_search(
                 )
                 plan.vector_strategy = "exact"
                 q, p = build_search_sql(plan)
-                db.trace(q, p)
                 rows = conn.execute(q, p).fetchall()
             else:
                 truncation = "index_scan_budget"
@@ -345,7 +341,7 @@ def run_search(
     t1 = time.perf_counter()
     with db.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
         # Index settings, the search, and an exact rescan if the index came back short.
-        run = execute_search(conn, db, plan, sp, scope)
+        run = execute_search(conn, plan, sp, scope)
         rows = run.rows
         record.capture_branches(rows)
     timings["sql_ms"] = (time.perf_counter() - t1) * 1000
