@@ -41,6 +41,14 @@ HomeOpt = Annotated[
     Path | None, typer.Option("--home", envvar="RANKLOCK_HOME", help="Data directory (default ./.ranklock).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+ReadDsnOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--read-dsn",
+        help="DSN of a streaming replica to search on (repeatable; RANKLOCK_READ_DSNS, comma-separated). "
+        "Default: the local replicas of `ranklock replica create`.",
+    ),
+]
 
 T = TypeVar("T")
 
@@ -51,11 +59,11 @@ def fail(exc: RanklockError) -> typer.Exit:
 
 
 @contextmanager
-def engine(dsn: str | None, home: Path | None) -> Iterator[Any]:
+def engine(dsn: str | None, home: Path | None, read_dsns: list[str] | None = None) -> Iterator[Any]:
     from .engine import Engine
 
     try:
-        eng = Engine(dsn=dsn, home=home)
+        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None)
     except RanklockError as exc:
         raise fail(exc) from None
     try:
@@ -200,6 +208,7 @@ def search(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
+    read_dsn: ReadDsnOpt = None,
     request: Annotated[
         str | None, typer.Option("--request", help="A structured request: planned, then run, asked or refused.")
     ] = None,
@@ -213,7 +222,7 @@ def search(
 
         search_request_cli(collection, query, request, k=k, explain=explain, as_json=as_json, dsn=dsn, home=home)
         return
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, read_dsn) as eng:
         res = eng.search(
             collection,
             query,
@@ -230,7 +239,7 @@ def search(
             b=b,
         )
     if as_json:
-        sys.stdout.write(res.to_json(timings=timings) + "\n")
+        sys.stdout.write(res.to_json(timings=timings, served_by=True) + "\n")
         return
     table = Table("#", "doc", "chunk", "score", "lex", "lex score", "sem", "distance", "text", show_lines=False)
     for h in res.hits:
@@ -331,6 +340,17 @@ def main() -> None:
 
 
 # Command groups live in their own modules; importing them registers them on `app`.
-from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_plan, cli_snapshot  # noqa: E402
+from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_plan, cli_replica, cli_snapshot  # noqa: E402
 
-__all__ = ["app", "cli_ask", "cli_eval", "cli_filters", "cli_http", "cli_log", "cli_plan", "cli_snapshot", "main"]
+__all__ = [
+    "app",
+    "cli_ask",
+    "cli_eval",
+    "cli_filters",
+    "cli_http",
+    "cli_log",
+    "cli_plan",
+    "cli_replica",
+    "cli_snapshot",
+    "main",
+]
