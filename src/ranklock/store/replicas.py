@@ -141,7 +141,8 @@ class ReplicaNode:
         self.db: Database | None = None
         self.state = "down"
         self.error: str | None = None
-        self.failures = 0
+        self.failures = 0  # consecutive: sets the backoff, cleared by a successful probe
+        self.downs = 0  # times marked down since this process opened it
         self.next_probe = 0.0
         self._lock = threading.Lock()
         self._restarting = False
@@ -165,6 +166,7 @@ class ReplicaNode:
         with self._lock:
             self.state, self.error = "down", reason.splitlines()[0] if reason else reason
             self.failures += 1
+            self.downs += 1
             self.next_probe = time.monotonic() + min(_MAX_BACKOFF_S, _FIRST_BACKOFF_S * 2 ** (self.failures - 1))
             start = self.restart is not None and not self._restarting
             if start:
@@ -219,7 +221,13 @@ class ReplicaNode:
 
     def status(self) -> dict[str, Any]:
         """State, replay position and lag for ``ranklock replica list``."""
-        out: dict[str, Any] = {"name": self.name, "node": self.label, "state": self.state, "error": self.error}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "node": self.label,
+            "state": self.state,
+            "error": self.error,
+            "downs": self.downs,
+        }
         out.update({"replay_lsn": None, "lag_bytes": None, "lag_seconds": None, "paused": None})
         return out
 
@@ -281,6 +289,7 @@ class ReadRouter:
         ``search`` reads through :func:`current_route`; a replica that fails
         under it is marked down and the search runs once more elsewhere.
         """
+        started = time.monotonic()
         try:
             target: Target | None = self._target(collection)
         except DatabaseUnavailable as exc:
@@ -330,7 +339,8 @@ class ReadRouter:
                 + ". Start the primary (or a replica) and retry; `ranklock replica list` shows each node."
             ) from primary_error
         try:
-            with _bound(Route("primary", self.primary, None, target.lsn)):
+            # waited_ms: what trying the replicas cost before the primary took the search.
+            with _bound(Route("primary", self.primary, None, target.lsn, (time.monotonic() - started) * 1000)):
                 return search()
         except DatabaseUnavailable as exc:
             raise DatabaseUnavailable(
@@ -361,6 +371,7 @@ class ReadRouter:
                 "lag_bytes": 0,
                 "lag_seconds": 0.0,
                 "paused": False,
+                "downs": 0,
             }
         ]
         for node in self.nodes:
