@@ -815,6 +815,8 @@ class Engine:
         result.served_by = "primary" if route is None else route.served_by
         if route is not None:
             result.timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
+            if route.warning:
+                result.warnings.append(route.warning)
         record.finish(result)  # after every field is final: the log and cache keep its digest
         return result
 

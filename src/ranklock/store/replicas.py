@@ -83,6 +83,7 @@ class Route:
     replay_lsn: str | None
     primary_lsn: str | None
     waited_ms: float = 0.0
+    warning: str | None = None
 
     def as_log(self) -> dict[str, Any]:
         return {
@@ -146,6 +147,7 @@ class ReplicaNode:
         self.next_probe = 0.0
         self._lock = threading.Lock()
         self._restarting = False
+        self._probing = False
         self.probe()
 
     def probe(self) -> bool:
@@ -191,12 +193,29 @@ class ReplicaNode:
                 self.next_probe = min(self.next_probe, time.monotonic())
 
     def available(self) -> bool:
-        """Up, or down with its backoff elapsed and a probe that succeeds now."""
-        if self.state == "up" and self.db is not None:
+        """Whether searches may use it now; a down node whose backoff elapsed is probed in the background.
+
+        The probe never runs on a search's path: an unreachable host can take
+        the whole connect timeout to fail, and the search has other nodes.
+        """
+        if self.state in ("up", "lagging") and self.db is not None:
             return True
-        if time.monotonic() < self.next_probe:
-            return False
-        return self.probe()
+        with self._lock:
+            due = time.monotonic() >= self.next_probe and not self._probing
+            if due:
+                self._probing = True
+                # Until this probe ends, the next search does not start another.
+                self.next_probe = time.monotonic() + _MAX_BACKOFF_S
+        if due:
+            threading.Thread(target=self._probe_in_background, name=f"ranklock-probe-{self.name}", daemon=True).start()
+        return False
+
+    def _probe_in_background(self) -> None:
+        try:
+            self.probe()
+        finally:
+            with self._lock:
+                self._probing = False
 
     def position(self, target: Target | None, collection: str, snapshot: int | None) -> tuple[bool, str | None]:
         """Whether this replica may serve the request now, and its replay position."""
@@ -210,7 +229,7 @@ class ReplicaNode:
         )
         assert row is not None
         if target is None:
-            return True, row["lsn"]  # the primary is unreachable: serve what the replica has (warned)
+            return True, row["lsn"]  # the primary is unreachable: serve what the replica has (the result says so)
         if row["replayed"]:
             return True, row["lsn"]
         if snapshot is not None:
@@ -317,7 +336,15 @@ class ReadRouter:
             if node.state == "lagging":
                 node.state = "up"
             assert node.db is not None
-            route = Route(node.label, node.db, lsn, target.lsn if target else None, (time.monotonic() - t0) * 1000)
+            warning = None
+            if target is None:
+                warning = (
+                    f"the primary was unreachable ({str(primary_error).splitlines()[0]}): replica {node.label} "
+                    "served its latest replayed snapshot, which may be older than the primary's active one"
+                )
+            route = Route(
+                node.label, node.db, lsn, target.lsn if target else None, (time.monotonic() - t0) * 1000, warning
+            )
             try:
                 with _bound(route):
                     return search()
