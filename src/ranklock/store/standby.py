@@ -40,7 +40,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ConfigError, DatabaseUnavailable, NotFound
-from .server import DATABASE, EmbeddedServer, _alive, _import_embedded, _processes_in
+from .server import DATABASE, EmbeddedServer, _alive, _file_lock, _import_embedded, _processes_in
 
 __all__ = ["LocalReplica", "REPLICATION_ROLE", "load_registry", "prepare_primary"]
 
@@ -194,8 +194,20 @@ class LocalReplica:
         )
         t0 = time.monotonic()
         try:
-            # -R writes standby.signal and primary_conninfo; -C -S creates the slot
-            # atomically with the backup, so no WAL the standby needs is recycled.
+            # The slot first, reserving WAL from now: pg_basebackup's own -C creates
+            # it only when streaming starts, after the backup's start checkpoint, and
+            # a checkpoint in between (another backup's, or the ingest's) can recycle
+            # a segment the backup still needs ("requested WAL segment ... has
+            # already been removed").
+            with psycopg.connect(base, autocommit=True) as conn:
+                # A slot of that name left by a create that crashed belongs to no replica (none is registered).
+                conn.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                    "WHERE slot_name = %s AND NOT active",
+                    [self.slot],
+                )
+                conn.execute("SELECT pg_create_physical_replication_slot(%s, true)", [self.slot])
+            # -R writes standby.signal and primary_conninfo (with the slot).
             self._run(
                 [
                     _bin("pg_basebackup"),
@@ -206,7 +218,6 @@ class LocalReplica:
                     "-R",
                     "-X",
                     "stream",
-                    "-C",
                     "-S",
                     self.slot,
                     "-c",
@@ -230,9 +241,10 @@ class LocalReplica:
             self._remove_files()
             self._drop_slot()
             raise
-        registry = load_registry(self.home)
-        registry[self.name] = {"port": self.port}
-        _save_registry(self.home, registry)
+        with _file_lock(self.home / "replicas.lock"):  # two creates at once must not lose an entry
+            registry = load_registry(self.home)
+            registry[self.name] = {"port": self.port}
+            _save_registry(self.home, registry)
         return {
             "name": self.name,
             "node": f"127.0.0.1:{self.port}",
@@ -269,10 +281,11 @@ class LocalReplica:
             timeout=90,
         )
 
-    def stop(self) -> bool:
+    def stop(self, *, mode: str = "fast") -> bool:
+        """Stop the standby if it runs (``mode``: pg_ctl's fast or immediate); return whether it was running."""
         if not self.running():
             return False
-        self._run([_bin("pg_ctl"), "-D", str(self.datadir), "-w", "-m", "fast", "stop"], timeout=90)
+        self._run([_bin("pg_ctl"), "-D", str(self.datadir), "-w", "-m", mode, "stop"], timeout=90)
         return True
 
     def _remove_files(self) -> None:
@@ -295,7 +308,8 @@ class LocalReplica:
         if self.name not in registry and not self.datadir.exists():
             names = ", ".join(sorted(registry)) or "(none)"
             raise NotFound(f"no local replica named {self.name!r}; registered: {names}. See `ranklock replica list`.")
-        was_running = self.stop() if self.datadir.exists() else False
+        # Immediate: its files are deleted next, so the shutdown restartpoint would be wasted I/O.
+        was_running = self.stop(mode="immediate") if self.datadir.exists() else False
         self._remove_files()
         # The walsender exits with the standby; the slot is inactive a moment later.
         deadline = time.monotonic() + 5.0
@@ -304,8 +318,10 @@ class LocalReplica:
             if not self._slot_exists() or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        registry.pop(self.name, None)
-        _save_registry(self.home, registry)
+        with _file_lock(self.home / "replicas.lock"):
+            registry = load_registry(self.home)
+            registry.pop(self.name, None)
+            _save_registry(self.home, registry)
         return {"name": self.name, "stopped": was_running, "removed": str(self.datadir)}
 
     def _slot_exists(self) -> bool:
