@@ -8,6 +8,7 @@ message on stderr and exit code 2; nothing here knows SQL.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,9 +16,15 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+import typer.core
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
+
+# typer vendors its own click; its parser raises these.
+from typer._click.core import Context as ClickContext
+from typer._click.exceptions import NoSuchOption
 
 from .errors import RanklockError
 
@@ -53,9 +60,53 @@ ReadDsnOpt = Annotated[
 T = TypeVar("T")
 
 
-def fail(exc: RanklockError) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+def fail(exc: RanklockError | str) -> typer.Exit:
+    # escape(): a message quotes user input, and "[/]" in a query must print, not parse as markup.
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(2)
+
+
+class QueryCommand(typer.core.TyperCommand):
+    """A command whose positional text may start with '-': say how to pass it when click takes it for an option."""
+
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
+        given = list(args)  # the parser consumes `args`
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as exc:
+            token = next((a for a in given if a.startswith(exc.option_name)), exc.option_name)
+            first = given[0] if given and not given[0].startswith("-") else "COLLECTION"
+            hint = f" (did you mean {', '.join(sorted(exc.possibilities))}?)" if exc.possibilities else ""
+            raise fail(
+                f"no such option: {exc.option_name}{hint}; if {token!r} is the query, put -- before a query "
+                f"that starts with '-': ranklock {ctx.info_name} {shlex.quote(first)} -- {shlex.quote(token)}"
+            ) from None
+
+
+def parse_settings(pairs: list[str] | None, *, taken: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as typed search parameters, parsed by :class:`SearchParams`; exit 2 on a bad one."""
+    from .settings import SearchParams
+    from .validation import parse_search_params
+
+    raw: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise fail(
+                f"--set {pair!r} is not KEY=VALUE; e.g. --set ef_search=200. Keys: "
+                f"{', '.join(sorted(SearchParams.model_fields))}."
+            )
+        if key in raw:
+            raise fail(f"--set {key}=... is given twice ({raw[key]!r} and {value!r}); give it once.")
+        if (taken or {}).get(key) is not None:
+            raise fail(f"{key} is given both as an option and as --set {key}={value}; give it once.")
+        raw[key] = value
+    try:
+        parsed = parse_search_params(raw, strings=True)
+    except RanklockError as exc:
+        raise fail(exc) from None
+    return {key: getattr(parsed, key) for key in raw}
 
 
 @contextmanager
@@ -138,6 +189,10 @@ def ingest(
     no_activate: Annotated[
         bool, typer.Option("--no-activate", help="Build the snapshot but keep the old one active.")
     ] = False,
+    allow_empty: Annotated[
+        bool,
+        typer.Option("--allow-empty", help="Allow a snapshot with no documents (e.g. --replace with an empty file)."),
+    ] = False,
     language: Annotated[str, typer.Option(help="Text-search language for a new collection.")] = "english",
     accent: Annotated[
         str, typer.Option(help="Accent policy for a new collection: sensitive or insensitive.")
@@ -151,30 +206,53 @@ def ingest(
     embedder: Annotated[
         str | None, typer.Option(help="Embedder for a new collection (default all-MiniLM-L6-v2).")
     ] = None,
+    skip_unreadable: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unreadable", help="Leave out (and name) files that cannot be read instead of failing the ingest."
+        ),
+    ] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ingest a corpus into a new snapshot of COLLECTION and activate it."""
+    """Ingest a corpus into a new snapshot of COLLECTION and activate it.
+
+    PATH may be a folder of .txt, .md (front matter, wiki links, #tags), .pdf, .docx and .html files:
+    each is read by the loader for its extension. Notes' date, tags, people and links become typed
+    fields of a new collection unless --field is given.
+    """
+    from .cli_files import load_for_cli, print_files_report
     from .settings import ChunkerParams
 
     with engine(dsn, home) as eng:
+        loaded = load_for_cli(path, skip_unreadable)
         create = {
             "language": language,
             "accent": accent,
-            "fields": field or [],
+            "fields": field or (loaded.suggested_fields() if loaded else []),
             "index": index,
             "chunker": ChunkerParams(window=window, overlap=overlap),
             "embedder": embedder,
         }
         with progress_bar(not as_json) as prog:
             report = eng.ingest(
-                collection, path, replace=replace, activate=not no_activate, progress=prog, create=create
+                collection,
+                loaded.documents if loaded else path,
+                replace=replace,
+                activate=not no_activate,
+                allow_empty=allow_empty,
+                progress=prog,
+                create=create,
             )
     d = report.as_dict()
+    if loaded:
+        d["files"] = loaded.as_dict()
     if as_json:
         print_json(d)
         return
+    if loaded:
+        print_files_report(loaded)
     s = report.seconds
     console.print(
         f"[bold]{collection}[/]: snapshot {report.snapshot_id} "
@@ -185,9 +263,25 @@ def ingest(
         f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
     )
     console.print(f"corpus digest {report.corpus_digest[:16]}…  manifest {report.manifest_hash[:16]}…")
+    if report.skipped:
+        shown = ", ".join(report.skipped[:10]) + (
+            f" and {len(report.skipped) - 10} more" if len(report.skipped) > 10 else ""
+        )
+        err_console.print(
+            f"[bold yellow]skipped {len(report.skipped)} document(s) with empty text[/] "
+            f"(not in the snapshot): {escape(shown)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
-@app.command()
+def _set_help() -> str:
+    from .settings import SearchParams
+
+    return "Search parameter KEY=VALUE, repeatable; keys: " + ", ".join(sorted(SearchParams.model_fields)) + "."
+
+
+@app.command(cls=QueryCommand)
 def search(
     collection: Annotated[str, typer.Argument(help="Collection name.")],
     query: Annotated[str | None, typer.Argument(help="The query text (or plan it from --request).")] = None,
@@ -202,6 +296,7 @@ def search(
     syntax: Annotated[str | None, typer.Option(help="Lexical query syntax: natural or websearch.")] = None,
     k1: Annotated[float | None, typer.Option("--k1", help="BM25 term-frequency saturation (default 1.2).")] = None,
     b: Annotated[float | None, typer.Option("--b", help="BM25 length normalisation, 0..1 (default 0.75).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=_set_help())] = None,
     timings: Annotated[
         bool, typer.Option(help="Include timings and the query-log id (for `ranklock replay`) in the JSON output.")
     ] = False,
@@ -216,9 +311,24 @@ def search(
         bool, typer.Option("--explain", help="With --request: say why each hit is where it is.")
     ] = False,
 ) -> None:
-    """Search COLLECTION: keyword and vector branches fused by RRF."""
+    """Search COLLECTION: keyword and vector branches fused by RRF.
+
+    A query that starts with '-' goes after --: ranklock search docs -- '-word foo'.
+    """
+    options = {
+        "depth": depth,
+        "ef_search": ef_search,
+        "lexical_ranker": ranker,
+        "query_syntax": syntax,
+        "k1": k1,
+        "b": b,
+    }
+    settings = parse_settings(set_, taken=options)
     if request is not None or query is None:
         from .cli_plan import search_request_cli
+
+        if settings:
+            raise fail("--set applies to a QUERY search; a --request search takes its parameters from the plan.")
 
         search_request_cli(collection, query, request, k=k, explain=explain, as_json=as_json, dsn=dsn, home=home)
         return
@@ -231,12 +341,7 @@ def search(
             filter=filter,
             snapshot=snapshot,
             as_of=as_of,
-            depth=depth,
-            ef_search=ef_search,
-            lexical_ranker=ranker,
-            query_syntax=syntax,
-            k1=k1,
-            b=b,
+            **{**options, **settings},
         )
     if as_json:
         sys.stdout.write(res.to_json(timings=timings, served_by=True) + "\n")
@@ -246,14 +351,14 @@ def search(
         snippet = h.text.replace("\n", " ")
         table.add_row(
             str(h.rank),
-            h.doc_id,
+            escape(h.doc_id),
             str(h.chunk),
             f"{h.score:.5f}",
             "-" if h.lexical_rank is None else str(h.lexical_rank),
             "-" if h.lexical_score is None else f"{h.lexical_score:.4f}",
             "-" if h.semantic_rank is None else str(h.semantic_rank),
             "-" if h.semantic_distance is None else f"{h.semantic_distance:.4f}",
-            snippet[:80] + ("…" if len(snippet) > 80 else ""),
+            escape(snippet[:80] + ("…" if len(snippet) > 80 else "")),
         )
     console.print(table)
     extra = ""
@@ -268,7 +373,7 @@ def search(
     if res.query_id is not None:
         console.print(f"logged as query {res.query_id}: `ranklock replay {res.query_id}` re-runs it", highlight=False)
     for w in res.warnings:
-        err_console.print(f"[yellow]note:[/] {w}")
+        err_console.print(f"[yellow]note:[/] {escape(w)}")
 
 
 @app.command()
@@ -340,7 +445,7 @@ def main() -> None:
 
 
 # Command groups live in their own modules; importing them registers them on `app`.
-from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_plan, cli_replica, cli_snapshot  # noqa: E402
+from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_mcp, cli_plan, cli_replica, cli_snapshot  # noqa: E402
 
 __all__ = [
     "app",
@@ -349,6 +454,7 @@ __all__ = [
     "cli_filters",
     "cli_http",
     "cli_log",
+    "cli_mcp",
     "cli_plan",
     "cli_replica",
     "cli_snapshot",

@@ -100,13 +100,14 @@ def snapshot_activate(
 ) -> None:
     """Make SNAPSHOT_ID the active snapshot of COLLECTION, atomically (optionally behind a gate)."""
     with engine(dsn, home) as eng:
-        before = eng.collection(collection).active_snapshot_id
         if gate is not None:
             out = eng.activate_gated(collection, snapshot_id, gate, rsi_threshold=rsi_threshold)
         else:
-            eng.activate(collection, snapshot_id)
+            # "previous" is read under the writer lock, in the same transaction as the switch.
+            before = eng.activate(collection, snapshot_id)["from"]
             out = {"collection": collection, "snapshot_id": snapshot_id, "activated": True, "gate": None}
-    out["previous"] = before
+            out["previous"] = before
+    before = out["previous"]
     if as_json:
         print_json(out)
     elif out["activated"]:

@@ -10,7 +10,15 @@ from pydantic import BaseModel, Field
 from .errors import ConfigError
 from .settings import ChunkerParams
 
-__all__ = ["CollectionInfo", "FieldSpec", "FIELD_TYPES", "RESERVED_COLUMNS", "parse_field_spec", "validate_name"]
+__all__ = [
+    "CollectionInfo",
+    "FieldSpec",
+    "FIELD_TYPES",
+    "RESERVED_COLUMNS",
+    "creation_differences",
+    "parse_field_spec",
+    "validate_name",
+]
 
 FieldType = Literal["int", "float", "bool", "keyword", "keyword[]", "date", "timestamp"]
 FIELD_TYPES: tuple[str, ...] = ("bool", "date", "float", "int", "keyword", "keyword[]", "timestamp")
@@ -111,3 +119,22 @@ class CollectionInfo(BaseModel):
             if f.name == name:
                 return f
         return None
+
+
+def creation_differences(existing: dict[str, Any], wanted: dict[str, Any]) -> str:
+    """The creation settings in which ``existing`` (a collections row) differs from ``wanted``, or "".
+
+    Values are compared as canonical JSON (``Jsonb`` parameters by their
+    object), so ``{"m": 16}`` read back from jsonb equals the dict inserted.
+    """
+    import json
+
+    def plain(value: Any) -> str:
+        return json.dumps(getattr(value, "obj", value), sort_keys=True, default=str)
+
+    parts = [
+        f"{key} {plain(existing.get(key))} there, {plain(value)} here"
+        for key, value in wanted.items()
+        if plain(existing.get(key)) != plain(value)
+    ]
+    return "; ".join(parts)

@@ -24,14 +24,15 @@ from psycopg.types.json import Jsonb
 
 from .collection import CollectionInfo, FieldSpec, parse_field_spec, validate_name
 from .embed import Embedder, resolve_embedder
-from .errors import ConfigError, EmbedderError, NotFound, QueryError, SnapshotError
+from .errors import ConfigError, EmbedderError, IngestError, NotFound, QueryError, SnapshotError
 from .ingest.loaders import Document, load_corpus
 from .ingest.normalize import NORMALIZATION
-from .search.hybrid import MODES, SearchPlan, build_search_sql
+from .search.hybrid import SearchPlan, build_search_sql
 from .search.results import Hit, SearchResult, SnapshotRef
 from .settings import ChunkerParams, SearchParams, Settings
-from .snapshot.build import BuildReport, Progress, build_snapshot, chunk_table, reap_dead_builds
+from .snapshot.build import Progress, build_snapshot, chunk_table, reap_dead_builds
 from .store.database import Database, Tracer
+from .store.errors import refusals_as
 
 __all__ = ["Engine", "IngestReport"]
 
@@ -58,6 +59,10 @@ class IngestReport:
     corpus_digest: str
     manifest_hash: str
     seconds: dict[str, float] = field(default_factory=dict)
+    #: The snapshot active when this one was built (what it was built from).
+    parent_id: int | None = None
+    #: Ids of given documents with empty text: not part of the snapshot (they could never be found).
+    skipped: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -163,8 +168,14 @@ class Engine:
         chunker: ChunkerParams | None = None,
         embedder: str | None = None,
         search_defaults: dict[str, Any] | None = None,
+        if_missing: bool = False,
     ) -> CollectionInfo:
-        """Create a collection; its language, fields, index and embedder are fixed for its lifetime."""
+        """Create a collection; its language, fields, index and embedder are fixed for its lifetime.
+
+        With ``if_missing`` an existing collection with exactly these settings
+        is returned instead of an error (safe when several processes create it
+        at once); one with other settings is a ConfigError naming them.
+        """
         validate_name("collection", name)
         if accent not in ("sensitive", "insensitive"):
             raise ConfigError(f"accent policy {accent!r} is not valid; use 'sensitive' or 'insensitive'.")
@@ -193,31 +204,47 @@ class Engine:
             params = {"m": int(params.get("m", 16)), "ef_construction": int(params.get("ef_construction", 64))}
         elif index == "ivfflat":
             params = {"lists": int(params.get("lists", 100))}
-        sdefaults = SearchParams(**(search_defaults or {})).model_dump(exclude_defaults=True)
+        from .validation import parse_search_params
+
+        sdefaults = parse_search_params(search_defaults or {}, error=ConfigError).model_dump(exclude_defaults=True)
         emb = self.embedder_for(embedder)
         ch = chunker or ChunkerParams()
-        existing = self.db.fetchone("SELECT 1 FROM ranklock.collections WHERE name = %s", [name])
-        if existing:
-            raise ConfigError(f"collection {name!r} already exists; pick another name or ingest into it.")
-        self.db.execute(
-            "INSERT INTO ranklock.collections (name, language, accent, embedder_id, embedder_sha256, dim, "
-            "fields, index_kind, index_params, chunker, normalization, search_defaults) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                name,
-                language,
-                accent,
-                emb.id,
-                emb.sha256,
-                emb.dim,
-                Jsonb([f.model_dump() for f in specs]),
-                index,
-                Jsonb(params),
-                Jsonb(ch.model_dump()),
-                NORMALIZATION,
-                Jsonb(sdefaults),
-            ],
+        values: dict[str, Any] = {
+            "name": name,
+            "language": language,
+            "accent": accent,
+            "embedder_id": emb.id,
+            "embedder_sha256": emb.sha256,
+            "dim": emb.dim,
+            "fields": Jsonb([f.model_dump() for f in specs]),
+            "index_kind": index,
+            "index_params": Jsonb(params),
+            "chunker": Jsonb(ch.model_dump()),
+            "normalization": NORMALIZATION,
+            "search_defaults": Jsonb(sdefaults),
+        }
+        # ON CONFLICT: two processes creating one name at once must not fail on
+        # the unique constraint; the loser learns it lost from the empty RETURNING.
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c in values)
+        created = self.db.fetchone(
+            sql.SQL(
+                "INSERT INTO ranklock.collections ({}) VALUES ({}) ON CONFLICT (name) DO NOTHING RETURNING id"
+            ).format(cols, sql.SQL(", ").join(sql.Placeholder() * len(values))),
+            list(values.values()),
         )
+        if created is None:
+            if not if_missing:
+                raise ConfigError(f"collection {name!r} already exists; pick another name or ingest into it.")
+            from .collection import creation_differences
+
+            have = self.db.fetchone(sql.SQL("SELECT {} FROM ranklock.collections WHERE name = %s").format(cols), [name])
+            differences = creation_differences(have or {}, values)
+            if differences:
+                raise ConfigError(
+                    f"collection {name!r} already exists (made earlier or by a concurrent process) with other "
+                    f"settings: {differences}. Use the existing collection's settings (see `ranklock "
+                    "collections`), or pick another name."
+                )
         return self.collection(name)
 
     def collection(self, name: str) -> CollectionInfo:
@@ -241,6 +268,7 @@ class Engine:
 
     # -- ingest -----------------------------------------------------------------------
 
+    @refusals_as(IngestError)
     def ingest(
         self,
         name: str,
@@ -248,6 +276,7 @@ class Engine:
         *,
         replace: bool = False,
         activate: bool = True,
+        allow_empty: bool = False,
         progress: Progress | None = None,
         create: dict[str, Any] | None = None,
     ) -> IngestReport:
@@ -255,56 +284,84 @@ class Engine:
 
         By default the new snapshot holds the active snapshot's documents plus
         those given (same id: the given version wins).  ``replace=True`` makes
-        the snapshot hold exactly the given documents.
+        the snapshot hold exactly the given documents.  A document whose text
+        is empty is skipped (it could never be found) and named in
+        ``skipped``.  A snapshot with no document at all is refused unless
+        ``allow_empty``.
+
+        Writers of one collection run one at a time (ranklock.snapshot.writer):
+        the given documents are chunked and embedded first, with no lock held;
+        then, under the collection's writer lock, the new snapshot is built from
+        the snapshot active at that moment (its ``parent_id``) and activated.
+        A ``activate=False`` build has the same parent; it does not change what
+        the next ingest builds from.
         """
         t0 = time.perf_counter()
         docs = list(source) if not isinstance(source, (str, Path)) else load_corpus(source)
         seconds = {"load": time.perf_counter() - t0}
+        from .ingest.chunker import document_text
+
+        skipped = sorted((d.doc_id for d in docs if not document_text(d.title, d.body).strip()), key=_c_order)
+        empty = set(skipped)
+        given = {d.doc_id: d for d in docs if d.doc_id not in empty}
         try:
             coll = self.collection(name)
         except NotFound:
-            coll = self.create_collection(name, **(create or {}))
+            if not given and not allow_empty:
+                raise _empty_snapshot(name, 0, None, skipped) from None
+            coll = self.create_collection(name, **(create or {}), if_missing=True)
         emb = self._collection_embedder(coll)
-        reap_dead_builds(self.db, coll.id)
-
-        # The new document set: previous active set, updated by the given docs.
-        previous: dict[str, str] = {}
-        if coll.active_snapshot_id is not None:
-            for r in self.db.fetchall(
-                "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s",
-                [coll.active_snapshot_id],
-            ):
-                previous[r["doc_id"]] = r["content_hash"]
-        given = {d.doc_id: d for d in docs}
-        final: dict[str, Document] = {}
-        if not replace and previous:
-            keep = [i for i in previous if i not in given]
-            for d in self._load_versions(coll.id, [(i, previous[i]) for i in keep]):
-                final[d.doc_id] = d
-        final.update(given)
-        added = sum(1 for i in given if i not in previous)
-        changed = sum(1 for i, d in given.items() if i in previous and previous[i] != d.content_hash)
-        unchanged = sum(1 for i, d in given.items() if i in previous and previous[i] == d.content_hash)
-        removed = sum(1 for i in previous if i not in final)
-        # Validate typed fields before writing anything, so a bad document
-        # never half-applies.
+        # Validate typed fields before any work, so a bad document never half-applies.
         from .fields import coerce_document_fields
 
-        for d in final.values():
+        for d in given.values():
             coerce_document_fields(coll, d)
+        # The slow part first, with no lock held: chunks cut, vectors cached.
+        from .snapshot.build import prepare_documents
         from .snapshot.ops import holding_versions
+        from .snapshot.writer import writing
 
-        # Shared version lock: a concurrent `snapshot drop` must not collect the
-        # versions stored here before the new snapshot references them.
-        with holding_versions(self.db, coll.id):
-            self._store_versions(coll.id, list(given.values()))
-            report = build_snapshot(
-                self.db, coll, list(final.values()), emb, parent_id=coll.active_snapshot_id, progress=progress or _noop
-            )
-        manifest = self._finish_snapshot(coll, emb, report)
-        if activate:
-            self.activate(name, report.snapshot_id)
+        prepared = prepare_documents(self.db, coll, list(given.values()), emb, progress or _noop)
+        with writing(self.db, coll.id, name, self.settings.lock_wait) as waited:
+            coll = self.collection(name)  # the active snapshot now is the parent
+            reap_dead_builds(self.db, coll.id)
+            # The new document set: previous active set, updated by the given docs.
+            previous: dict[str, str] = {}
+            if coll.active_snapshot_id is not None:
+                for r in self.db.fetchall(
+                    "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s",
+                    [coll.active_snapshot_id],
+                ):
+                    previous[r["doc_id"]] = r["content_hash"]
+            final: dict[str, Document] = {}
+            if not replace and previous:
+                keep = [i for i in previous if i not in given]
+                for d in self._load_versions(coll.id, [(i, previous[i]) for i in keep]):
+                    final[d.doc_id] = d
+            final.update(given)
+            if not final and not allow_empty:
+                raise _empty_snapshot(name, len(previous), coll.active_snapshot_id, skipped)
+            added = sum(1 for i in given if i not in previous)
+            changed = sum(1 for i, d in given.items() if i in previous and previous[i] != d.content_hash)
+            unchanged = sum(1 for i, d in given.items() if i in previous and previous[i] == d.content_hash)
+            removed = sum(1 for i in previous if i not in final)
+            # Shared version lock: a concurrent `snapshot drop` must not collect the
+            # versions stored here before the new snapshot references them.
+            with holding_versions(self.db, coll.id):
+                self._store_versions(coll.id, list(given.values()))
+                report = build_snapshot(
+                    self.db,
+                    coll,
+                    list(final.values()),
+                    emb,
+                    parent_id=coll.active_snapshot_id,
+                    progress=progress or _noop,
+                    prepared=prepared,
+                )
+            if activate:
+                self.activate(name, report.snapshot_id)
         seconds.update(report.seconds)
+        seconds["lock_wait"] = waited
         seconds["total"] = time.perf_counter() - t0
         return IngestReport(
             collection=name,
@@ -318,9 +375,11 @@ class Engine:
             chunks=report.chunks,
             embedded=report.embedded,
             reused=report.reused,
-            corpus_digest=manifest["corpus"]["digest"],
-            manifest_hash=manifest["manifest_hash"],
+            corpus_digest=report.manifest["corpus"]["digest"],
+            manifest_hash=report.manifest["manifest_hash"],
             seconds=seconds,
+            parent_id=coll.active_snapshot_id,
+            skipped=skipped,
         )
 
     def _store_versions(self, collection_id: int, docs: list[Document]) -> None:
@@ -352,53 +411,18 @@ class Engine:
         )
         return [Document(r["doc_id"], r["title"], r["body"], r["metadata"], r["display"]) for r in rows]
 
-    def _finish_snapshot(self, coll: CollectionInfo, emb: Embedder, report: BuildReport) -> dict[str, Any]:
-        from .snapshot.manifest import build_manifest
-
-        sid = report.snapshot_id
-        pairs = [
-            (r["doc_id"], r["content_hash"])
-            for r in self.db.fetchall(
-                "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [sid]
-            )
-        ]
-        digest_row = self.db.fetchone(
-            sql.SQL(
-                "SELECT encode(sha256(convert_to(coalesce(string_agg(vec_digest, '' ORDER BY row_id), ''), 'UTF8')), "
-                "'hex') AS d FROM {}"
-            ).format(chunk_table(sid))
-        )
-        stats_row = self.db.fetchone("SELECT stats FROM ranklock.snapshots WHERE id = %s", [sid])
-        assert digest_row is not None and stats_row is not None
-        manifest = build_manifest(
-            coll,
-            emb,
-            snapshot_id=sid,
-            doc_hashes=pairs,
-            documents=report.documents,
-            chunks=report.chunks,
-            vectors_digest=digest_row["d"],
-            lexical_stats=stats_row["stats"],
-        )
-        self.db.execute(
-            "UPDATE ranklock.snapshots SET status = 'ready', manifest = %s, manifest_hash = %s, doc_count = %s, "
-            "chunk_count = %s, built_at = now(), stats = stats || %s WHERE id = %s",
-            [
-                Jsonb(manifest),
-                manifest["manifest_hash"],
-                report.documents,
-                report.chunks,
-                Jsonb({"embedded": report.embedded, "reused": report.reused, "seconds": report.seconds}),
-                sid,
-            ],
-        )
-        return manifest
-
     # -- snapshots -------------------------------------------------------------------
 
-    def activate(self, name: str, snapshot_id: int) -> None:
-        """Make ``snapshot_id`` the active snapshot of ``name``, atomically."""
-        with self.db.connection() as conn, conn.transaction():
+    def activate(self, name: str, snapshot_id: int) -> dict[str, Any]:
+        """Make ``snapshot_id`` the active snapshot of ``name``, atomically; returns ``{collection, from, to}``.
+
+        It holds the collection's writer lock (ranklock.snapshot.writer): it
+        runs before or after a concurrent ingest, never in the middle of one.
+        """
+        coll = self.collection(name)
+        from .snapshot.writer import writing
+
+        with writing(self.db, coll.id, name, self.settings.lock_wait), self.db.connection() as conn, conn.transaction():
             row = conn.execute(
                 "SELECT c.id, c.active_snapshot_id, s.status FROM ranklock.collections c "
                 "LEFT JOIN ranklock.snapshots s ON s.id = %s AND s.collection_id = c.id "
@@ -414,13 +438,13 @@ class Engine:
                 )
             if status != "ready":
                 raise SnapshotError(f"snapshot {snapshot_id} is {status}, not ready; only a built snapshot can serve.")
-            if active == snapshot_id:
-                return
-            conn.execute(
-                "UPDATE ranklock.collections SET previous_snapshot_id = active_snapshot_id, "
-                "active_snapshot_id = %s WHERE id = %s",
-                [snapshot_id, cid],
-            )
+            if active != snapshot_id:
+                conn.execute(
+                    "UPDATE ranklock.collections SET previous_snapshot_id = active_snapshot_id, "
+                    "active_snapshot_id = %s WHERE id = %s",
+                    [snapshot_id, cid],
+                )
+        return {"collection": name, "from": active, "to": snapshot_id}
 
     def _snapshot_for(self, coll: CollectionInfo, snapshot: int | None) -> dict[str, Any]:
         sid = snapshot if snapshot is not None else coll.active_snapshot_id
@@ -436,6 +460,13 @@ class Engine:
         if row["status"] != "ready":
             raise SnapshotError(f"snapshot {sid} of {coll.name!r} is {row['status']}; it cannot be searched.")
         return row
+
+    def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> dict[str, Any]:
+        """The stored version of ``doc_id`` in ``snapshot`` (default: the active one); read-only."""
+        from .snapshot.document import get_document
+
+        coll = self.collection(name)
+        return get_document(self.db, coll, int(self._snapshot_for(coll, snapshot)["id"]), doc_id)
 
     # Snapshot operations live in ranklock.snapshot.ops; these are thin doors to them.
 
@@ -547,21 +578,19 @@ class Engine:
         as_of: datetime | str | None,
         params: dict[str, Any],
     ) -> tuple[SearchPlan, CollectionInfo, dict[str, Any], SearchParams, dict[str, float], list[str]]:
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError("the query is empty; pass the words or question to search for.")
-        if mode not in MODES:
-            raise QueryError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}.")
-        if not isinstance(k, int) or k < 1 or k > 10000:
-            raise QueryError(f"k must be an integer from 1 to 10000, got {k!r}.")
+        from .search.inputs import check_query, check_request
+
+        check_query(query)
+        check_request(mode=mode, k=k, snapshot=snapshot)
         coll = self.collection(name)
         snap = self._snapshot_for(coll, snapshot)
-        try:
-            sp = SearchParams(**{**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
-        except Exception as exc:  # pydantic ValidationError
-            raise QueryError(f"bad search parameter: {exc}") from exc
+        from .validation import parse_search_params
+
+        sp = parse_search_params({**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
         timings: dict[str, float] = {}
         warnings: list[str] = []
         from .ingest.normalize import normalize
+        from .validation import short_repr
 
         q = normalize(query)
         as_of_dt = _parse_as_of(as_of)
@@ -601,7 +630,7 @@ class Engine:
             if row is None or row["n"] == 0:
                 if mode == "lexical":
                     raise QueryError(
-                        f"the query {query!r} has no searchable words in {coll.language} (only stop words or "
+                        f"the query {short_repr(query)} has no searchable words in {coll.language} (only stop words or "
                         "punctuation); add content words, or use --mode semantic."
                     )
                 plan.lexical_branch = False
@@ -610,7 +639,7 @@ class Engine:
                 # websearch "-word" alone: it would match (and tie) nearly every chunk.
                 if mode == "lexical":
                     raise QueryError(
-                        f"the query {query!r} only excludes words (-word); say what to look for too, "
+                        f"the query {short_repr(query)} only excludes words (-word); say what to look for too, "
                         "e.g. 'canyon -alpha', or drop the minus signs."
                     )
                 plan.lexical_branch = False
@@ -662,6 +691,7 @@ class Engine:
         )
         return np.asarray(vec, dtype=np.float32)
 
+    @refusals_as(QueryError)
     def search_sql(
         self,
         name: str,
@@ -687,6 +717,7 @@ class Engine:
             text = q.as_string(conn)
         return text, p
 
+    @refusals_as(QueryError)
     def search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
         """Search ``name`` and return the fused, tie-broken top ``k`` documents.
 
@@ -882,6 +913,31 @@ class Engine:
 
 def _noop(stage: str, done: int, total: int) -> None:
     return None
+
+
+def _c_order(doc_id: str) -> bytes:
+    return doc_id.encode("utf-8")
+
+
+def _empty_snapshot(name: str, previous: int, active: int | None, skipped: list[str]) -> IngestError:
+    """Refusal of a snapshot with no document (``allow_empty`` overrides it)."""
+    why = f"; {_named(skipped)} had empty text and were skipped" if skipped else ""
+    was = (
+        f"would remove all {previous} document(s) of the active snapshot {active} of {name!r}"
+        if previous
+        else f"would make a snapshot of {name!r} with no documents"
+    )
+    return IngestError(
+        f"this ingest {was}: it holds no document with text{why}. Nothing was changed. Check the input file, "
+        "or pass --allow-empty (allow_empty=True) to make an empty snapshot on purpose."
+    )
+
+
+def _named(ids: list[str], limit: int = 10) -> str:
+    """``ids`` for a message: the first ``limit`` quoted, then how many more."""
+    shown = ", ".join(repr(i) for i in ids[:limit])
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return f"{len(ids)} document{'s' if len(ids) != 1 else ''} ({shown}{more})"
 
 
 def _parse_as_of(value: datetime | str | None) -> datetime | None:

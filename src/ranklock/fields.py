@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from datetime import date, datetime
 from typing import Any
 
 from .collection import CollectionInfo, FieldSpec
 from .errors import IngestError
 from .ingest.loaders import Document
+from .limits import BIGINT_MAX, BIGINT_MIN, MAX_KEYWORD_CHARS
 
 __all__ = ["coerce_document_fields", "coerce_value"]
+
+
+def _check_keyword(spec: FieldSpec, value: str, where: str) -> None:
+    if len(value) > MAX_KEYWORD_CHARS:
+        raise IngestError(
+            f"{where}: a value of field {spec.name!r} ({spec.type}) is {len(value):,} characters; the limit is "
+            f"{MAX_KEYWORD_CHARS:,} (MAX_KEYWORD_CHARS), since each value is an index key. Keep labels short, "
+            "or put long text in the document body."
+        )
 
 
 def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
@@ -25,13 +36,23 @@ def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
     if value is None:
         return None
     if t == "int":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("an integer")
+        if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+            raise bad("an integer")
+        if not BIGINT_MIN <= int(value) <= BIGINT_MAX:
+            raise bad(f"an integer from {BIGINT_MIN} to {BIGINT_MAX} (64-bit)")
         return int(value)
     if t == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad("a number")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            raise bad("a number within the 64-bit float range") from None
+        if not math.isfinite(number):
+            raise bad("a finite number")
+        return number
     if t == "bool":
         if not isinstance(value, bool):
             raise bad("true or false")
@@ -39,10 +60,13 @@ def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
     if t == "keyword":
         if not isinstance(value, (str, int)) or isinstance(value, bool):
             raise bad("a string")
+        _check_keyword(spec, str(value), where)
         return str(value)
     if t == "keyword[]":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad("a list of strings")
+        for v in value:
+            _check_keyword(spec, v, where)
         # Stored sorted and de-duplicated: a set, so order in the source never matters.
         return sorted(set(value))
     if t == "date":

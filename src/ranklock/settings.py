@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from .limits import MAX_K
 
 __all__ = ["SearchParams", "Settings", "ChunkerParams", "parse_duration", "parse_size"]
 
@@ -82,7 +85,6 @@ class Settings(BaseModel):
         description="Serve repeated searches of an immutable snapshot from the result cache "
         "(RANKLOCK_RESULT_CACHE=1 turns it on; off by default so latency benchmarks measure real searches).",
     )
-
     statement_timeout: float = Field(
         default_factory=lambda: parse_duration(
             _env("RANKLOCK_STATEMENT_TIMEOUT", "30s"), what="RANKLOCK_STATEMENT_TIMEOUT"
@@ -128,6 +130,13 @@ class Settings(BaseModel):
         description="Enforce the query-log retention after every this many logged searches "
         "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
     )
+    lock_wait: float = Field(
+        default_factory=lambda: parse_duration(_env("RANKLOCK_LOCK_WAIT", "300s"), what="RANKLOCK_LOCK_WAIT"),
+        ge=0,
+        description="Longest a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the "
+        "same collection before failing, in seconds (RANKLOCK_LOCK_WAIT, e.g. 300 or 5m; 0: do not wait). "
+        "Writers of one collection run one at a time.",
+    )
 
 
 class ChunkerParams(BaseModel):
@@ -147,19 +156,28 @@ class ChunkerParams(BaseModel):
 
 
 class SearchParams(BaseModel):
-    """Every knob that shapes a search result.  All of them are echoed in the response."""
+    """Every knob that shapes a search result.  All of them are echoed in the response.
 
-    depth: int = Field(40, ge=1, le=10000, description="Candidates each branch contributes to fusion.")
-    rrf_k: int = Field(60, ge=1, description="Reciprocal Rank Fusion constant: score = sum 1/(rrf_k + rank).")
+    Strict: an unknown key (``ef_serach``), a value of the wrong type (``depth=True``,
+    ``depth="40"``) or a non-finite number is an error, never silently ignored or coerced.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    depth: int = Field(40, ge=1, le=MAX_K, description="Candidates each branch contributes to fusion.")
+    rrf_k: int = Field(
+        60, ge=1, le=1_000_000, description="Reciprocal Rank Fusion constant: score = sum 1/(rrf_k + rank)."
+    )
     ef_search: int = Field(100, ge=1, le=1000, description="HNSW candidate list size (hnsw.ef_search).")
-    iterative_scan: str = Field(
+    iterative_scan: Literal["off", "strict_order", "relaxed_order"] = Field(
         "strict_order", description="pgvector iterative index scan mode: off, strict_order or relaxed_order."
     )
-    max_scan_tuples: int = Field(20000, ge=1, description="pgvector hnsw.max_scan_tuples budget.")
-    probes: int = Field(10, ge=1, description="IVFFlat lists probed (ivfflat.probes).")
+    max_scan_tuples: int = Field(20000, ge=1, le=2**31 - 1, description="pgvector hnsw.max_scan_tuples budget.")
+    probes: int = Field(10, ge=1, le=32768, description="IVFFlat lists probed (ivfflat.probes).")
     exact_threshold: int = Field(
         20000,
         ge=0,
+        le=2**63 - 1,
         description="When the filtered set has at most this many chunks the vector branch scans exactly.",
     )
     exact_fallback: bool = Field(
@@ -167,9 +185,11 @@ class SearchParams(BaseModel):
         description="When the vector index returns fewer documents than min(depth, matching documents), "
         "rescan the filtered set exactly (true) or return the short result flagged incomplete (false).",
     )
-    lexical_ranker: str = Field(
+    lexical_ranker: Literal["bm25", "ts_rank_cd"] = Field(
         "bm25", description="Lexical ranking function: bm25 (Okapi BM25, in the database) or ts_rank_cd."
     )
-    k1: float = Field(1.2, ge=0, description="BM25 term-frequency saturation.")
+    k1: float = Field(1.2, ge=0, le=1000, description="BM25 term-frequency saturation.")
     b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation.")
-    query_syntax: str = Field("natural", description="Lexical query syntax: natural (OR of terms) or websearch.")
+    query_syntax: Literal["natural", "websearch"] = Field(
+        "natural", description="Lexical query syntax: natural (OR of terms) or websearch."
+    )

@@ -143,6 +143,11 @@ def evaluate(
     depth = max(ks)
     snap = snapshot_info(eng, collection, snapshot)
     extra = dict(params or {})
+    # Checked once, up front: below, a lexical QueryError is read as "no searchable words"
+    # and would turn a mistyped override into an empty ranking for every query.
+    from ..validation import parse_search_params
+
+    parse_search_params({k: v for k, v in extra.items() if v is not None})
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "collection": collection,

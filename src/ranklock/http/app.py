@@ -1,27 +1,44 @@
 """FastAPI application over one :class:`ranklock.Engine`.
 
-Every route calls one engine method.  Domain errors become JSON
-``{"error": {"type": ..., "message": ...}}`` with the status the error class
-declares (400 bad input, 404 unknown collection or snapshot, 409 embedder or
-snapshot conflicts, 503 database trouble).
+Every route calls one engine method.  Every error, whatever raised it, is
+JSON of one shape, ``{"error": {"type": ..., "message": ...}}``:
+
+* domain errors with the status their class declares (400 bad input, 404
+  unknown collection or snapshot, 409 embedder or snapshot conflicts, 503
+  database trouble);
+* a request that does not fit the route's model (unknown key, wrong type,
+  missing key, a body that is not JSON): 400, type ``InputError``, the message
+  naming the key, the problem and the valid keys;
+* an unknown route or method: its HTTP status (404, 405);
+* anything unexpected: 500, type ``InternalError``, logged with its traceback.
 """
 
 from __future__ import annotations
 
+import logging
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine import Engine
-from ..errors import RanklockError
+from ..errors import InputError, RanklockError
+from ..validation import describe_errors
 
-__all__ = ["AskRequest", "SearchRequest", "create_app"]
+__all__ = ["AskRequest", "SearchQuery", "SearchRequest", "create_app"]
+
+log = logging.getLogger("ranklock.http")
 
 
 class SearchRequest(BaseModel):
+    """POST /api/search body.  Strict: unknown keys and loosely typed values (``"k": true``) are errors."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
     collection: str
     query: str
     k: int = 10
@@ -46,14 +63,103 @@ class AskRequest(BaseModel):
     generator: str = Field("extractive", description="extractive, openai or local.")
 
 
+class SearchQuery(BaseModel):
+    """GET /api/search query string.  Values arrive as text, so types are parsed; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: str
+    q: str
+    k: int = 10
+    mode: str = "hybrid"
+    filter: str | None = None
+    snapshot: int | None = None
+    as_of: str | None = None
+
+
+def _error(status: int, etype: str, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": {"type": etype, "message": message}})
+
+
+def _valid_keys(request: Request, where: str) -> list[str]:
+    """The keys the route accepts in its body or query string, from its pydantic models."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return []
+    fields = [getattr(route, "body_field", None)] if where == "body" else list(dependant.query_params)
+    names: list[str] = []
+    for f in fields:
+        if f is None:
+            continue
+        ann = getattr(getattr(f, "field_info", None), "annotation", None)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            names.extend(ann.model_fields)
+        else:
+            names.append(f.alias)
+    return sorted(names)
+
+
+def _validation_message(request: Request, exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        where = str(loc[0]) if loc else "body"
+        if err.get("type") == "json_invalid":
+            ctx = err.get("ctx") or {}
+            parts.append(
+                f"the request body is not valid JSON ({ctx.get('error', 'decode error')} at position {loc[-1]}); "
+                "send one JSON object."
+            )
+            continue
+        if len(loc) <= 1:
+            parts.append(
+                f"the request {where} must be a JSON object with keys {', '.join(_valid_keys(request, where))}; "
+                f"got {type(err.get('input')).__name__}."
+            )
+            continue
+        what = "body key" if where == "body" else "query parameter"
+        parts.append(
+            describe_errors([err], what=what, valid=_valid_keys(request, where), skip_loc=1).removesuffix(".") + "."
+        )
+    return " ".join(parts)
+
+
 def create_app(engine: Engine) -> FastAPI:
     app = FastAPI(title="ranklock", version="0.1.0", description="Deterministic hybrid retrieval on PostgreSQL.")
 
     @app.exception_handler(RanklockError)
     async def ranklock_error(request: Request, exc: RanklockError) -> JSONResponse:
-        return JSONResponse(
-            status_code=exc.http_status,
-            content={"error": {"type": type(exc).__name__, "message": str(exc)}},
+        return _error(exc.http_status, type(exc).__name__, str(exc))
+
+    # One shape for FastAPI's own errors too: 400 (like every InputError), never {"detail": [...]}.
+    @app.exception_handler(RequestValidationError)
+    async def request_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(InputError.http_status, "InputError", _validation_message(request, exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        etype = {400: "InputError", 404: "NotFound"}.get(exc.status_code, "HTTPError")
+        message = str(exc.detail)
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}; see /docs for the API's routes."
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}; see /docs for the methods it takes."
+        elif exc.status_code == 400:
+            message = (
+                "the request body could not be read as JSON (not UTF-8, or nested too deeply); send one JSON object."
+            )
+        return _error(exc.status_code, etype, message)
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        # A bug, not bad input: log the traceback, tell the client what happened without it.
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return _error(
+            500,
+            "InternalError",
+            f"internal error ({type(exc).__name__}: {str(exc)[:200]}); this is a bug in ranklock, the server log "
+            "has the traceback. Please report it.",
         )
 
     @app.get("/", response_class=HTMLResponse)
@@ -101,17 +207,17 @@ def create_app(engine: Engine) -> FastAPI:
         return run(req)
 
     @app.get("/api/search")
-    def search_get(
-        collection: str,
-        q: str,
-        k: int = 10,
-        mode: str = "hybrid",
-        filter: str | None = None,
-        snapshot: int | None = None,
-        as_of: str | None = None,
-    ) -> Response:
+    def search_get(query: Annotated[SearchQuery, Query()]) -> Response:
         return run(
-            SearchRequest(collection=collection, query=q, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of)
+            SearchRequest(
+                collection=query.collection,
+                query=query.q,
+                k=query.k,
+                mode=query.mode,
+                filter=query.filter,
+                snapshot=query.snapshot,
+                as_of=query.as_of,
+            )
         )
 
     @app.post("/api/ask")

@@ -1,4 +1,4 @@
-"""Corpus loaders: BEIR ``corpus.jsonl``, plain JSONL, and folders of text files.
+"""Corpus loaders: BEIR ``corpus.jsonl``, plain JSONL, and folders of files (text, Markdown, PDF, DOCX, HTML).
 
 Every loader yields :class:`Document` objects already normalised.  A broken
 file is an :class:`IngestError` naming the file, the line and the fix, raised
@@ -8,55 +8,85 @@ before anything is written, so a bad corpus never half-applies.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import IngestError
-from .normalize import content_hash, normalize
+from ..limits import MAX_DOC_ID_CHARS
+from . import formats
+from .document import Document
+from .normalize import normalize, unstorable
 
 __all__ = ["Document", "load_corpus"]
 
-TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is too large for a 64-bit float")
+    return value
 
 
-@dataclass(frozen=True)
-class Document:
-    doc_id: str
-    title: str
-    body: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    display: dict[str, Any] = field(default_factory=dict)
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number; write null or a finite number")
 
-    @property
-    def content_hash(self) -> str:
-        return content_hash(self.title, self.body, self.metadata)
+
+def _parse_line(path: Path, lineno: int, raw: bytes) -> Any:
+    """One JSONL line as a Python value, or an IngestError naming the file, the line and the fix."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(
+            f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+            "re-encode the file as UTF-8 and ingest again."
+        ) from None
+    try:
+        rec = json.loads(line, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise IngestError(
+            f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
+            "each line must be one JSON object. Fix or remove the line and ingest again."
+        ) from None
+    except RecursionError:
+        raise IngestError(f"{path}:{lineno}: the JSON is nested too deeply to read; flatten the record.") from None
+    except ValueError as exc:  # NaN / Infinity, or an integer of thousands of digits
+        raise IngestError(f"{path}:{lineno}: {exc}; fix the value and ingest again.") from None
+    try:
+        problem = unstorable(rec)
+    except RecursionError:
+        raise IngestError(f"{path}:{lineno}: the JSON is nested too deeply to store; flatten the record.") from None
+    if problem is not None:
+        raise IngestError(f"{path}:{lineno}: {problem}; remove it from the record and ingest again.")
+    return rec
 
 
 def _jsonl_documents(path: Path) -> Iterator[Document]:
     try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below, after the error check
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below, after the error check
     except OSError as exc:
         raise IngestError(f"cannot read {path}: {exc.strerror}; check the path and permissions.") from exc
     with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+        # Bytes, decoded line by line, so a bad byte is reported with its line number.
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise IngestError(
-                    f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                    "each line must be one JSON object. Fix or remove the line and ingest again."
-                ) from exc
-            except UnicodeDecodeError as exc:
-                raise IngestError(f"{path}:{lineno}: not UTF-8 text; re-encode the file as UTF-8.") from exc
+            rec = _parse_line(path, lineno, raw)
             if not isinstance(rec, dict):
                 raise IngestError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}.")
             raw_id = rec.get("_id", rec.get("id"))
             if raw_id is None or str(raw_id).strip() == "":
                 raise IngestError(f"{path}:{lineno}: the record has no `_id` (BEIR) or `id` field; add one.")
+            if isinstance(raw_id, (dict, list)):
+                raise IngestError(
+                    f"{path}:{lineno}: the record's id is a JSON {type(raw_id).__name__}; use a string or a number."
+                )
+            if len(str(raw_id)) > MAX_DOC_ID_CHARS:
+                raise IngestError(
+                    f"{path}:{lineno}: the document id is {len(str(raw_id)):,} characters; the limit is "
+                    f"{MAX_DOC_ID_CHARS:,} (MAX_DOC_ID_CHARS). Use a shorter id."
+                )
             text = rec.get("text", rec.get("body"))
             if not isinstance(text, str):
                 raise IngestError(
@@ -74,42 +104,22 @@ def _jsonl_documents(path: Path) -> Iterator[Document]:
             yield Document(normalize(str(raw_id)), normalize(title), normalize(text), metadata, display)
 
 
-def _folder_documents(root: Path) -> Iterator[Document]:
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
-    for p in files:
-        try:
-            raw = p.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise IngestError(f"{p}: not UTF-8 text; re-encode it as UTF-8 or remove it.") from exc
-        text = normalize(raw)
-        title = p.stem
-        first = text.split("\n", 1)[0]
-        if p.suffix.lower() != ".txt" and first.startswith("#"):
-            title = first.lstrip("#").strip()
-            text = text.split("\n", 1)[1].strip() if "\n" in text else ""
-        yield Document(p.relative_to(root).as_posix(), normalize(title), text)
-
-
 def load_corpus(path: str | Path) -> list[Document]:
-    """Load every document at ``path`` (a BEIR folder, a ``.jsonl`` file or a folder of texts)."""
+    """Load every document at ``path`` (a BEIR folder, a ``.jsonl`` file, a folder of files or one file)."""
     p = Path(path)
     if not p.exists():
         raise IngestError(f"{p} does not exist; pass a corpus.jsonl, a BEIR folder, or a folder of .txt/.md files.")
     if p.is_dir() and (p / "corpus.jsonl").exists():
         docs = list(_jsonl_documents(p / "corpus.jsonl"))
-    elif p.is_dir():
-        docs = list(_folder_documents(p))
-        if not docs:
-            raise IngestError(f"{p} holds no .txt, .md or corpus.jsonl files; nothing to ingest.")
     elif p.suffix.lower() in (".jsonl", ".ndjson"):
         docs = list(_jsonl_documents(p))
-    elif p.suffix.lower() in TEXT_SUFFIXES:
-        docs = list(_folder_documents(p.parent))
-        docs = [d for d in docs if d.doc_id == p.name]
+    elif p.is_dir() or p.suffix.lower() in formats.SUFFIXES:
+        # Folders and single files go through the loader registered for each suffix (ranklock.ingest.formats).
+        docs = formats.load_files(p).documents
     else:
         raise IngestError(
             f"{p}: unknown corpus format {p.suffix!r}; use a .jsonl file, a BEIR folder with corpus.jsonl, "
-            "or a folder of .txt/.md files."
+            f"or a folder of {', '.join(sorted(formats.SUFFIXES))} files."
         )
     seen: dict[str, int] = {}
     for i, d in enumerate(docs):

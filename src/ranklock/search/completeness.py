@@ -37,7 +37,9 @@ import psycopg
 from psycopg import sql
 
 from ..settings import SearchParams
+from ..store import locks
 from ..store.database import Database
+from ..store.tables import snapshot_table
 from ..store.timeout import statement_timeout
 from .hybrid import SearchPlan, build_search_sql, time_predicate
 
@@ -101,7 +103,6 @@ def count_matching_sql(plan: SearchPlan, snap_stats: dict[str, Any]) -> tuple[sq
 
 
 _FIELD_REF = re.compile(r'"c"\."([a-z][a-z0-9_]*)"')
-_COUNTS_LOCK = 7_142_004  # advisory lock namespace: building a snapshot's value counts
 #: Fields with more distinct values than this are counted with SQL, not from value counts.
 MAX_VALUE_COUNTS = 50_000
 #: (database, snapshot id, field) -> value counts usable; a snapshot never changes, so neither does this.
@@ -109,8 +110,8 @@ _READY: dict[tuple[str, int, str], bool] = {}
 
 
 def _counts_table(snapshot_id: int) -> sql.Identifier:
-    # Named <name>_<snapshot id> in ranklock_data so dropping the snapshot drops it too.
-    return sql.Identifier("ranklock_data", f"valuecounts_{snapshot_id}")
+    # A per-snapshot table (ranklock.store.tables), so dropping or reaping the snapshot drops it too.
+    return snapshot_table("valuecounts", snapshot_id)
 
 
 def _value_counts_ready(
@@ -127,7 +128,17 @@ def _value_counts_ready(
         return _READY[key]
     table = _counts_table(sid)
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_COUNTS_LOCK, sid])
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.VALUE_COUNTS, sid])
+        # Pin the snapshot row until commit, so a drop cannot delete it while the
+        # counts table is made; nothing would ever drop a table created for a
+        # snapshot that is gone.  SKIP LOCKED: a drop in progress holds the row,
+        # and waiting for it could deadlock with our lock on its chunk table;
+        # counting rows instead gives the same number.
+        alive = conn.execute(
+            "SELECT 1 FROM ranklock.snapshots WHERE id = %s FOR KEY SHARE SKIP LOCKED", [sid]
+        ).fetchone()
+        if alive is None:
+            return False
         conn.execute(
             sql.SQL('CREATE TABLE IF NOT EXISTS {} ("#field" text NOT NULL, "#docs" bigint, "#chunks" bigint)').format(
                 table

@@ -55,6 +55,8 @@ from psycopg import sql
 
 from ..collection import CollectionInfo, FieldSpec
 from ..errors import FilterError
+from ..ingest.normalize import unstorable
+from ..limits import BIGINT_MAX, BIGINT_MIN, MAX_FILTER_CHARS, MAX_FILTER_DEPTH, MAX_FILTER_VALUES
 
 __all__ = [
     "OPERATORS",
@@ -151,7 +153,13 @@ def _tokenize(text: str) -> list[_Tok]:
             continue
         value: Any = None
         if kind == "number":
-            value = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            try:
+                value = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            except ValueError:  # an integer of thousands of digits
+                raise FilterError(
+                    f"filter syntax error at position {pos}: the number has {len(raw):,} digits; "
+                    f"integers range from {BIGINT_MIN} to {BIGINT_MAX}."
+                ) from None
         elif kind == "string":
             value = re.sub(r"\\(.)", r"\1", raw[1:-1], flags=re.DOTALL)
         elif kind == "word" and raw.lower() in _KEYWORDS:
@@ -163,12 +171,27 @@ def _tokenize(text: str) -> list[_Tok]:
     return toks
 
 
+def _check_paren_depth(toks: list[_Tok]) -> None:
+    depth = deepest = 0
+    for tok in toks:
+        if tok.kind == "punct" and tok.text in "()":
+            depth += 1 if tok.text == "(" else -1
+            deepest = max(deepest, depth)
+    if deepest > MAX_FILTER_DEPTH:
+        raise FilterError(
+            f"the filter nests parentheses {deepest:,} deep; the limit is {MAX_FILTER_DEPTH} (MAX_FILTER_DEPTH). "
+            "Flatten it: 'a and b and c' needs no parentheses."
+        )
+
+
 class _Parser:
     """Recursive descent: or < and < not < comparison, parentheses group."""
 
     def __init__(self, text: str) -> None:
         self.toks = _tokenize(text)
         self.i = 0
+        self.depth = 0  # open parentheses and `not`s around the current position
+        _check_paren_depth(self.toks)
 
     def peek(self) -> _Tok:
         return self.toks[self.i]
@@ -215,15 +238,28 @@ class _Parser:
             items.append(self.not_expr())
         return items[0] if len(items) == 1 else {"and": items}
 
+    def nest(self, tok: _Tok) -> None:
+        # Recursion is bounded by the limit, never by Python's stack.
+        self.depth += 1
+        if self.depth > MAX_FILTER_DEPTH:
+            raise FilterError(
+                f"the filter nests parentheses and 'not' more than {MAX_FILTER_DEPTH} deep (at position "
+                f"{tok.pos}); the limit is {MAX_FILTER_DEPTH} (MAX_FILTER_DEPTH). Flatten it: 'a and b and c' "
+                "needs no parentheses, and 'not not a' is 'a'."
+            )
+
     def not_expr(self) -> dict[str, Any]:
         if self.is_kw("not"):
-            self.next()
-            return {"not": self.not_expr()}
+            self.nest(self.next())
+            node = {"not": self.not_expr()}
+            self.depth -= 1
+            return node
         tok = self.peek()
         if tok.kind == "punct" and tok.text == "(":
-            self.next()
+            self.nest(self.next())
             node = self.or_expr()
             self.expect_punct(")")
+            self.depth -= 1
             return node
         return self.comparison()
 
@@ -297,6 +333,11 @@ def parse_filter(text: str) -> dict[str, Any]:
     """
     if not isinstance(text, str) or not text.strip():
         raise FilterError(f"the filter is empty; write a condition, {_EXAMPLE}.")
+    if len(text) > MAX_FILTER_CHARS:
+        raise FilterError(
+            f"the filter is {len(text):,} characters; the limit is {MAX_FILTER_CHARS:,} (MAX_FILTER_CHARS). "
+            "Shorten it, e.g. one 'in (...)' instead of many 'or's."
+        )
     return _Parser(text).parse()
 
 
@@ -344,7 +385,7 @@ def format_filter(spec: Any) -> str:
 def _check_node_shape(node: Any) -> None:
     if not isinstance(node, dict):
         raise FilterError(
-            f"a filter must be an expression string, an object or a list of objects, got {node!r} "
+            f"a filter must be an expression string, an object or a list of objects, got {_short(node)} "
             f'({type(node).__name__}); {_EXAMPLE}, or {{"field": "years_exp", "op": ">=", "value": 5}}.'
         )
     keys = set(node)
@@ -356,7 +397,7 @@ def _check_node_shape(node: Any) -> None:
                     "nest the other conditions inside it."
                 )
             if key != "not" and (not isinstance(node[key], list) or not node[key]):
-                raise FilterError(f"{key!r} needs a non-empty list of filters, got {node[key]!r}.")
+                raise FilterError(f"{key!r} needs a non-empty list of filters, got {_short(node[key])}.")
             return
     if "field" not in keys or "op" not in keys:
         raise FilterError(
@@ -367,7 +408,12 @@ def _check_node_shape(node: Any) -> None:
     if extra:
         raise FilterError(f"unknown key(s) {', '.join(extra)} in a filter condition; use field, op and value.")
     if node["op"] not in OPERATORS:
-        raise FilterError(f"unknown filter operator {node['op']!r}; valid operators: {', '.join(OPERATORS)}.")
+        raise FilterError(f"unknown filter operator {_short(node['op'])}; valid operators: {', '.join(OPERATORS)}.")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _fields_listing(coll: CollectionInfo) -> str:
@@ -380,7 +426,7 @@ def _coerce(spec: FieldSpec, value: Any) -> Any:
 
     def bad() -> FilterError:
         return FilterError(
-            f"field {spec.name!r} is {t}: value {value!r} ({type(value).__name__}) is not {_EXPECTED[t]}; "
+            f"field {spec.name!r} is {t}: value {_short(value)} ({type(value).__name__}) is not {_EXPECTED[t]}; "
             "fix the value."
         )
 
@@ -391,11 +437,25 @@ def _coerce(spec: FieldSpec, value: Any) -> Any:
             raise bad()
         if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
             raise bad()
+        if not BIGINT_MIN <= int(value) <= BIGINT_MAX:
+            raise FilterError(
+                f"field {spec.name!r} is int: value {value} is out of range; int fields hold "
+                f"{BIGINT_MIN} to {BIGINT_MAX} (64-bit). Use a value in that range."
+            )
         return int(value)
     if t == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad()
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise FilterError(
+                f"field {spec.name!r} is float: value {_short(value)} is not a finite 64-bit number; "
+                "use a value within ±1.8e308."
+            )
+        return number
     if t == "bool":
         if not isinstance(value, bool):
             raise bad()
@@ -404,6 +464,9 @@ def _coerce(spec: FieldSpec, value: Any) -> Any:
         # Integers are accepted because ingest accepts them for keywords too (stored as text).
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise bad()
+        problem = unstorable(str(value), f"the value for {spec.name!r}")
+        if problem is not None:
+            raise FilterError(f"{problem}; no stored value can contain it, so remove it from the filter.")
         return str(value)
     if t == "date":
         if isinstance(value, datetime):
@@ -443,11 +506,11 @@ def _normalize(coll: CollectionInfo, node: Any) -> dict[str, Any]:
     if spec is None:
         if not coll.fields:
             raise FilterError(
-                f"unknown field {name!r}: collection {coll.name!r} declares no typed fields; create the "
+                f"unknown field {_short(name)}: collection {coll.name!r} declares no typed fields; create the "
                 "collection with --field NAME:TYPE to filter on document metadata."
             )
         raise FilterError(
-            f"unknown field {name!r}; valid fields: {_fields_listing(coll)}. Filter on one of these, or "
+            f"unknown field {_short(name)}; valid fields: {_fields_listing(coll)}. Filter on one of these, or "
             "declare the field when creating the collection."
         )
     allowed = OPS_BY_TYPE[spec.type]
@@ -460,26 +523,58 @@ def _normalize(coll: CollectionInfo, node: Any) -> dict[str, Any]:
     value = node.get("value")
     if op in _NULL_OPS:
         if has_value and value is not None:
-            raise FilterError(f"operator {op!r} takes no value, got {value!r}; drop the value.")
+            raise FilterError(f"operator {op!r} takes no value, got {_short(value)}; drop the value.")
         return {"field": name, "op": op}
     if not has_value:
         raise FilterError(f"operator {op!r} on field {name!r} needs a value.")
     if op in ("in", "has_all", "has_any"):
         if not isinstance(value, (list, tuple)) or not value:
-            raise FilterError(f"operator {op!r} on field {name!r} needs a non-empty list of values, got {value!r}.")
+            raise FilterError(
+                f"operator {op!r} on field {name!r} needs a non-empty list of values, got {_short(value)}."
+            )
         return {"field": name, "op": op, "value": [_coerce(spec, v) for v in value]}
     if op == "between":
         if not isinstance(value, (list, tuple)) or len(value) != 2:
             raise FilterError(
-                f"operator 'between' on field {name!r} needs a list [low, high] (both inclusive), got {value!r}."
+                f"operator 'between' on field {name!r} needs a list [low, high] (both inclusive), got {_short(value)}."
             )
         return {"field": name, "op": op, "value": [_coerce(spec, value[0]), _coerce(spec, value[1])]}
     if isinstance(value, (list, tuple)):
         raise FilterError(
-            f"operator {op!r} on field {name!r} takes one value, got the list {value!r}; use 'in' "
+            f"operator {op!r} on field {name!r} takes one value, got the list {_short(value)}; use 'in' "
             "(or has_any / has_all for keyword lists) to match several."
         )
     return {"field": name, "op": op, "value": _coerce(spec, value)}
+
+
+def _check_size(spec: Any) -> None:
+    """Depth and value count of a structured filter, walked without recursion (it may be nested anyhow)."""
+    deepest = values = 0
+    stack: list[tuple[Any, int]] = [(spec, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, list):
+            stack.extend((n, depth) for n in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        groups = [node[key] for key in ("and", "or", "not") if key in node]
+        if groups:
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_FILTER_DEPTH:
+                raise FilterError(
+                    f"the filter nests and/or/not groups more than {MAX_FILTER_DEPTH} deep; the limit is "
+                    f"{MAX_FILTER_DEPTH} (MAX_FILTER_DEPTH). Flatten it: one 'and' list holds any number of "
+                    "conditions."
+                )
+            stack.extend((g, depth + 1) for g in groups)
+        elif "value" in node:
+            values += len(node["value"]) if isinstance(node["value"], (list, tuple)) else 1
+    if values > MAX_FILTER_VALUES:
+        raise FilterError(
+            f"the filter has {values:,} values; the limit is {MAX_FILTER_VALUES:,} (MAX_FILTER_VALUES). "
+            "Narrow it, or filter on a coarser field."
+        )
 
 
 def normalize_filter(coll: CollectionInfo, spec: Any) -> dict[str, Any]:
@@ -490,6 +585,7 @@ def normalize_filter(coll: CollectionInfo, spec: Any) -> dict[str, Any]:
         if not spec:
             raise FilterError(f"the filter is an empty list; give at least one condition, {_EXAMPLE}.")
         spec = {"and": spec}
+    _check_size(spec)
     return _normalize(coll, spec)
 
 

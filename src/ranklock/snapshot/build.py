@@ -5,12 +5,21 @@ It is written once, indexed once, and never modified afterwards: readers of
 an active snapshot cannot be disturbed by a build, and an HNSW graph is never
 rebuilt under a query.
 
-The builder holds a session-level advisory lock on the snapshot id for the
-whole build.  A build killed mid-way (kill -9) loses its connection, and with
-it the lock; :func:`reap_dead_builds` finds such snapshots (status
-``building``, lock free), drops their partial tables and marks them failed.
+The builder holds a session-level advisory lock on the snapshot id
+(``ranklock.store.locks.BUILD``) from the INSERT of its row until the row is
+``ready`` (digest and manifest written) or ``failed``: nobody can see the row
+``building`` with its lock free while its builder lives.  A build killed
+mid-way (kill -9) loses its connection, and with it the lock;
+:func:`reap_dead_builds` finds such snapshots (status ``building``, lock
+free), marks them failed and drops every table they own
+(``ranklock.store.tables``).  Every status change is conditional on the status
+it expects (``WHERE status = 'building'``) and checked, so a reaper and a
+finishing builder can never both win.
+
 Embeddings already computed were committed to the embedding cache batch by
 batch, so the next build resumes instead of re-embedding.
+:func:`prepare_documents` does that chunking and embedding up front, so an
+ingest can do its expensive part before it takes the collection's writer lock.
 """
 
 from __future__ import annotations
@@ -21,25 +30,53 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ..collection import CollectionInfo
 from ..embed.base import Embedder, vector_digest
 from ..errors import SnapshotError
-from ..ingest.chunker import chunk_text, document_text
+from ..ingest.chunker import Chunk, chunk_text, document_text
 from ..ingest.loaders import Document
 from ..ingest.normalize import text_sha256
+from ..store import locks
 from ..store.database import Database
+from ..store.tables import SCHEMA, snapshot_table, snapshot_table_name, snapshot_table_names
 
-__all__ = ["BuildReport", "Progress", "build_snapshot", "chunk_table", "reap_dead_builds"]
+__all__ = [
+    "BuildReport",
+    "Prepared",
+    "Progress",
+    "build_snapshot",
+    "chunk_table",
+    "drop_snapshot_tables",
+    "prepare_documents",
+    "reap_dead_builds",
+]
 
 Progress = Callable[[str, int, int], None]
-_LOCK_CLASS = 7_142_002  # advisory lock namespace for snapshot builds
 EMBED_BATCH = 256
 
 
 def chunk_table(snapshot_id: int) -> sql.Identifier:
-    return sql.Identifier("ranklock_data", f"chunks_{snapshot_id}")
+    """The chunk table of a snapshot (every per-snapshot table is named in ranklock.store.tables)."""
+    return snapshot_table("chunks", snapshot_id)
+
+
+def drop_snapshot_tables(conn: psycopg.Connection[Any], snapshot_id: int) -> list[str]:
+    """Drop every table snapshot ``snapshot_id`` owns; return the names of those that existed, sorted."""
+    names = snapshot_table_names(snapshot_id)
+    existing = [
+        r[0]
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename = ANY(%s) ORDER BY tablename",
+            [SCHEMA, names],
+        ).fetchall()
+    ]
+    for name in names:
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(SCHEMA, name)))
+    return existing
 
 
 def _noop(stage: str, done: int, total: int) -> None:
@@ -54,10 +91,58 @@ class BuildReport:
     embedded: int
     reused: int
     seconds: dict[str, float] = field(default_factory=dict)
+    #: The manifest written when the snapshot was marked ready.
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """Documents chunked and their vectors in the embedding cache, ahead of a build (:func:`prepare_documents`)."""
+
+    #: (doc_id, content_hash) -> the document's chunks.
+    chunks: dict[tuple[str, str], list[Chunk]]
+    #: Texts embedded by the preparation (the others were in the cache already).
+    embedded: int
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _chunks(coll: CollectionInfo, embedder: Embedder, d: Document) -> list[Chunk]:
+    return chunk_text(document_text(d.title, d.body), embedder.tokenizer, coll.chunker.window, coll.chunker.overlap)
+
+
+def prepare_documents(
+    db: Database, coll: CollectionInfo, docs: Sequence[Document], embedder: Embedder, progress: Progress = _noop
+) -> Prepared:
+    """Chunk ``docs`` and put every chunk's vector in the embedding cache; the slow part of a build.
+
+    Nothing of the collection is touched (the cache is keyed by the weights'
+    and the text's sha256), so this runs before the writer lock is taken and
+    a concurrent writer waits only for the database work.  A build given the
+    result reuses its chunks and finds every vector cached.
+
+    >>> prep = prepare_documents(db, coll, docs, embedder)   # doctest: +SKIP
+    >>> build_snapshot(db, coll, docs, embedder, parent_id=None, prepared=prep)   # doctest: +SKIP
+    """
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    chunks: dict[tuple[str, str], list[Chunk]] = {}
+    texts: dict[str, str] = {}
+    progress("chunk", 0, len(docs))
+    for i, d in enumerate(docs):
+        found = _chunks(coll, embedder, d)
+        chunks[(d.doc_id, d.content_hash)] = found
+        for ch in found:
+            texts[text_sha256(ch.text)] = ch.text
+        if i % 500 == 0:
+            progress("chunk", i, len(docs))
+    progress("chunk", len(docs), len(docs))
+    seconds["chunk"] = time.perf_counter() - t0
+    _, embedded = _embed_missing(db, embedder, texts, progress, seconds)
+    return Prepared(chunks, embedded, seconds)
 
 
 def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int]:
-    """Discard snapshots whose builder died; return their ids."""
+    """Discard snapshots whose builder died: mark them failed, drop every table they own; return their ids."""
     reaped: list[int] = []
     rows = db.fetchall(
         "SELECT id FROM ranklock.snapshots WHERE status = 'building'"
@@ -68,20 +153,24 @@ def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int
     for row in rows:
         sid = int(row["id"])
         with db.connection() as conn:
-            got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, sid]).fetchone()
+            got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", [locks.BUILD, sid]).fetchone()
             if not got or not got[0]:
                 continue  # a live builder holds it
             try:
                 with conn.transaction():
-                    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(chunk_table(sid)))
-                    conn.execute(
+                    # Conditional: the build may have finished (ready) or failed
+                    # between the SELECT above and the lock; then it is not dead.
+                    cur = conn.execute(
                         "UPDATE ranklock.snapshots SET status = 'failed', "
-                        'stats = stats || \'{"failure": "builder died"}\'::jsonb WHERE id = %s',
+                        'stats = stats || \'{"failure": "builder died"}\'::jsonb '
+                        "WHERE id = %s AND status = 'building'",
                         [sid],
                     )
-                reaped.append(sid)
+                    if cur.rowcount == 1:
+                        drop_snapshot_tables(conn, sid)
+                        reaped.append(sid)
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, sid])
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.BUILD, sid])
     return reaped
 
 
@@ -100,8 +189,13 @@ def build_snapshot(
     *,
     parent_id: int | None,
     progress: Progress = _noop,
+    prepared: Prepared | None = None,
 ) -> BuildReport:
-    """Build (but do not activate) a snapshot holding exactly ``docs``."""
+    """Build (but do not activate) a snapshot holding exactly ``docs``; it is ``ready`` on return.
+
+    ``prepared`` (from :func:`prepare_documents`) supplies chunks already cut
+    and vectors already cached for some of ``docs``.
+    """
     t_all = time.perf_counter()
     seconds: dict[str, float] = {}
     field_values = {d.doc_id: _coerce_fields(coll, d) for d in docs}  # validate before writing anything
@@ -111,27 +205,102 @@ def build_snapshot(
         row = lock_conn.execute(
             "INSERT INTO ranklock.snapshots (collection_id, parent_id, status, builder_pid) "
             "VALUES (%s, %s, 'building', pg_backend_pid()) RETURNING id, pg_advisory_lock(%s, id::integer)::text",
-            [coll.id, parent_id, _LOCK_CLASS],
+            [coll.id, parent_id, locks.BUILD],
         ).fetchone()
-        assert row is not None
+        if row is None:  # INSERT ... RETURNING always returns the row
+            raise RuntimeError("INSERT returned no row")
         # The lock is taken by the INSERT itself, so no reaper can ever see this
         # row 'building' with its lock free and discard a live build.
         sid = int(row[0])
         try:
-            report = _build(db, coll, ordered, field_values, embedder, sid, progress, seconds)
-        except BaseException:
-            # Leave nothing half-built behind: drop the table, mark the row failed.
+            report = _build(db, coll, ordered, field_values, embedder, sid, progress, seconds, prepared)
+            # Finished while the lock is still held: released only once the
+            # row says 'ready', a reaper never mistakes a finishing build for a
+            # dead one and drops its tables under it.
+            report.manifest = _finish(db, coll, embedder, report, seconds)
+        except BaseException as exc:
             try:
-                with db.connection() as conn, conn.transaction():
-                    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(chunk_table(sid)))
-                    conn.execute("UPDATE ranklock.snapshots SET status = 'failed' WHERE id = %s", [sid])
+                _discard(db, sid, exc)
             finally:
-                lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, sid])
+                lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.BUILD, sid])
             raise
-        lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, sid])
+        lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.BUILD, sid])
     seconds["total"] = time.perf_counter() - t_all
     report.seconds = seconds
     return report
+
+
+def _discard(db: Database, sid: int, exc: BaseException) -> None:
+    """After a failed build: mark it failed and drop its tables, unless it had become ready."""
+    reason = f"{type(exc).__name__}: {exc}"[:500]
+    with db.connection() as conn, conn.transaction():
+        conn.execute(
+            "UPDATE ranklock.snapshots SET status = 'failed', stats = stats || jsonb_build_object('failure', %s::text) "
+            "WHERE id = %s AND status = 'building'",
+            [reason, sid],
+        )
+        status = conn.execute("SELECT status FROM ranklock.snapshots WHERE id = %s", [sid]).fetchone()
+        # A snapshot that reached 'ready' keeps its tables (the failure came
+        # after the finish); any other is garbage, whoever marked it failed.
+        if status is None or status[0] != "ready":
+            drop_snapshot_tables(conn, sid)
+
+
+def _finish(
+    db: Database, coll: CollectionInfo, emb: Embedder, report: BuildReport, seconds: dict[str, float]
+) -> dict[str, Any]:
+    """Write the vectors digest and the manifest and mark the snapshot ready, if it is still building."""
+    from .manifest import build_manifest
+
+    sid = report.snapshot_id
+    pairs = [
+        (r["doc_id"], r["content_hash"])
+        for r in db.fetchall(
+            "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [sid]
+        )
+    ]
+    digest_row = db.fetchone(
+        sql.SQL(
+            "SELECT encode(sha256(convert_to(coalesce(string_agg(vec_digest, '' ORDER BY row_id), ''), 'UTF8')), "
+            "'hex') AS d FROM {}"
+        ).format(chunk_table(sid))
+    )
+    stats_row = db.fetchone("SELECT stats FROM ranklock.snapshots WHERE id = %s", [sid])
+    if digest_row is None or stats_row is None:
+        raise SnapshotError(f"snapshot {sid} of {coll.name!r} vanished while it was finishing; ingest again.")
+    manifest = build_manifest(
+        coll,
+        emb,
+        snapshot_id=sid,
+        doc_hashes=pairs,
+        documents=report.documents,
+        chunks=report.chunks,
+        vectors_digest=digest_row["d"],
+        lexical_stats=stats_row["stats"],
+    )
+    query = (
+        "UPDATE ranklock.snapshots SET status = 'ready', manifest = %s, manifest_hash = %s, doc_count = %s, "
+        "chunk_count = %s, built_at = now(), stats = stats || %s WHERE id = %s AND status = 'building'"
+    )
+    params = [
+        Jsonb(manifest),
+        manifest["manifest_hash"],
+        report.documents,
+        report.chunks,
+        Jsonb({"embedded": report.embedded, "reused": report.reused, "seconds": seconds}),
+        sid,
+    ]
+    db.trace(query, params)
+    with db.connection() as conn:
+        cur = conn.execute(query, params)
+        if cur.rowcount != 1:
+            now = conn.execute("SELECT status FROM ranklock.snapshots WHERE id = %s", [sid]).fetchone()
+            raise SnapshotError(
+                f"snapshot {sid} of {coll.name!r} became {now[0] if now else 'deleted'} (changed by another "
+                "process) while it was finishing, so it was not marked ready and nothing was activated; "
+                "ingest again."
+            )
+    return manifest
 
 
 def _embed_missing(
@@ -155,7 +324,8 @@ def _embed_missing(
     seconds["cache_lookup"] = time.perf_counter() - t0
     t_embed = 0.0
     t_db = 0.0
-    progress("embed", 0, len(missing))
+    if missing:  # nothing to embed (all cached, or prepared before the build): no empty progress bar
+        progress("embed", 0, len(missing))
     for start in range(0, len(missing), EMBED_BATCH):
         part = missing[start : start + EMBED_BATCH]
         t1 = time.perf_counter()
@@ -199,16 +369,18 @@ def _build(
     sid: int,
     progress: Progress,
     seconds: dict[str, float],
+    prepared: Prepared | None = None,
 ) -> BuildReport:
     table = chunk_table(sid)
     t0 = time.perf_counter()
-    # 1. chunk
+    # 1. chunk (or take the chunks prepare_documents cut)
     rows: list[tuple[Document, int, int, int, str, str]] = []
     texts: dict[str, str] = {}
+    done = prepared.chunks if prepared is not None else {}
     progress("chunk", 0, len(docs))
     for i, d in enumerate(docs):
-        full = document_text(d.title, d.body)
-        for ch in chunk_text(full, embedder.tokenizer, coll.chunker.window, coll.chunker.overlap):
+        key = (d.doc_id, d.content_hash)
+        for ch in done[key] if key in done else _chunks(coll, embedder, d):
             h = text_sha256(ch.text)
             texts[h] = ch.text
             rows.append((d, ch.number, ch.start, ch.end, ch.text, h))
@@ -336,7 +508,13 @@ def _build(
     build_lexical_stats(db, sid)
     seconds["lexical_stats"] = time.perf_counter() - t3
 
-    reused = len(texts) - embedded
+    if prepared is not None:
+        # What the preparation embedded was found in the cache here: count it
+        # as embedded, once, and its time as this build's.
+        embedded += prepared.embedded
+        for step, secs in prepared.seconds.items():
+            seconds[step] = seconds.get(step, 0.0) + secs
+    reused = max(len(texts) - embedded, 0)
     return BuildReport(sid, len(docs), len(rows), embedded, reused)
 
 
@@ -355,7 +533,7 @@ def _ts(value: Any) -> Any:
 
 def _create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
     table = chunk_table(sid)
-    name = f"chunks_{sid}"
+    name = snapshot_table_name("chunks", sid)  # index names: <table>_<purpose>
     with db.connection() as conn:
         # Enough for the HNSW graph of a few million 384-d vectors to stay in
         # memory during the build; a graph that spills builds many times slower.

@@ -27,8 +27,8 @@ table itself, so the statistics a reader scores with can never drift:
     the forward table, so both hold the very same float8 weights, computed
     by the same expression the query side uses for the tsvector plan.
 
-Dropping a snapshot drops these with it (ranklock.snapshot.ops drops every
-``ranklock_data`` table named ``*_<id>``).
+Dropping or reaping a snapshot drops these with it: their names come from
+ranklock.store.tables, which lists every per-snapshot table.
 
 Example::
 
@@ -41,7 +41,9 @@ from typing import Any
 
 from psycopg import sql
 
+from ..errors import SnapshotError
 from ..store.database import Database
+from ..store.tables import snapshot_table, snapshot_table_name
 
 __all__ = [
     "BM25_STATS_VERSION",
@@ -64,15 +66,15 @@ LEVEL_BASE = 256
 
 
 def terms_table(snapshot_id: int) -> sql.Identifier:
-    return sql.Identifier("ranklock_data", f"terms_{snapshot_id}")
+    return snapshot_table("terms", snapshot_id)
 
 
 def postings_table(snapshot_id: int) -> sql.Identifier:
-    return sql.Identifier("ranklock_data", f"postings_{snapshot_id}")
+    return snapshot_table("postings", snapshot_id)
 
 
 def forward_table(snapshot_id: int) -> sql.Identifier:
-    return sql.Identifier("ranklock_data", f"forward_{snapshot_id}")
+    return snapshot_table("forward", snapshot_id)
 
 
 def build_lexical_stats(
@@ -92,12 +94,10 @@ def build_lexical_stats(
     and ``doc_len``; statistics of layout version 2 (no forward table, no
     quantiles) are completed in place, without rewriting their postings.
     """
-    from .build import chunk_table
-
     level_base = LEVEL_BASE if level_base is None else level_base
     if level_base < 1 or level_base & (level_base - 1):
         raise ValueError(f"level_base must be a power of two, not {level_base}")
-    chunks = chunk_table(snapshot_id)
+    chunks = snapshot_table("chunks", snapshot_id)
     terms, postings, forward = terms_table(snapshot_id), postings_table(snapshot_id), forward_table(snapshot_id)
     row = db.fetchone(
         sql.SQL(
@@ -119,7 +119,7 @@ def build_lexical_stats(
     have = current["bm25"] if current else None
     exists = db.fetchone(
         "SELECT to_regclass(%s) IS NOT NULL AS postings, to_regclass(%s) IS NOT NULL AS forward",
-        [f"ranklock_data.postings_{snapshot_id}", f"ranklock_data.forward_{snapshot_id}"],
+        [postings.as_string(None), forward.as_string(None)],
     )
     same = bool(not force and have and exists and exists["postings"] and have.get("k1") == k1 and have.get("b") == b)
     if same and have and have.get("version") == BM25_STATS_VERSION and have.get("level_base") == level_base:
@@ -132,6 +132,18 @@ def build_lexical_stats(
     )
     with db.connection() as conn:
         with conn.transaction():
+            # Pin the snapshot row first, before touching any table: a drop in
+            # progress (it holds the row FOR UPDATE) finishes first, and then
+            # we must not create tables for a snapshot that is gone, since
+            # nothing would ever drop them; a drop that comes later waits for us.
+            if (
+                conn.execute("SELECT 1 FROM ranklock.snapshots WHERE id = %s FOR KEY SHARE", [snapshot_id]).fetchone()
+                is None
+            ):
+                raise SnapshotError(
+                    f"snapshot {snapshot_id} was dropped while its lexical statistics were being built; "
+                    "nothing was written. Build them for an existing snapshot (see `ranklock snapshot list`)."
+                )
             conn.execute("SET LOCAL work_mem = '256MB'")
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(forward))
             if not upgrade:
@@ -184,7 +196,7 @@ def build_lexical_stats(
                 )
                 conn.execute(
                     sql.SQL("CREATE INDEX {} ON {} (term_id, w DESC, row_id)").format(
-                        sql.Identifier(f"postings_{snapshot_id}_impact"), postings
+                        sql.Identifier(snapshot_table_name("postings", snapshot_id) + "_impact"), postings
                     )
                 )
                 conn.execute(

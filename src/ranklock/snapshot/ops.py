@@ -24,11 +24,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from psycopg import sql
-
 from ..errors import ConfigError, NotFound, SnapshotError
-from .build import _LOCK_CLASS as _BUILD_LOCK
+from ..store import locks
+from .build import drop_snapshot_tables
 from .manifest import diff_manifests
+from .writer import writing
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -47,22 +47,21 @@ __all__ = [
     "write_manifest",
 ]
 
-#: Advisory lock namespace guarding a collection's document versions: an
-#: ingest holds it shared from storing versions until its snapshot references
-#: them; garbage collection needs it exclusively, so it never deletes a
-#: version an in-flight build is about to reference.
-_VERSIONS_LOCK = 7_142_003
-
 
 @contextmanager
 def holding_versions(db: Database, collection_id: int) -> Iterator[None]:
-    """Hold the collection's version lock (shared) for the duration of an ingest."""
+    """Hold the collection's version lock (shared) for the duration of an ingest.
+
+    An ingest holds ``locks.VERSIONS`` shared from storing versions until its
+    snapshot references them; garbage collection needs it exclusively, so it
+    never deletes a version an in-flight build is about to reference.
+    """
     with db.connection() as conn:
-        conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", [_VERSIONS_LOCK, collection_id])
+        conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", [locks.VERSIONS, collection_id])
         try:
             yield
         finally:
-            conn.execute("SELECT pg_advisory_unlock_shared(%s, %s)", [_VERSIONS_LOCK, collection_id])
+            conn.execute("SELECT pg_advisory_unlock_shared(%s, %s)", [locks.VERSIONS, collection_id])
 
 
 def _iso(value: Any) -> Any:
@@ -138,9 +137,12 @@ def rollback(eng: Engine, name: str) -> dict[str, Any]:
 
     A single UPDATE swaps the two pointers under a row lock, so a reader
     resolves either the old or the new snapshot, never something in between,
-    and a second rollback undoes the first.
+    and a second rollback undoes the first.  It holds the collection's writer
+    lock (ranklock.snapshot.writer), so it runs before or after a concurrent
+    ingest, never between its reading the active snapshot and activating.
     """
-    with eng.db.connection() as conn, conn.transaction():
+    coll = eng.collection(name)  # NotFound with the list of collections
+    with writing(eng.db, coll.id, name, eng.settings.lock_wait), eng.db.connection() as conn, conn.transaction():
         row = conn.execute(
             "SELECT c.id, c.active_snapshot_id, c.previous_snapshot_id, s.status FROM ranklock.collections c "
             "LEFT JOIN ranklock.snapshots s ON s.id = c.previous_snapshot_id WHERE c.name = %s FOR UPDATE OF c",
@@ -216,7 +218,9 @@ def drop_snapshot(eng: Engine, name: str, snapshot_id: int) -> dict[str, Any]:
     """
     coll = eng.collection(name)
     sid = int(snapshot_id)
-    with eng.db.connection() as conn, conn.transaction():
+    # Under the writer lock: never between an ingest's reading the active
+    # snapshot and its activating, nor racing an activation of this snapshot.
+    with writing(eng.db, coll.id, name, eng.settings.lock_wait), eng.db.connection() as conn, conn.transaction():
         cur = conn.execute(
             "SELECT active_snapshot_id, previous_snapshot_id FROM ranklock.collections WHERE id = %s FOR UPDATE",
             [coll.id],
@@ -234,7 +238,7 @@ def drop_snapshot(eng: Engine, name: str, snapshot_id: int) -> dict[str, Any]:
         if snap is None:
             raise _missing(name, sid)
         if snap[0] == "building":
-            got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [_BUILD_LOCK, sid]).fetchone()
+            got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [locks.BUILD, sid]).fetchone()
             if not got or not got[0]:
                 raise SnapshotError(
                     f"snapshot {sid} of {name!r} is being built by a live process; wait for the build to "
@@ -242,18 +246,8 @@ def drop_snapshot(eng: Engine, name: str, snapshot_id: int) -> dict[str, Any]:
                 )
         if previous == sid:
             conn.execute("UPDATE ranklock.collections SET previous_snapshot_id = NULL WHERE id = %s", [coll.id])
-        # Every per-snapshot table (chunks_<id>, and the lexical statistics'
-        # terms_<id>/postings_<id>) goes with the snapshot, in this transaction.
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'ranklock_data' AND tablename ~ %s "
-                "ORDER BY tablename",
-                [f"^[a-z_]+_{sid}$"],
-            ).fetchall()
-        ]
-        for t in sorted(set(tables) | {f"chunks_{sid}"}):
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier("ranklock_data", t)))
+        # Every per-snapshot table (ranklock.store.tables) goes with the snapshot, in this transaction.
+        tables = drop_snapshot_tables(conn, sid)
         n_docs = conn.execute(
             "WITH d AS (DELETE FROM ranklock.snapshot_documents WHERE snapshot_id = %s RETURNING 1) "
             "SELECT count(*) FROM d",
@@ -262,7 +256,7 @@ def drop_snapshot(eng: Engine, name: str, snapshot_id: int) -> dict[str, Any]:
         conn.execute("DELETE FROM ranklock.snapshots WHERE id = %s", [sid])
         # Exclusive against the shared lock every ingest holds (holding_versions):
         # never collect a version an in-flight build is about to reference.
-        free = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [_VERSIONS_LOCK, coll.id]).fetchone()
+        free = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [locks.VERSIONS, coll.id]).fetchone()
         collected: int | None = None
         if free and free[0]:
             gc = conn.execute(
@@ -276,7 +270,7 @@ def drop_snapshot(eng: Engine, name: str, snapshot_id: int) -> dict[str, Any]:
     return {
         "collection": name,
         "dropped": sid,
-        "tables": sorted(set(tables) | {f"chunks_{sid}"}),
+        "tables": tables,
         "snapshot_documents": int(n_docs[0]) if n_docs else 0,
         "versions_gc": "done" if collected is not None else "deferred: an ingest is in progress",
         "versions_deleted": collected or 0,
@@ -324,8 +318,19 @@ def activate_gated(
             "the promotion gate (ranklock.eval.gate) is not part of this installation; "
             "activate without --gate, or install a ranklock version that has it."
         ) from exc
-    report = gate_mod.promotion_gate(eng, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
-    passed = bool(report.passed)
-    if passed:
-        eng.activate(name, snapshot_id)
-    return {"collection": name, "snapshot_id": snapshot_id, "activated": passed, "gate": report.to_dict()}
+    coll = eng.collection(name)
+    # The gate compares against the active snapshot: hold the writer lock from
+    # the comparison to the switch, so no ingest changes the active one between.
+    with writing(eng.db, coll.id, name, eng.settings.lock_wait):
+        report = gate_mod.promotion_gate(eng, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
+        passed = bool(report.passed)
+        previous = eng.collection(name).active_snapshot_id
+        if passed:
+            previous = eng.activate(name, snapshot_id)["from"]
+    return {
+        "collection": name,
+        "snapshot_id": snapshot_id,
+        "activated": passed,
+        "gate": report.to_dict(),
+        "previous": previous,
+    }

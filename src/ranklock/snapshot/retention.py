@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..store import locks
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AGE_CUT_SQL", "SIZE_CUT_SQL", "RetentionPolicy", "log_status", "prune", "prune_all", "pruned_through"]
 
-_PRUNE_LOCK = 7_142_005  # advisory lock key: one prune at a time per database
 log = logging.getLogger("ranklock.querylog")
 
 
@@ -97,7 +97,7 @@ def prune(db: Database, policy: RetentionPolicy, *, batch: int) -> dict[str, Any
     if batch < 1:
         raise ConfigError(f"prune batch must be at least 1, got {batch}.")
     with db.connection() as conn, conn.transaction():
-        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", [_PRUNE_LOCK]).fetchone()
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", [locks.LOG_PRUNE]).fetchone()
         if row is None or not row[0]:
             return {"deleted": 0, "bytes": 0, "pruned_through": None, "skipped": True}
         cutoff = 0

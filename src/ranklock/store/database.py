@@ -28,12 +28,13 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import DatabaseUnavailable, ExtensionError
+from . import locks
+from .errors import map_data_errors
 
 __all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES"]
 
 MIN_POSTGRES = 160000
 MIN_PGVECTOR = (0, 8, 0)
-_MIGRATION_LOCK = 7_142_001  # advisory lock key for migrations
 
 Tracer = Callable[[str, Any], None]
 
@@ -131,7 +132,9 @@ class Database:
         """A checked connection from the pool; a lost server is restarted or reached again."""
         pool, gen, conn = self._checkout()
         try:
-            with conn:  # commit or roll back as psycopg_pool's own connection() does
+            # Every statement runs inside one of these blocks (the helpers below
+            # too), so this is where a refused value becomes a ranklock error.
+            with map_data_errors(), conn:  # commit or roll back as psycopg_pool's own connection() does
                 yield conn
         except psycopg.OperationalError as exc:
             if not (conn.broken or conn.closed):
@@ -291,7 +294,7 @@ class Database:
         return sorted(out)
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute("SELECT pg_advisory_lock(%s)", [_MIGRATION_LOCK])
+        conn.execute("SELECT pg_advisory_lock(%s)", [locks.MIGRATIONS])
         try:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS public.ranklock_migrations ("
@@ -308,4 +311,4 @@ class Database:
                         "INSERT INTO public.ranklock_migrations (version, name) VALUES (%s, %s)", [version, name]
                     )
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", [_MIGRATION_LOCK])
+            conn.execute("SELECT pg_advisory_unlock(%s)", [locks.MIGRATIONS])

@@ -1,0 +1,52 @@
+"""Input limits, declared once.
+
+Every limit here is checked where the input enters (the loaders, query and
+filter parsing), so PostgreSQL never sees an input it would refuse, and the
+error names the limit and the input's own size.  The README's Limits section lists them;
+tests/test_input_errors.py checks that the docs and these values agree.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BIGINT_MAX",
+    "BIGINT_MIN",
+    "LIMITS",
+    "MAX_DOC_ID_CHARS",
+    "MAX_FILTER_CHARS",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_VALUES",
+    "MAX_K",
+    "MAX_KEYWORD_CHARS",
+    "MAX_QUERY_CHARS",
+]
+
+#: Characters in a search query.  A query is a question, not a document; past
+#: this size the lexical branch would exceed PostgreSQL's 1 MB tsvector limit
+#: long before it said anything useful.
+MAX_QUERY_CHARS = 10_000
+#: Results of one search (`k`), and candidates per branch (`depth`, in SearchParams).
+MAX_K = 10_000
+#: Characters in a filter expression.
+MAX_FILTER_CHARS = 10_000
+#: Nesting of a filter: parentheses, `and`/`or` groups and `not`, counted together.
+MAX_FILTER_DEPTH = 32
+#: Values in one filter, over all its conditions (an `in` list of 10 counts 10).
+MAX_FILTER_VALUES = 10_000
+#: Characters in a document id: ids are a btree key, whose entries PostgreSQL caps at 2,704 bytes.
+MAX_DOC_ID_CHARS = 512
+#: Characters in one `keyword` / `keyword[]` value: each is an index key (btree or GIN), capped near 2.7 KB.
+MAX_KEYWORD_CHARS = 512
+#: The range of an `int` field (PostgreSQL bigint).
+BIGINT_MIN = -(2**63)
+BIGINT_MAX = 2**63 - 1
+
+#: (name, value, what it bounds) for the docs and for error messages.
+LIMITS: tuple[tuple[str, int, str], ...] = (
+    ("MAX_QUERY_CHARS", MAX_QUERY_CHARS, "characters in a search query"),
+    ("MAX_FILTER_CHARS", MAX_FILTER_CHARS, "characters in a filter expression"),
+    ("MAX_FILTER_DEPTH", MAX_FILTER_DEPTH, "nesting depth of a filter (parentheses, and/or groups, not)"),
+    ("MAX_FILTER_VALUES", MAX_FILTER_VALUES, "values in one filter, over all its conditions"),
+    ("MAX_DOC_ID_CHARS", MAX_DOC_ID_CHARS, "characters in a document id"),
+    ("MAX_KEYWORD_CHARS", MAX_KEYWORD_CHARS, "characters in one keyword or keyword[] value of a document"),
+)

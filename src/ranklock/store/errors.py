@@ -1,0 +1,111 @@
+"""PostgreSQL's refusals of a value, mapped to the ranklock error tree in one place.
+
+The edges (loaders, query and filter parsing) validate input so the database
+never sees a value it would refuse; this mapping is the backstop for what
+they miss.  It covers the *data* errors only: SQLSTATE class 22 (a value out
+of range, not encodable, malformed), class 54 (an input too large or too
+complex for the server) and psycopg's own client-side refusals (a NUL byte
+in a text value).  Connection loss and timeouts are another matter and are
+not handled here.
+
+Which class is raised depends on what was running: a search maps to
+:class:`~ranklock.errors.QueryError`, an ingest to
+:class:`~ranklock.errors.IngestError` (see :func:`refusals_as`); anything
+else to :class:`~ranklock.errors.InputError`::
+
+    with refusals_as(QueryError):
+        db.fetchall(...)          # NumericValueOutOfRange -> QueryError("... out of range ...")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import psycopg
+
+from ..errors import InputError
+
+__all__ = ["data_error", "map_data_errors", "refusals_as"]
+
+_ERROR_CLASS: ContextVar[type[InputError]] = ContextVar("ranklock_refusal_class", default=InputError)
+
+# (SQLSTATE prefix, what happened, the fix); the first matching prefix wins.
+_EXPLAINED: tuple[tuple[str, str, str], ...] = (
+    (
+        "22003",
+        "a number is out of range for its database type",
+        "use a smaller value (integers are 64-bit: -9223372036854775808 to 9223372036854775807)",
+    ),
+    (
+        "22021",
+        "a text value holds a byte sequence that is not valid UTF-8",
+        "re-encode the input as UTF-8",
+    ),
+    (
+        "22P05",
+        "a text value holds a character PostgreSQL cannot store (a NUL byte, \\u0000)",
+        "remove the NUL characters from the input",
+    ),
+    ("22P02", "a value has the wrong form for its type", "fix the value"),
+    ("22007", "a date or timestamp has the wrong form", "write it in ISO 8601, e.g. 2026-01-31T12:00:00Z"),
+    ("22008", "a date or timestamp is out of range", "use a date between the years 1 and 9999"),
+    ("22023", "a parameter value is invalid", "fix the parameter"),
+    ("22", "the database refused a value", "fix the value"),
+    ("54", "the input is too large or too complex for the database", "shorten or simplify it"),
+)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def data_error(exc: psycopg.Error) -> InputError | None:
+    """The ranklock error for a psycopg data error, or None when ``exc`` is not one."""
+    cls = _ERROR_CLASS.get()
+    state = exc.sqlstate or ""
+    if not state:
+        # psycopg's own refusal, before anything reached the server.
+        if isinstance(exc, psycopg.DataError) and "NUL" in str(exc):
+            return cls(
+                "a text value contains a NUL byte (\\u0000), which PostgreSQL cannot store; "
+                "remove the NUL characters from the input."
+            )
+        if isinstance(exc, psycopg.DataError):
+            return cls(f"the database driver refused a value ({_first_line(exc)}); fix the value.")
+        return None
+    for prefix, what, fix in _EXPLAINED:
+        if state.startswith(prefix):
+            return cls(f"{what} (PostgreSQL {state}: {_first_line(exc)}); {fix}.")
+    return None
+
+
+@contextmanager
+def map_data_errors() -> Iterator[None]:
+    """Turn psycopg data errors raised inside the block into ranklock errors; let others through."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        mapped = data_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+    except UnicodeEncodeError as exc:
+        # A lone surrogate (from a JSON "\ud800" escape or undecodable argv) cannot be sent as UTF-8.
+        raise _ERROR_CLASS.get()(
+            f"a text value holds {exc.object[exc.start : exc.end]!r}, which is not valid Unicode text "
+            "(a lone surrogate); remove it or fix the input's encoding."
+        ) from exc
+
+
+@contextmanager
+def refusals_as(cls: type[InputError]) -> Iterator[None]:
+    """Map the data errors of the block (and of every Database call in it) to ``cls``."""
+    token = _ERROR_CLASS.set(cls)
+    try:
+        with map_data_errors():
+            yield
+    finally:
+        _ERROR_CLASS.reset(token)

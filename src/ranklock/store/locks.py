@@ -1,0 +1,42 @@
+"""Every PostgreSQL advisory lock ranklock takes, named in one place.
+
+An advisory lock is named by two int4 keys: a namespace (the constants below)
+and an object id (a collection or a snapshot id); :data:`MIGRATIONS` and :data:`LOG_PRUNE` are
+taken with their single key.  Keeping every namespace here is what guarantees
+that two concepts never share one::
+
+    namespace      keyed by     held by
+    MIGRATIONS     (nothing)    the process applying schema migrations on open
+    BUILD          snapshot     its builder, from the INSERT of its row until it is ready or failed
+    VERSIONS       collection   every ingest (shared) while its versions are unreferenced;
+                                garbage collection of versions (exclusive)
+    VALUE_COUNTS   snapshot     the search computing a snapshot's per-value counts
+    LOG_PRUNE      (nothing)    the process pruning the query log (one prune at a time per database)
+    WRITER         collection   a writer (ingest, activate, rollback, drop) from reading
+                                the active snapshot until it has switched it
+
+Example::
+
+    >>> conn.execute("SELECT pg_advisory_lock(%s, %s)", [locks.WRITER, collection_id])
+"""
+
+from __future__ import annotations
+
+__all__ = ["ALL", "BUILD", "LOG_PRUNE", "MIGRATIONS", "VALUE_COUNTS", "VERSIONS", "WRITER"]
+
+MIGRATIONS = 7_142_001
+BUILD = 7_142_002
+VERSIONS = 7_142_003
+VALUE_COUNTS = 7_142_004
+LOG_PRUNE = 7_142_005
+WRITER = 7_142_006
+
+#: Every namespace by name (a test checks they are distinct and that no module spells one itself).
+ALL = {
+    "MIGRATIONS": MIGRATIONS,
+    "BUILD": BUILD,
+    "VERSIONS": VERSIONS,
+    "VALUE_COUNTS": VALUE_COUNTS,
+    "LOG_PRUNE": LOG_PRUNE,
+    "WRITER": WRITER,
+}

@@ -1,0 +1,48 @@
+"""Every per-snapshot table, named in one place.
+
+A snapshot owns one table of each kind below in the ``ranklock_data`` schema,
+named ``<kind>_<snapshot id>``.  Whatever creates, drops or reaps a snapshot's
+tables takes their names from here, so a new kind of table can never be left
+behind by a drop or a reap that did not know about it::
+
+    chunks        the chunks: text, tsvector, vector, typed fields (ranklock.snapshot.build)
+    terms         BM25 terms: df, idf, impact quantiles (ranklock.snapshot.lexical_stats)
+    forward       BM25 forward index: each chunk's terms and weights
+    postings      BM25 postings in impact order
+    valuecounts   per-value document counts of typed fields, made on first use (ranklock.search.completeness)
+
+Example::
+
+    >>> snapshot_table("chunks", 12).as_string(None)
+    '"ranklock_data"."chunks_12"'
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from psycopg import sql
+
+__all__ = ["KINDS", "SCHEMA", "Kind", "snapshot_table", "snapshot_table_name", "snapshot_table_names"]
+
+SCHEMA = "ranklock_data"
+Kind = Literal["chunks", "terms", "forward", "postings", "valuecounts"]
+#: Every kind of per-snapshot table.
+KINDS: tuple[Kind, ...] = ("chunks", "terms", "forward", "postings", "valuecounts")
+
+
+def snapshot_table_name(kind: Kind, snapshot_id: int) -> str:
+    """The unqualified name of a snapshot's table of ``kind``, e.g. ``chunks_12``."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown per-snapshot table kind {kind!r}; known: {', '.join(KINDS)}")
+    return f"{kind}_{int(snapshot_id)}"
+
+
+def snapshot_table(kind: Kind, snapshot_id: int) -> sql.Identifier:
+    """The schema-qualified identifier of a snapshot's table of ``kind``."""
+    return sql.Identifier(SCHEMA, snapshot_table_name(kind, snapshot_id))
+
+
+def snapshot_table_names(snapshot_id: int) -> list[str]:
+    """The unqualified names of every table a snapshot may own, in ``KINDS`` order."""
+    return [snapshot_table_name(k, snapshot_id) for k in KINDS]
