@@ -76,8 +76,11 @@ class Engine:
         embedder: Embedder | None = None,
         tracer: Tracer | None = None,
         log_queries: bool | None = None,
+        read_dsns: Sequence[str] | None = None,
     ) -> None:
         settings = Settings()
+        if read_dsns is not None:
+            settings.read_dsns = list(read_dsns)
         if home is not None:
             settings.home = Path(home)
         if dsn is not None:
@@ -98,13 +101,29 @@ class Engine:
 
         timer = stderr_timer if settings.trace else None
         self.db = Database(uri, tracer=tracer, timer=timer, pool_timeout=settings.pool_timeout, restart=restart)
+        # Searches go to streaming replicas when there are any (ranklock.store.replicas); writes never do.
+        from .store.replicas import open_router
+
+        self.router = open_router(
+            self.db, settings.read_dsns, home=settings.home, embedded=restart is not None, wait=settings.replica_wait
+        )
         self._embedders: dict[str, Embedder] = {}
         if embedder is not None:
             self._embedders[embedder.id] = embedder
         self._default_embedder = embedder
 
     def close(self) -> None:
+        if self.router is not None:
+            self.router.close()
         self.db.close()
+
+    @property
+    def rdb(self) -> Database:
+        """Where this thread's reads go: the replica a routed search is bound to, else the primary."""
+        from .store.replicas import current_route
+
+        route = current_route()
+        return self.db if route is None else route.db
 
     def __enter__(self) -> Engine:
         return self
@@ -179,7 +198,7 @@ class Engine:
     def collection(self, name: str) -> CollectionInfo:
         from .collection import read_collection
 
-        return read_collection(self.db, name)
+        return read_collection(self.rdb, name)
 
     def collections(self) -> list[dict[str, Any]]:
         from .store.collections import list_collections
@@ -279,7 +298,7 @@ class Engine:
         sid = snapshot if snapshot is not None else coll.active_snapshot_id
         if sid is None:
             raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")
-        row = self.db.fetchone(
+        row = self.rdb.fetchone(
             "SELECT id, status, manifest_hash, manifest, stats FROM ranklock.snapshots "
             "WHERE id = %s AND collection_id = %s",
             [sid, coll.id],
@@ -392,6 +411,12 @@ class Engine:
         )
         return prune_all(self.db, policy)
 
+    def replica_status(self) -> list[dict[str, Any]]:
+        """The primary and each read replica: state, replay position, lag in bytes and seconds."""
+        from .store.replicas import ReadRouter
+
+        return (self.router or ReadRouter(self.db, [], wait=0)).status()
+
     def readiness(self) -> dict[str, Any]:
         """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
         from .snapshot.health import readiness
@@ -412,7 +437,8 @@ class Engine:
 
         # Check the loaded embedder's checksum first, even when the vector is
         # cached: a query must be refused with a model other than the snapshot's.
-        return query_vector(self.db, coll, self._collection_embedder(coll), text)
+        # Read where this thread's reads go (a replica for a routed search); a new vector is stored on the primary.
+        return query_vector(self.rdb, coll, self._collection_embedder(coll), text, primary=self.db)
 
     @refusals_as(QueryError)
     def search_sql(
@@ -434,10 +460,22 @@ class Engine:
         req.check()
         coll = self.collection(name)
         snap = self._snapshot_for(coll, snapshot)
-        return search_sql(self.db, self.settings, coll, snap, req, self._collection_embedder)
+        return search_sql(self.rdb, self.settings, coll, snap, req, self._collection_embedder)
 
     @refusals_as(QueryError)
-    def search(
+    def search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
+        """Search ``name`` and return the fused, tie-broken top ``k`` documents.
+
+        Keyword arguments: ``k`` (10), ``mode`` ("hybrid"), ``filter``,
+        ``snapshot``, ``as_of`` and any :class:`SearchParams` field.  With read
+        replicas the search runs on one that has replayed the primary's
+        position (ranklock.store.replicas); ``served_by`` says where.
+        """
+        if self.router is None:
+            return self._search(name, query, **kwargs)
+        return self.router.run(name, kwargs.get("snapshot"), lambda: self._search(name, query, **kwargs))
+
+    def _search(
         self,
         name: str,
         query: str,
@@ -449,7 +487,6 @@ class Engine:
         as_of: datetime | str | None = None,
         **params: Any,
     ) -> SearchResult:
-        """Search ``name`` and return the fused, tie-broken top ``k`` documents."""
         from .search.execute import SearchRequest, run_search
 
         t0 = time.perf_counter()
@@ -457,7 +494,10 @@ class Engine:
         req.check()
         coll = self.collection(name)
         snap = self._snapshot_for(coll, snapshot)
-        return run_search(self.db, self.settings, coll, snap, req, self._collection_embedder, started=t0)
+        # Reads on this thread's node (ranklock.store.replicas); the query log and result cache on the primary.
+        return run_search(
+            self.rdb, self.settings, coll, snap, req, self._collection_embedder, started=t0, primary=self.db
+        )
 
     # -- ask (ranklock.ask) -----------------------------------------------------------------
 

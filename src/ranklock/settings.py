@@ -100,6 +100,18 @@ class Settings(BaseModel):
         description="Longest a request waits for a pooled database connection, in seconds "
         "(RANKLOCK_POOL_TIMEOUT); then the server is checked, restarted (embedded) or reconnected.",
     )
+    read_dsns: list[str] = Field(
+        default_factory=lambda: [d.strip() for d in os.environ.get("RANKLOCK_READ_DSNS", "").split(",") if d.strip()],
+        description="DSNs of streaming replicas (hot standbys) of the primary that serve searches "
+        "(RANKLOCK_READ_DSNS, comma-separated; `--read-dsn`, repeatable). Writes always go to the primary. "
+        "Unset with the embedded server: the local replicas of `ranklock replica create`.",
+    )
+    replica_wait: float = Field(
+        default_factory=lambda: parse_duration(_env("RANKLOCK_REPLICA_WAIT", "0.5s"), what="RANKLOCK_REPLICA_WAIT"),
+        ge=0,
+        description="Longest a search waits for a replica to replay the primary's position at request start, "
+        "in seconds (RANKLOCK_REPLICA_WAIT); then another replica or the primary serves it.",
+    )
     log_retention: float = Field(
         default_factory=lambda: parse_duration(_env("RANKLOCK_LOG_RETENTION", "30d"), what="RANKLOCK_LOG_RETENTION"),
         ge=0,

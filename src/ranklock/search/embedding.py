@@ -19,8 +19,14 @@ from ..store.database import Database
 __all__ = ["query_vector"]
 
 
-def query_vector(db: Database, coll: CollectionInfo, emb: Embedder, text: str, *, store: bool = True) -> np.ndarray:
-    """The embedding of ``text`` with ``emb`` (already checked against the collection's weights)."""
+def query_vector(
+    db: Database, coll: CollectionInfo, emb: Embedder, text: str, *, store: bool = True, primary: Database | None = None
+) -> np.ndarray:
+    """The embedding of ``text`` with ``emb`` (already checked against the collection's weights).
+
+    The cache is read on ``db``; a new vector is stored on ``primary`` (default ``db``): ``db`` may be a
+    read replica, which cannot write.
+    """
     h = text_sha256(text)
     row = db.fetchone(
         "SELECT embedding FROM ranklock.embedding_cache WHERE embedder_sha256 = %s AND text_sha256 = %s",
@@ -34,7 +40,7 @@ def query_vector(db: Database, coll: CollectionInfo, emb: Embedder, text: str, *
     if store:
         from pgvector import Vector
 
-        db.execute(
+        (primary or db).execute(
             "INSERT INTO ranklock.embedding_cache (embedder_sha256, text_sha256, embedding) VALUES (%s, %s, %s) "
             "ON CONFLICT DO NOTHING",
             [coll.embedder_sha256, h, Vector(vec)],

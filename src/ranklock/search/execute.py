@@ -170,10 +170,12 @@ def build_plan(
     embedder: EmbedderFor,
     *,
     store_vector: bool = True,
+    primary: Database | None = None,
 ) -> PlannedSearch:
     """The plan of ``req`` on snapshot ``snap`` of ``coll``: every value the statement binds.
 
-    ``store_vector=False`` reads the embedding cache without writing it.
+    Reads go to ``db``; a new query vector is stored on ``primary`` (default ``db``), or nowhere
+    with ``store_vector=False``.
     """
     from ..ingest.normalize import normalize
     from ..validation import parse_search_params
@@ -217,7 +219,7 @@ def build_plan(
         prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, postings, collection=coll.name)
     if plan.uses_semantic:
         t = time.perf_counter()
-        qvec = query_vector(db, coll, embedder(coll), q, store=store_vector)
+        qvec = query_vector(db, coll, embedder(coll), q, store=store_vector, primary=primary)
         timings["embed_ms"] = (time.perf_counter() - t) * 1000
         setup_semantic(plan, coll, snap, qvec)
     return PlannedSearch(plan, sp, timings, warnings)
@@ -315,17 +317,21 @@ def run_search(
     embedder: EmbedderFor,
     *,
     started: float | None = None,
+    primary: Database | None = None,
 ) -> SearchResult:
     """Run ``req`` on snapshot ``snap`` of ``coll``: the fused, tie-broken top ``k`` documents.
 
-    ``started`` (a ``perf_counter`` value) is when the caller began, for ``total_ms``.
+    The search reads ``db`` (a read replica when the facade routed it there); the query log, the
+    result cache and new query vectors live on ``primary`` (default ``db``).  ``started`` (a
+    ``perf_counter`` value) is when the caller began, for ``total_ms``.
     """
+    from ..store.replicas import current_route
     from ..store.timeout import effective_timeout, statement_timeout
     from .log import SearchRecord
     from .ties import assign_tie_groups
 
     t0 = time.perf_counter() if started is None else started
-    planned = build_plan(db, coll, snap, req, embedder)
+    planned = build_plan(db, coll, snap, req, embedder, primary=primary)
     plan, sp, timings, warnings = planned.plan, planned.params, planned.timings, planned.warnings
     # Hard constraints: count the matching documents, pick the vector strategy (ranklock.search.completeness).
     timeout = effective_timeout(settings.statement_timeout)
@@ -333,11 +339,11 @@ def run_search(
     q, p = build_search_sql(plan)
     # Query log, replay capture and result cache (ranklock.search.log).
     record = SearchRecord.start(
-        db, settings, coll=coll, snap=snap, plan=plan, sql_query=q, sql_params=p, request=req.as_log()
+        primary or db, settings, coll=coll, snap=snap, plan=plan, sql_query=q, sql_params=p, request=req.as_log()
     )
     cached = record.cached(timings, t0)
     if cached is not None:
-        return cached
+        return cached  # the result cache lives on the primary: served_by stays "primary"
     t1 = time.perf_counter()
     with db.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
         # Index settings, the search, and an exact rescan if the index came back short.
@@ -386,5 +392,11 @@ def run_search(
         warnings=warnings + run.warnings,
         timings=timings,
     )
+    route = current_route()
+    result.served_by = "primary" if route is None else route.served_by
+    if route is not None:
+        result.timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
+        if route.warning:
+            result.warnings.append(route.warning)
     record.finish(result)  # after every field is final: the log and cache keep its digest
     return result
