@@ -186,6 +186,18 @@ def _pretty(out: str) -> list[str]:
         return out.splitlines()
 
 
+def _without(out: str, fields: list[str]) -> str:
+    """``out`` with the top-level JSON keys ``fields`` dropped (key order kept), for ``--ignore-field``."""
+    head, _, body = out.partition("\n")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return out
+    if not isinstance(doc, dict):
+        return out
+    return head + "\n" + json.dumps({k: v for k, v in doc.items() if k not in fields}, ensure_ascii=False)
+
+
 def compare(args: argparse.Namespace) -> int:
     with open(args.baseline, encoding="utf-8") as fh:
         header = json.loads(fh.readline())
@@ -204,7 +216,11 @@ def compare(args: argparse.Namespace) -> int:
         old = base.get(key)
         if old is None:
             stats["missing"] += 1
-        elif old["sha256"] == row["sha256"]:
+        elif old["sha256"] == row["sha256"] or (
+            args.ignore_field
+            and not is_sql
+            and _without(old["stdout"], args.ignore_field) == _without(row["stdout"], args.ignore_field)
+        ):
             stats["sql_identical" if is_sql else "identical"] += 1
         else:
             stats["different"] += 1
@@ -229,6 +245,7 @@ def compare(args: argparse.Namespace) -> int:
         **stats,
         "snapshot": sid,
         "baseline": str(args.baseline),
+        "ignored_fields": args.ignore_field,
         "baseline_recorded": header.get("date"),
         "baseline_code": header.get("code"),
         "code": str(Path(ranklock.__file__).parent),
@@ -258,6 +275,13 @@ def main() -> int:
     cmp_.add_argument("--home", default="/work/bench-identical")
     cmp_.add_argument("--baseline", default="/work/bench-identical/baseline.jsonl")
     cmp_.add_argument("--summary", default=str(ROOT / "bench" / "out" / "identical.json"))
+    cmp_.add_argument(
+        "--ignore-field",
+        action="append",
+        default=[],
+        help="a top-level JSON key a later, deliberate change added (e.g. served_by); repeatable. Byte-identical "
+        "outputs count as identical as always; the others are compared without these keys",
+    )
     args = ap.parse_args()
     return record(args) if args.cmd == "record" else compare(args)
 
