@@ -119,7 +119,7 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
 
     from ranklock.search.completeness import count_matching_sql
     from ranklock.search.filters import compile_filter
-    from ranklock.search.hybrid import SearchPlan
+    from ranklock.search.plan import SearchPlan
     from ranklock.snapshot.build import chunk_table
 
     coll = engine.collection(hnsw_coll)
@@ -149,3 +149,50 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
         )
     )
     assert counted == [{"f": "n", "n": 120}, {"f": "tag", "n": 2}]
+
+
+def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engine, cname: str) -> None:
+    from fakes import use_hash_embedder as register
+
+    register(engine)
+    engine.create_collection(cname, fields=["n:int!", "tag:keyword"], embedder="test:hash-8")
+    engine.ingest(
+        cname,
+        [Document(f"d{i:03d}", "", f"item {i} text", {"n": i, "tag": "odd" if i % 2 else "even"}) for i in range(40)],
+    )
+    sid = engine.collection(cname).active_snapshot_id
+    query, flt = "item text never embedded before", "tag = 'odd'"
+
+    def cached_vectors() -> int:
+        row = engine.db.fetchone("SELECT count(*) AS n FROM ranklock.embedding_cache")
+        assert row is not None
+        return int(row["n"])
+
+    def counts_table() -> str | None:
+        row = engine.db.fetchone("SELECT to_regclass(%s)::text AS t", [f"ranklock_data.valuecounts_{sid}"])
+        assert row is not None
+        return row["t"]
+
+    before = cached_vectors()
+    text, params = engine.search_sql(cname, query, k=5, filter=flt)
+    # Read-only: no embedding-cache row for the new query, no value-count table for the filter's field.
+    assert cached_vectors() == before
+    assert counts_table() is None
+    # search() (which does both) runs exactly that statement with those values.
+    seen: list[str] = []
+    traced = Engine(dsn=engine.db.dsn, tracer=lambda q, p: seen.append(q), log_queries=engine.settings.log_queries)
+    try:
+        register(traced)
+        res = traced.search(cname, query, k=5, filter=flt)
+    finally:
+        traced.close()
+    assert text in seen
+    assert cached_vectors() == before + 1
+    assert counts_table() is not None
+    assert res.matching_count == 20 and len(res.hits) == 5
+    # The second search_sql reads the counts search() made; the statement is still the same.
+    again, again_params = engine.search_sql(cname, query, k=5, filter=flt)
+    assert again == text
+    assert again_params.keys() == params.keys()
+    assert [v for k, v in again_params.items() if k != "qvec"] == [v for k, v in params.items() if k != "qvec"]
+    assert list(again_params["qvec"]) == list(params["qvec"])

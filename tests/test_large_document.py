@@ -24,7 +24,8 @@ from ranklock.eval.run import evaluate
 from ranklock.ingest.chunker import document_text
 from ranklock.limits import MAX_K
 from ranklock.search.bm25 import prepare_bm25
-from ranklock.search.hybrid import SearchPlan, build_search_sql
+from ranklock.search.fusion import build_search_sql
+from ranklock.search.plan import SearchPlan
 from ranklock.snapshot.lexical_stats import BM25_STATS_VERSION
 
 DEPTHS = (1, 40, 100, 1000, MAX_K)  # MAX_K: the most SearchParams.depth accepts

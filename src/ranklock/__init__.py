@@ -6,6 +6,7 @@ every time, and never silently returns less than it should.
 
 from __future__ import annotations
 
+from ._version import __version__
 from .collection import CollectionInfo, FieldSpec
 from .engine import Engine, IngestReport
 from .errors import (
@@ -26,8 +27,6 @@ from .errors import (
 from .ingest.loaders import Document
 from .search.results import Hit, SearchResult
 from .settings import ChunkerParams, SearchParams, Settings
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ChunkerParams",

@@ -19,17 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from psycopg import sql
 
 from .collection import CollectionInfo, FieldSpec
 from .embed import Embedder, resolve_embedder
 from .errors import EmbedderError, IngestError, NotFound, QueryError, SnapshotError
 from .ingest.loaders import Document, load_corpus
 from .ingest.normalize import NORMALIZATION
-from .search.hybrid import SearchPlan, build_search_sql
-from .search.results import Hit, SearchResult, SnapshotRef
-from .settings import ChunkerParams, SearchParams, Settings
-from .snapshot.build import Progress, chunk_table
+from .search.results import SearchResult
+from .settings import ChunkerParams, Settings
+from .snapshot.build import Progress
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
 
@@ -427,136 +425,20 @@ class Engine:
 
     def replay(self, query_id: int) -> Any:
         """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical."""
-        from .snapshot.querylog import replay
+        from .search.log import replay
 
-        return replay(self, query_id)
+        return replay(self.db, self.settings, self.search, query_id)
 
     # -- search ------------------------------------------------------------------------
 
-    def _plan(
-        self,
-        name: str,
-        query: str,
-        *,
-        k: int,
-        mode: str,
-        filter: Any,
-        snapshot: int | None,
-        as_of: datetime | str | None,
-        params: dict[str, Any],
-    ) -> tuple[SearchPlan, CollectionInfo, dict[str, Any], SearchParams, dict[str, float], list[str]]:
-        from .search.inputs import check_query, check_request
-
-        check_query(query)
-        check_request(mode=mode, k=k, snapshot=snapshot)
-        coll = self.collection(name)
-        snap = self._snapshot_for(coll, snapshot)
-        from .validation import parse_search_params
-
-        sp = parse_search_params({**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
-        timings: dict[str, float] = {}
-        warnings: list[str] = []
-        from .ingest.normalize import normalize
-        from .validation import short_repr
-
-        q = normalize(query)
-        as_of_dt = _parse_as_of(as_of)
-        plan = SearchPlan(
-            table=chunk_table(int(snap["id"])),
-            mode=mode,
-            k=k,
-            depth=max(sp.depth, k) if mode != "hybrid" else sp.depth,
-            rrf_k=sp.rrf_k,
-            query=q,
-            language=coll.language,
-            accent=coll.accent,
-            syntax=sp.query_syntax,
-            lexical_ranker=sp.lexical_ranker,
-            k1=sp.k1,
-            b=sp.b,
-            as_of=as_of_dt,
-        )
-        if filter is not None:
-            from .search.filters import compile_filter
-
-            compiled = compile_filter(coll, filter)
-            plan.filter_sql, plan.filter_params = compiled.sql, compiled.params
-        postings: int | None = None
-        if plan.uses_lexical:
-            from .search.bm25 import query_postings_sql
-
-            # One round trip: is anything searchable, and (BM25) how many postings its terms have.
-            count_sql, count_params = query_postings_sql(plan, int(snap["id"]), snap.get("stats") or {})
-            row = self.rdb.fetchone(
-                sql.SQL(
-                    "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, "
-                    "cardinality(ranklock.query_terms(%s::regconfig, %s, %s, %s)) AS positive, {} AS postings"
-                ).format(count_sql),
-                [*(2 * [coll.language, coll.accent, sp.query_syntax, q]), *count_params],
-            )
-            if row is None or row["n"] == 0:
-                if mode == "lexical":
-                    raise QueryError(
-                        f"the query {short_repr(query)} has no searchable words in {coll.language} (only stop words or "
-                        "punctuation); add content words, or use --mode semantic."
-                    )
-                plan.lexical_branch = False
-                warnings.append("query has only stop words: the lexical branch was skipped")
-            elif not row["positive"]:
-                # websearch "-word" alone: it would match (and tie) nearly every chunk.
-                if mode == "lexical":
-                    raise QueryError(
-                        f"the query {short_repr(query)} only excludes words (-word); say what to look for too, "
-                        "e.g. 'canyon -alpha', or drop the minus signs."
-                    )
-                plan.lexical_branch = False
-                warnings.append("query only excludes words: the lexical branch was skipped")
-            elif row["postings"] is not None:
-                postings = int(row["postings"])
-        if plan.uses_lexical and plan.lexical_ranker == "bm25":
-            from .search.bm25 import prepare_bm25
-
-            prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, postings, collection=coll.name)
-        if plan.uses_semantic:
-            t = time.perf_counter()
-            plan.qvec = self._query_vector(coll, q)
-            timings["embed_ms"] = (time.perf_counter() - t) * 1000
-            if coll.index_kind == "exact":
-                plan.vector_strategy = "exact"
-            else:
-                plan.vector_strategy = coll.index_kind
-            max_chunks = int((snap.get("stats") or {}).get("max_chunks_per_doc", 1) or 1)
-            plan.sem_fetch = max(plan.depth, plan.depth * min(max_chunks, 4))
-            plan.max_chunks_per_doc = max_chunks
-        return plan, coll, snap, sp, timings, warnings
-
     def _query_vector(self, coll: CollectionInfo, text: str) -> np.ndarray:
         """The query's embedding, from the cache when this exact text was embedded before."""
-        from .ingest.normalize import text_sha256
+        from .search.embedding import query_vector
 
         # Check the loaded embedder's checksum first, even when the vector is
         # cached: a query must be refused with a model other than the snapshot's.
-        emb = self._collection_embedder(coll)
-        h = text_sha256(text)
-        row = self.rdb.fetchone(
-            "SELECT embedding FROM ranklock.embedding_cache WHERE embedder_sha256 = %s AND text_sha256 = %s",
-            [coll.embedder_sha256, h],
-        )
-        if row is not None:
-            return np.asarray(row["embedding"].to_numpy(), dtype=np.float32)
-        vec = emb.embed([text])[0]
-        if vec.shape != (coll.dim,):
-            raise EmbedderError(
-                f"query vector has dimension {vec.shape[0]}, collection {coll.name!r} expects {coll.dim}."
-            )
-        from pgvector import Vector
-
-        self.db.execute(
-            "INSERT INTO ranklock.embedding_cache (embedder_sha256, text_sha256, embedding) VALUES (%s, %s, %s) "
-            "ON CONFLICT DO NOTHING",
-            [coll.embedder_sha256, h, Vector(vec)],
-        )
-        return np.asarray(vec, dtype=np.float32)
+        # Read where this thread's reads go (a replica for a routed search); a new vector is stored on the primary.
+        return query_vector(self.rdb, coll, self._collection_embedder(coll), text, primary=self.db)
 
     @refusals_as(QueryError)
     def search_sql(
@@ -571,18 +453,14 @@ class Engine:
         as_of: datetime | str | None = None,
         **params: Any,
     ) -> tuple[str, dict[str, Any]]:
-        """The SQL and parameters :meth:`search` would run, without running it."""
-        plan, coll, snap, sp, *_ = self._plan(
-            name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, params=params
-        )
-        from .search.completeness import prepare_plan
+        """The SQL and parameters :meth:`search` would run, without running it; writes nothing."""
+        from .search.execute import SearchRequest, search_sql
 
-        prepare_plan(self.db, plan, coll.index_kind, snap, sp)  # the strategy search() would pick
-        plan.capture_branches = bool(self.settings.log_queries)  # search() also returns branches to log
-        q, p = build_search_sql(plan)
-        with self.db.connection() as conn:
-            text = q.as_string(conn)
-        return text, p
+        req = SearchRequest(name, query, k, mode, filter, snapshot, as_of, params)
+        req.check()
+        coll = self.collection(name)
+        snap = self._snapshot_for(coll, snapshot)
+        return search_sql(self.rdb, self.settings, coll, snap, req, self._collection_embedder)
 
     @refusals_as(QueryError)
     def search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
@@ -609,114 +487,17 @@ class Engine:
         as_of: datetime | str | None = None,
         **params: Any,
     ) -> SearchResult:
+        from .search.execute import SearchRequest, run_search
+
         t0 = time.perf_counter()
-        plan, coll, snap, sp, timings, warnings = self._plan(
-            name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, params=params
+        req = SearchRequest(name, query, k, mode, filter, snapshot, as_of, params)
+        req.check()
+        coll = self.collection(name)
+        snap = self._snapshot_for(coll, snapshot)
+        # Reads on this thread's node (ranklock.store.replicas); the query log and result cache on the primary.
+        return run_search(
+            self.rdb, self.settings, coll, snap, req, self._collection_embedder, started=t0, primary=self.db
         )
-        # Hard constraints: count the matching documents, pick the vector strategy (ranklock.search.completeness).
-        from .search.completeness import execute_search, prepare_plan
-        from .store.timeout import effective_timeout, statement_timeout
-
-        timeout = effective_timeout(self.settings.statement_timeout)
-        scope = prepare_plan(self.rdb, plan, coll.index_kind, snap, sp, timeout=timeout)
-        q, p = build_search_sql(plan)
-        # Query log, replay capture and result cache (ranklock.snapshot.querylog).
-        from .snapshot.querylog import SearchRecord
-
-        record = SearchRecord.start(
-            self,
-            coll=coll,
-            snap=snap,
-            plan=plan,
-            sql_query=q,
-            sql_params=p,
-            request={
-                "collection": name,
-                "query": query,
-                "k": k,
-                "mode": mode,
-                "filter": filter,
-                "snapshot": snapshot,
-                "as_of": as_of,
-                "params": params,
-            },
-        )
-        cached = record.cached(timings, t0)
-        if cached is not None:
-            return cached  # the result cache lives on the primary: served_by stays "primary"
-        t1 = time.perf_counter()
-        with self.rdb.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
-            # Index settings, the search, and an exact rescan if the index came back short.
-            run = execute_search(conn, self.rdb, plan, sp, scope)
-            rows = run.rows
-            record.capture_branches(rows)
-        timings["sql_ms"] = (time.perf_counter() - t1) * 1000
-        hits = [
-            Hit(
-                rank=int(r[0]),
-                doc_id=r[1],
-                chunk=int(r[2]),
-                score=float(r[3]),
-                lexical_rank=None if r[4] is None else int(r[4]),
-                lexical_score=None if r[5] is None else float(r[5]),
-                semantic_rank=None if r[6] is None else int(r[6]),
-                semantic_distance=None if r[7] is None else float(r[7]),
-                char_start=int(r[8]),
-                char_end=int(r[9]),
-                text=r[10],
-            )
-            for r in rows
-        ]
-        # Hits the ranker cannot tell apart share a tie group (ranklock.search.ties).
-        from .search.ties import assign_tie_groups
-
-        warnings.extend(assign_tie_groups(hits))
-        emb_meta = {"embedder_id": coll.embedder_id, "embedder_sha256": coll.embedder_sha256}
-        out_params: dict[str, Any] = {
-            "depth": plan.depth,
-            "rrf_k": plan.rrf_k,
-            "lexical_ranker": plan.lexical_ranker,
-            "query_syntax": plan.syntax,
-            "language": coll.language,
-            "accent": coll.accent,
-            "vector_strategy": plan.vector_strategy if plan.uses_semantic else None,
-            "ef_search": sp.ef_search if plan.vector_strategy == "hnsw" else None,
-            "iterative_scan": sp.iterative_scan if plan.vector_strategy in ("hnsw", "ivfflat") else None,
-            "max_scan_tuples": sp.max_scan_tuples if plan.vector_strategy == "hnsw" else None,
-            "probes": sp.probes if plan.vector_strategy == "ivfflat" else None,
-            **run.params,
-            **emb_meta,
-            "statement_timeout_s": timeout,
-        }
-        if plan.lexical_ranker == "bm25":
-            out_params.update({"k1": plan.k1, "b": plan.b})
-        timings["total_ms"] = (time.perf_counter() - t0) * 1000
-        result = SearchResult(
-            query=query,
-            collection=name,
-            mode=mode,
-            k=k,
-            hits=hits,
-            params=out_params,
-            snapshot=SnapshotRef(id=int(snap["id"]), manifest_hash=snap["manifest_hash"]),
-            filter=filter if filter is None or isinstance(filter, (str, dict, list)) else str(filter),
-            as_of=plan.as_of.isoformat() if plan.as_of is not None else None,
-            matching_count=run.scope.documents,
-            complete=run.complete,
-            truncation=run.truncation,
-            warnings=warnings + run.warnings,
-            timings=timings,
-        )
-        from .store.replicas import current_route
-
-        route = current_route()
-        result.served_by = "primary" if route is None else route.served_by
-        if route is not None:
-            result.timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
-            if route.warning:
-                result.warnings.append(route.warning)
-        record.finish(result)  # after every field is final: the log and cache keep its digest
-        return result
 
     # -- ask (ranklock.ask) -----------------------------------------------------------------
 
@@ -785,17 +566,3 @@ class Engine:
         return search_request(
             self.search, self.db, coll, schema, request, k=k, explain=explain, extractor=extractor, **params
         )
-
-
-def _parse_as_of(value: datetime | str | None) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        if isinstance(value, datetime) and value.tzinfo is None:
-            raise QueryError(f"as_of {value.isoformat()} has no time zone; pass an aware datetime (e.g. UTC).")
-        return value
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise QueryError(f"as_of {value!r} is not an ISO 8601 timestamp; e.g. 2026-01-31T00:00:00Z.") from exc
-    if dt.tzinfo is None:
-        raise QueryError(f"as_of {value!r} has no time zone; append Z or an offset like +01:00.")
-    return dt

@@ -70,7 +70,7 @@ from ..errors import SnapshotError
 from ..snapshot.lexical_stats import BM25_STATS_VERSION, forward_table, postings_table, terms_table
 
 if TYPE_CHECKING:
-    from .hybrid import SearchPlan
+    from .plan import SearchPlan
 
 __all__ = [
     "DEEPER",

@@ -30,7 +30,7 @@ first: ``index_scan_budget``, ``fusion_depth``, ``approximate_index``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -41,15 +41,14 @@ from ..store import locks
 from ..store.database import Database
 from ..store.tables import snapshot_table
 from ..store.timeout import statement_timeout
-from .hybrid import SearchPlan, build_search_sql, time_predicate
+from .plan import SearchPlan, time_predicate
 
 __all__ = [
     "TRUNCATIONS",
     "Scope",
-    "SearchRun",
     "choose_strategy",
     "count_matching_sql",
-    "execute_search",
+    "judge",
     "prepare_plan",
 ]
 
@@ -70,16 +69,6 @@ class Scope:
 
     documents: int
     chunks: int
-
-
-@dataclass
-class SearchRun:
-    rows: list[tuple[Any, ...]]
-    scope: Scope
-    complete: bool
-    truncation: str | None
-    params: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
 
 
 def _unconstrained(plan: SearchPlan) -> bool:
@@ -176,15 +165,36 @@ def _value_counts_ready(
             'INSERT INTO {table} ("#field", {col}, "#docs", "#chunks") '
             "SELECT %s, c.{col}, {docs}, count(*) FROM {chunks} AS c GROUP BY c.{col}"
         ).format(table=table, col=col, chunks=chunks, docs=docs)
-        db.trace(q, [name])
         conn.execute(q, [name])
     # Remembered only once committed: snapshots never change, so neither do their counts.
     _READY[key] = True
     return True
 
 
+def _value_counts_exist(conn: psycopg.Connection[Any], db: Database, sid: int, name: str) -> bool:
+    """Read only: whether the snapshot's value counts of ``name`` were already made (and are usable).
+
+    Creates nothing and remembers nothing: only the building path memoises.
+    """
+    key = (db.dsn, sid, name)
+    if key in _READY:
+        return _READY[key]
+    table = _counts_table(sid)
+    reg = conn.execute("SELECT to_regclass(%s)", [table.as_string(None)]).fetchone()
+    if reg is None or reg[0] is None:
+        return False
+    row = conn.execute(sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name]).fetchone()
+    return row is not None and row[0] is not None and int(row[0]) >= 0
+
+
 def _scope(
-    conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, snap: dict[str, Any], timeout: float | None = None
+    conn: psycopg.Connection[Any],
+    db: Database,
+    plan: SearchPlan,
+    snap: dict[str, Any],
+    timeout: float | None = None,
+    *,
+    build_counts: bool = True,
 ) -> Scope:
     stats = snap.get("stats") or {}
     if _unconstrained(plan) and "documents" in stats and "chunks" in stats:
@@ -198,11 +208,15 @@ def _scope(
         (name,) = fields
         one_chunk = int(stats.get("max_chunks_per_doc", 2) or 2) <= 1
         try:
-            ready = _value_counts_ready(conn, db, plan, int(snap["id"]), name, one_chunk)
+            if build_counts:
+                ready = _value_counts_ready(conn, db, plan, int(snap["id"]), name, one_chunk)
+            else:
+                ready = _value_counts_exist(conn, db, int(snap["id"]), name)
         except psycopg.Error:
             # A read-only role or replica cannot create the counts table;
             # counting rows gives the same number, only slower.
-            _READY[(db.dsn, int(snap["id"]), name)] = False
+            if build_counts:
+                _READY[(db.dsn, int(snap["id"]), name)] = False
             ready = False
         if ready:
             q = sql.SQL(
@@ -210,13 +224,11 @@ def _scope(
                 'WHERE c."#field" = %(rl_count_field)s AND ({})'
             ).format(_counts_table(int(snap["id"])), plan.filter_sql)
             p = {**plan.filter_params, "rl_count_field": name}
-            db.trace(q, p)
             with conn.transaction(), statement_timeout(conn, timeout):
                 row = conn.execute(q, p).fetchone()
             assert row is not None  # an aggregate always returns one row
             return Scope(int(row[0]), int(row[1]))
     q, p = count_matching_sql(plan, stats)
-    db.trace(q, p)
     with conn.transaction(), statement_timeout(conn, timeout):
         # JIT compilation costs tens of milliseconds, more than this count.
         conn.execute("SELECT set_config('jit', 'off', true)")
@@ -232,28 +244,6 @@ def choose_strategy(index_kind: str, scope: Scope, sp: SearchParams) -> str:
     return index_kind
 
 
-def _apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchParams) -> None:
-    # Transaction-local (set_config(..., true)): a pooled connection never
-    # carries one query's budget into the next.  JIT compilation costs tens of
-    # milliseconds and only pays off for long analytic queries, never here.
-    # All in one round trip.
-    # work_mem: BM25 over very common terms aggregates 10^5-10^6 postings; at
-    # the default 4 MB the hash aggregate spills to disk.
-    settings: list[tuple[str, str]] = [("jit", "off"), ("work_mem", "64MB")]
-    if plan.uses_semantic and plan.vector_strategy == "hnsw":
-        settings += [
-            ("hnsw.ef_search", str(sp.ef_search)),
-            ("hnsw.iterative_scan", sp.iterative_scan),
-            ("hnsw.max_scan_tuples", str(sp.max_scan_tuples)),
-        ]
-    elif plan.uses_semantic and plan.vector_strategy == "ivfflat":
-        # IVFFlat supports only relaxed_order iterative scans.
-        mode = "relaxed_order" if sp.iterative_scan != "off" else "off"
-        settings += [("ivfflat.probes", str(sp.probes)), ("ivfflat.iterative_scan", mode)]
-    q = sql.SQL("SELECT {}").format(sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings))
-    conn.execute(q, [x for pair in settings for x in pair])
-
-
 def prepare_plan(
     db: Database,
     plan: SearchPlan,
@@ -262,81 +252,47 @@ def prepare_plan(
     sp: SearchParams,
     *,
     timeout: float | None = None,
+    build_counts: bool = True,
 ) -> Scope:
     """Count the matching set and set the plan's vector strategy, before its SQL is built.
 
     The count runs on its own connection: snapshot tables are immutable, so it
     sees exactly the rows the search transaction will see.  ``timeout`` (seconds)
-    limits its statements as the search's own are limited.
+    limits its statements as the search's own are limited.  ``build_counts=False``
+    (``search_sql``) writes nothing: it uses value counts only if they exist, else
+    counts rows, which gives the same numbers and so the same strategy.
     """
     with db.connection() as conn:
-        scope = _scope(conn, db, plan, snap, timeout)
+        scope = _scope(conn, db, plan, snap, timeout, build_counts=build_counts)
     if plan.uses_semantic:
         plan.vector_strategy = choose_strategy(index_kind, scope, sp)
     return scope
 
 
-def execute_search(
-    conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, sp: SearchParams, scope: Scope
-) -> SearchRun:
-    """Run the planned search inside the caller's transaction; check the vector branch; fall back or flag.
+def judge(
+    plan: SearchPlan, sp: SearchParams, scope: Scope, returned: int, truncation: str | None, warnings: list[str]
+) -> str | None:
+    """The truncation reason of a search that returned ``returned`` rows (None: complete); appends warnings.
 
-    On a fallback ``plan.vector_strategy`` becomes ``exact``, so whatever
-    reads the plan afterwards (the query log) sees the statement that served.
+    ``truncation`` is what the run already found (``index_scan_budget``).
     """
-    warnings: list[str] = []
-    fallback: str | None = None
-    truncation: str | None = None
-    _apply_index_settings(conn, plan, sp)
-    q, p = build_search_sql(plan)
-    db.trace(q, p)
-    rows = conn.execute(q, p).fetchall()
-    if plan.uses_semantic and plan.vector_strategy != "exact":
-        # The last column is how many documents the vector branch handed to fusion.
-        got = int(rows[0][-1]) if rows else 0
-        want = min(plan.depth, scope.documents)
-        if got < want:
-            if sp.exact_fallback:
-                fallback = (
-                    f"index_scan_budget: {plan.vector_strategy} returned {got} of {want} documents; rescanned exactly"
-                )
-                plan.vector_strategy = "exact"
-                q, p = build_search_sql(plan)
-                db.trace(q, p)
-                rows = conn.execute(q, p).fetchall()
-            else:
-                truncation = "index_scan_budget"
-                warnings.append(
-                    f"the {plan.vector_strategy} index returned {got} of {want} documents before its scan budget "
-                    f"ran out; raise max_scan_tuples (now {sp.max_scan_tuples}) or allow exact_fallback"
-                )
     expected = min(plan.k, scope.documents)
-    if truncation is None and len(rows) < expected:
+    if truncation is None and returned < expected:
         if plan.uses_semantic:
             # Both branches are complete to `depth`, so only fusion's depth
             # can have kept documents out (hybrid with depth < k).
             truncation = "fusion_depth"
             warnings.append(
-                f"{len(rows)} of {expected} matching documents returned: hybrid fusion takes {plan.depth} "
+                f"{returned} of {expected} matching documents returned: hybrid fusion takes {plan.depth} "
                 f"per branch; raise depth to at least k={plan.k}"
             )
         else:
             warnings.append(
-                f"{len(rows)} of the {scope.documents} matching documents contain the query's words; "
+                f"{returned} of the {scope.documents} matching documents contain the query's words; "
                 "lexical mode ranks only those (use hybrid or semantic mode to rank all)"
             )
     if truncation is None and plan.uses_semantic and plan.vector_strategy != "exact":
         # The index returned enough documents, but an ANN index cannot certify
         # they are the true nearest ones: say so rather than claim the top.
         truncation = "approximate_index"
-    params: dict[str, Any] = {"matching_chunks": scope.chunks, "exact_threshold": sp.exact_threshold}
-    if plan.uses_semantic:
-        params["vector_fallback"] = fallback
-    return SearchRun(
-        rows=rows,
-        scope=scope,
-        complete=truncation is None,
-        truncation=truncation,
-        params=params,
-        warnings=warnings,
-    )
+    return truncation

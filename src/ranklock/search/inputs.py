@@ -12,7 +12,7 @@ from ..errors import QueryError
 from ..ingest.normalize import unstorable
 from ..limits import BIGINT_MAX, MAX_K, MAX_QUERY_CHARS
 from ..validation import short_repr
-from .hybrid import MODES
+from .plan import MODES
 
 __all__ = ["check_query", "check_request"]
 

@@ -23,7 +23,7 @@ from psycopg import sql
 from ..errors import QueryError
 
 if TYPE_CHECKING:
-    from .hybrid import SearchPlan
+    from .plan import SearchPlan
 
 __all__ = ["LEXICAL_RANKERS", "QUERY_SYNTAXES", "lexical_hits_sql", "tsquery_sql"]
 

@@ -21,29 +21,49 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from .build import chunk_table
+from ..store.tables import snapshot_table
 
 if TYPE_CHECKING:
-    from ..search.results import SearchResult
+    from ..collection import CollectionInfo
+    from ..settings import Settings
     from ..store.database import Database
-    from .querylog import SearchRecord
+    from .results import SearchResult
 
-__all__ = ["cache_key", "clear", "lookup", "store"]
+__all__ = ["CachedSearch", "cache_key", "clear", "lookup", "store"]
+
+
+class CachedSearch(Protocol):
+    """What the cache reads of a search (ranklock.search.log.SearchRecord is one)."""
+
+    @property
+    def coll(self) -> CollectionInfo: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def snapshot_id(self) -> int: ...
+    @property
+    def request(self) -> dict[str, Any]: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def sql_query(self) -> sql.Composable: ...
+    @property
+    def sql_params(self) -> dict[str, Any]: ...
 
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def cache_key(rec: SearchRecord) -> tuple[str, dict[str, Any]]:
+def cache_key(rec: CachedSearch) -> tuple[str, dict[str, Any]]:
     """The cache key of a search: (sha256 of the canonical key, the key)."""
-    from .. import __version__
+    from .._version import __version__
     from ..store.timeout import effective_timeout
 
     bound = {k: v for k, v in rec.sql_params.items() if k != "qvec"}
@@ -59,7 +79,7 @@ def cache_key(rec: SearchRecord) -> tuple[str, dict[str, Any]]:
             "collection_defaults": rec.coll.search_defaults,
             "bound": json.loads(_canonical(bound)),
             # Echoed in the result's params, so an entry serves only the timeout it was made under.
-            "statement_timeout_s": effective_timeout(rec.eng.settings.statement_timeout),
+            "statement_timeout_s": effective_timeout(rec.settings.statement_timeout),
         },
         "embedder_sha256": rec.coll.embedder_sha256,
         "sql_sha256": hashlib.sha256(rec.sql_query.as_string(None).encode("utf-8")).hexdigest(),
@@ -69,10 +89,10 @@ def cache_key(rec: SearchRecord) -> tuple[str, dict[str, Any]]:
 
 
 def lookup(
-    db: Database, rec: SearchRecord, key_hash: str
+    db: Database, rec: CachedSearch, key_hash: str
 ) -> tuple[SearchResult, dict[str, list[list[Any]]] | None] | None:
     """The cached result with its texts rehydrated, and the branch candidates if stored."""
-    from ..search.results import SearchResult
+    from .results import SearchResult
 
     row = db.fetchone(
         "SELECT payload, branches FROM ranklock.result_cache WHERE snapshot_id = %s AND cache_key = %s",
@@ -89,7 +109,7 @@ def lookup(
                 sql.SQL(
                     "SELECT c.doc_id, c.chunk, c.text FROM {} AS c JOIN unnest(%s::text[], %s::int[]) "
                     "AS p(doc_id, chunk) ON c.doc_id = p.doc_id AND c.chunk = p.chunk"
-                ).format(chunk_table(rec.snapshot_id)),
+                ).format(snapshot_table("chunks", rec.snapshot_id)),
                 [[h["doc_id"] for h in hits], [h["chunk"] for h in hits]],
             )
         }

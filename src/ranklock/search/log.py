@@ -13,7 +13,7 @@ the result cache, and compares every recorded list and the result digest::
     >>> eng.replay(res.query_id).identical
     True
 
-:class:`SearchRecord` is the small object :meth:`Engine.search` drives: it
+:class:`SearchRecord` is the small object a search (ranklock.search.execute) drives: it
 serves from the result cache, asks the search statement to return the branch
 candidates too (``SearchPlan.capture_branches``: one statement, no second
 search), and logs and caches the finished result.  It keeps those concerns
@@ -41,9 +41,11 @@ from ..ingest.normalize import normalize
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
-    from ..engine import Engine
-    from ..search.hybrid import SearchPlan
-    from ..search.results import SearchResult
+    from ..settings import Settings
+    from ..store.database import Database
+    from .plan import SearchPlan
+    from .protocol import Searcher
+    from .results import SearchResult
 
 __all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "result_digest"]
 
@@ -98,7 +100,8 @@ def replaying() -> Iterator[list[dict[str, Any]]]:
 class SearchRecord:
     """What one search needs for the query log and the result cache."""
 
-    eng: Engine
+    db: Database
+    settings: Settings
     coll: CollectionInfo
     plan: SearchPlan
     snapshot_id: int
@@ -115,7 +118,8 @@ class SearchRecord:
     @classmethod
     def start(
         cls,
-        eng: Engine,
+        db: Database,
+        settings: Settings,
         *,
         coll: CollectionInfo,
         snap: dict[str, Any],
@@ -130,9 +134,10 @@ class SearchRecord:
             req["as_of"] = plan.as_of.isoformat()
         capture = _REPLAY.get()
         # The search statement returns the branch candidates only when someone records them.
-        plan.capture_branches = capture is not None or bool(eng.settings.log_queries)
+        plan.capture_branches = capture is not None or bool(settings.log_queries)
         return cls(
-            eng=eng,
+            db=db,
+            settings=settings,
             coll=coll,
             plan=plan,
             snapshot_id=int(snap["id"]),
@@ -148,17 +153,17 @@ class SearchRecord:
 
     @property
     def logging(self) -> bool:
-        return self._capture is None and bool(self.eng.settings.log_queries)
+        return self._capture is None and bool(self.settings.log_queries)
 
     @property
     def caching(self) -> bool:
-        return self._capture is None and bool(getattr(self.eng.settings, "result_cache", False))
+        return self._capture is None and bool(getattr(self.settings, "result_cache", False))
 
     @property
     def wants_branches(self) -> bool:
         return self.logging or self._capture is not None
 
-    # -- the three hooks Engine.search calls -------------------------------------
+    # -- the three hooks run_search calls -------------------------------------
 
     def cached(self, timings: dict[str, float], t0: float) -> SearchResult | None:
         """The cached result of this exact request, or None (then search runs)."""
@@ -168,7 +173,7 @@ class SearchRecord:
 
         t = time.perf_counter()
         self.cache_key = cache_key(self)
-        found = lookup(self.eng.db, self, self.cache_key[0])
+        found = lookup(self.db, self, self.cache_key[0])
         if found is None:
             return None
         result, branches = found
@@ -192,7 +197,7 @@ class SearchRecord:
         """
         if not self.wants_branches:
             return
-        from ..search.hybrid import BRANCHES_COLUMN
+        from .fusion import BRANCHES_COLUMN
 
         got: dict[str, list[list[Any]]] = rows[0][BRANCHES_COLUMN] if rows else {}
         out: dict[str, list[list[Any]]] = {}
@@ -215,7 +220,7 @@ class SearchRecord:
             from .cache import cache_key, store
 
             key = self.cache_key or cache_key(self)
-            store(self.eng.db, self.snapshot_id, key, result, self.branches)
+            store(self.db, self.snapshot_id, key, result, self.branches)
 
     # -- log rows ---------------------------------------------------------------
 
@@ -239,7 +244,7 @@ class SearchRecord:
         route = current_route()  # the replica that served it and its replay position (None: the primary)
         body["node"] = {"served_by": "primary"} if route is None else route.as_log()
         try:
-            row = self.eng.db.fetchone(
+            row = self.db.fetchone(
                 "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
                 "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                 [
@@ -265,17 +270,17 @@ class SearchRecord:
             return None
         assert row is not None  # INSERT … RETURNING always returns the row
         query_id = int(row["id"])
-        every = int(self.eng.settings.log_prune_every)
+        every = int(self.settings.log_prune_every)
         if query_id % every == 0:
             self._enforce_retention(batch=2 * every)
         return query_id
 
     def _enforce_retention(self, *, batch: int) -> None:
         # Amortised: one search in `log_prune_every` pays for one bounded batch.
-        from .retention import RetentionPolicy, prune
+        from ..snapshot.retention import RetentionPolicy, prune
 
         try:
-            prune(self.eng.db, RetentionPolicy.from_settings(self.eng.settings), batch=batch)
+            prune(self.db, RetentionPolicy.from_settings(self.settings), batch=batch)
         except (psycopg.Error, RanklockError) as exc:
             log.warning("query log: retention could not prune (%s); `ranklock log prune` retries.", exc)
 
@@ -319,31 +324,31 @@ def _diff_lists(where: str, logged: list[Any], replayed: list[Any]) -> list[dict
     return out
 
 
-def replay(eng: Engine, query_id: int) -> ReplayReport:
-    """Re-run logged query ``query_id`` against its snapshot and compare it with the log."""
+def replay(db: Database, settings: Settings, search: Searcher, query_id: int) -> ReplayReport:
+    """Re-run logged query ``query_id`` against its snapshot (through ``search``) and compare it with the log."""
     if not isinstance(query_id, int) or query_id < 1:
         raise QueryError(f"query id must be a positive integer, got {query_id!r}.")
-    row = eng.db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id])
+    row = db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id])
     if row is None:
-        from .retention import RetentionPolicy, pruned_through
+        from ..snapshot.retention import RetentionPolicy, pruned_through
 
-        watermark = pruned_through(eng.db)
+        watermark = pruned_through(db)
         if query_id <= watermark:
-            policy = RetentionPolicy.from_settings(eng.settings).describe()
+            policy = RetentionPolicy.from_settings(settings).describe()
             raise NotFound(
                 f"query {query_id} was pruned from the query log by its retention policy (every entry up to id "
                 f"{watermark} is gone; the policy keeps {policy}). Its request and recorded results are no longer "
                 "stored, so it cannot be replayed or compared. Run the search again to log it anew; raise "
                 "RANKLOCK_LOG_RETENTION or RANKLOCK_LOG_MAX_BYTES to keep entries longer."
             )
-        last = eng.db.fetchone("SELECT max(id) AS m FROM ranklock.query_log")
+        last = db.fetchone("SELECT max(id) AS m FROM ranklock.query_log")
         raise NotFound(
             f"no logged query with id {query_id} (the log holds ids up to {last['m'] if last else None}); "
             "searches are logged unless log_queries is off."
         )
     req: dict[str, Any] = row["request"]
     sid = row["snapshot_id"]
-    exists = eng.db.fetchone("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid])
+    exists = db.fetchone("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid])
     if exists is None:
         raise NotFound(
             f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped; "
@@ -353,7 +358,7 @@ def replay(eng: Engine, query_id: int) -> ReplayReport:
 
     logged_timeout = ((row["result"] or {}).get("params") or {}).get("statement_timeout_s")
     with replaying() as captured, timeout_override(logged_timeout):
-        eng.search(
+        search(
             row["collection"],
             req["query"],
             k=req["k"],

@@ -1,4 +1,4 @@
-"""The hybrid search statement: lexical branch, semantic branch, RRF fusion.
+"""Fusion: the one search statement that joins the lexical and semantic branches by RRF.
 
 One SQL statement, composed with :mod:`psycopg.sql`, every value bound as a
 named parameter.  Ties break by ``doc_id`` (byte order, ``COLLATE "C"``) and
@@ -18,76 +18,22 @@ ranked the document higher (the lower chunk number when both ranked it equal).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import sql
 
-__all__ = ["BRANCHES_COLUMN", "SearchPlan", "build_search_sql", "time_predicate"]
+from .lexical import lexical_hits_sql
+from .plan import SearchPlan, where_sql
+from .semantic import semantic_cte
 
-MODES = ("hybrid", "lexical", "semantic")
+__all__ = ["BRANCHES_COLUMN", "build_search_sql"]
+
 #: Position of the ``branches`` column in the search statement's rows (see build_search_sql).
 BRANCHES_COLUMN = 11
 
 
-@dataclass
-class SearchPlan:
-    table: sql.Composable
-    mode: str
-    k: int
-    depth: int
-    rrf_k: int
-    query: str
-    language: str
-    accent: str
-    syntax: str = "natural"
-    lexical_ranker: str = "bm25"
-    k1: float = 1.2
-    b: float = 0.75
-    #: "hnsw"/"ivfflat": index scan with over-fetch; "exact": full scan of the filtered set.
-    vector_strategy: str = "exact"
-    sem_fetch: int = 40
-    #: Most chunks any document of the snapshot has (from the snapshot's stats).
-    max_chunks_per_doc: int = 1
-    qvec: Any = None
-    filter_sql: sql.Composable = field(default_factory=lambda: sql.SQL("TRUE"))
-    filter_params: dict[str, Any] = field(default_factory=dict)
-    as_of: Any = None
-    lexical_branch: bool = True
-    bm25_sql: Any = None  # set by ranklock.search.bm25.prepare_bm25 from the snapshot's statistics
-    #: Bound values the lexical branch's SQL needs beyond the query (BM25 statistics).
-    lexical_params: dict[str, Any] = field(default_factory=dict)
-    #: Also return each branch's candidates (for the query log), in the same statement.
-    capture_branches: bool = False
-
-    @property
-    def uses_lexical(self) -> bool:
-        return self.mode in ("hybrid", "lexical") and self.lexical_branch
-
-    @property
-    def uses_semantic(self) -> bool:
-        return self.mode in ("hybrid", "semantic")
-
-
-def time_predicate(plan: SearchPlan, alias: str = "c") -> sql.Composable:
-    """Documents in force at ``as_of``; no time restriction when ``as_of`` is None."""
-    if plan.as_of is None:
-        return sql.SQL("TRUE")
-    a = sql.Identifier(alias)
-    return sql.SQL(
-        "({a}.effective_from IS NULL OR {a}.effective_from <= %(as_of)s) "
-        "AND ({a}.effective_to IS NULL OR {a}.effective_to > %(as_of)s)"
-    ).format(a=a)
-
-
-def _where(plan: SearchPlan) -> sql.Composable:
-    return sql.SQL("({}) AND ({})").format(plan.filter_sql, time_predicate(plan))
-
-
 def _lexical_cte(plan: SearchPlan) -> sql.Composable:
-    from .lexical import lexical_hits_sql
-
-    hits = lexical_hits_sql(plan, _where(plan))
+    hits = lexical_hits_sql(plan, where_sql(plan))
     return sql.SQL(
         """lex_hits AS ({hits}),
 lex_best AS (
@@ -103,47 +49,6 @@ lex AS (
     LIMIT %(depth)s::bigint
 )"""
     ).format(hits=hits)
-
-
-def _semantic_cte(plan: SearchPlan) -> sql.Composable:
-    if plan.vector_strategy == "exact":
-        # Every filtered chunk is scored: the sort is over a subquery's output,
-        # by ``distance + 0``, an expression no ANN index can supply (an index
-        # orders only by the bare ``embedding <=> const``): a scan and a top-N sort,
-        # exact and complete by construction; ``+ 0`` changes no value.  The
-        # sort keeps depth * max_chunks_per_doc chunks, which always hold the
-        # best chunk of each of the top `depth` documents: at most
-        # (depth - 1) * max_chunks chunks of better-ranked documents can
-        # precede it.
-        # (OFFSET 0 keeps the subquery whole, so each distance is computed once.)
-        cand: sql.Composable = sql.SQL(
-            "SELECT doc_id, chunk, dist FROM ("
-            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
-            "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint"
-        ).format(table=plan.table, where=_where(plan))
-    else:
-        # ORDER BY the bare distance so the planner can use the ANN index; the
-        # over-fetch leaves room for several chunks of one document.  Ties
-        # are broken after the index returns, below.
-        cand = sql.SQL(
-            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
-            "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s::bigint"
-        ).format(table=plan.table, where=_where(plan))
-    return sql.SQL(
-        """sem_cand AS MATERIALIZED ({cand}),
-sem_best AS (
-    SELECT doc_id, chunk, dist,
-           row_number() OVER (PARTITION BY doc_id ORDER BY dist, chunk) AS rn
-    FROM sem_cand
-),
-sem AS (
-    SELECT doc_id, chunk, dist,
-           rank() OVER (ORDER BY dist) AS rank
-    FROM sem_best WHERE rn = 1
-    ORDER BY dist, doc_id, chunk
-    LIMIT %(depth)s::bigint
-)"""
-    ).format(cand=cand)
 
 
 def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
@@ -168,7 +73,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
             params["sem_fetch"] = plan.sem_fetch
         else:
             params["sem_exact_fetch"] = plan.depth * max(1, plan.max_chunks_per_doc)
-        ctes.append(_semantic_cte(plan))
+        ctes.append(semantic_cte(plan))
 
     if plan.uses_lexical and plan.uses_semantic:
         fused = sql.SQL(

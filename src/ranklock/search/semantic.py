@@ -1,0 +1,98 @@
+"""The semantic branch: nearest chunks by cosine distance, exact or through an ANN index.
+
+:func:`setup_semantic` fills the plan's vector fields from the query vector and
+the snapshot's statistics; :func:`semantic_cte` is the branch's SQL;
+:func:`apply_index_settings` sets the index's scan budget for one transaction.
+Which strategy serves the branch (exact or the index) is decided by the
+completeness count (ranklock.search.completeness.choose_strategy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ..collection import CollectionInfo
+from ..settings import SearchParams
+from .plan import SearchPlan, where_sql
+
+__all__ = ["apply_index_settings", "semantic_cte", "setup_semantic"]
+
+
+def setup_semantic(plan: SearchPlan, coll: CollectionInfo, snap: dict[str, Any], qvec: Any) -> None:
+    """Point the plan's vector branch at ``qvec``: strategy, over-fetch and chunks per document."""
+    plan.qvec = qvec
+    if coll.index_kind == "exact":
+        plan.vector_strategy = "exact"
+    else:
+        plan.vector_strategy = coll.index_kind
+    max_chunks = int((snap.get("stats") or {}).get("max_chunks_per_doc", 1) or 1)
+    plan.sem_fetch = max(plan.depth, plan.depth * min(max_chunks, 4))
+    plan.max_chunks_per_doc = max_chunks
+
+
+def semantic_cte(plan: SearchPlan) -> sql.Composable:
+    """The vector branch's CTEs: candidates (exact scan or ANN index), best chunk per document, rank."""
+    if plan.vector_strategy == "exact":
+        # Every filtered chunk is scored: the sort is over a subquery's output,
+        # by ``distance + 0``, an expression no ANN index can supply (an index
+        # orders only by the bare ``embedding <=> const``): a scan and a top-N sort,
+        # exact and complete by construction; ``+ 0`` changes no value.  The
+        # sort keeps depth * max_chunks_per_doc chunks, which always hold the
+        # best chunk of each of the top `depth` documents: at most
+        # (depth - 1) * max_chunks chunks of better-ranked documents can
+        # precede it.
+        # (OFFSET 0 keeps the subquery whole, so each distance is computed once.)
+        cand: sql.Composable = sql.SQL(
+            "SELECT doc_id, chunk, dist FROM ("
+            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
+            "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint"
+        ).format(table=plan.table, where=where_sql(plan))
+    else:
+        # ORDER BY the bare distance so the planner can use the ANN index; the
+        # over-fetch leaves room for several chunks of one document.  Ties
+        # are broken after the index returns, below.
+        cand = sql.SQL(
+            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
+            "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s::bigint"
+        ).format(table=plan.table, where=where_sql(plan))
+    return sql.SQL(
+        """sem_cand AS MATERIALIZED ({cand}),
+sem_best AS (
+    SELECT doc_id, chunk, dist,
+           row_number() OVER (PARTITION BY doc_id ORDER BY dist, chunk) AS rn
+    FROM sem_cand
+),
+sem AS (
+    SELECT doc_id, chunk, dist,
+           rank() OVER (ORDER BY dist) AS rank
+    FROM sem_best WHERE rn = 1
+    ORDER BY dist, doc_id, chunk
+    LIMIT %(depth)s::bigint
+)"""
+    ).format(cand=cand)
+
+
+def apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchParams) -> None:
+    """Set the vector index's scan settings (and jit, work_mem) for the caller's transaction only."""
+    # Transaction-local (set_config(..., true)): a pooled connection never
+    # carries one query's budget into the next.  JIT compilation costs tens of
+    # milliseconds and only pays off for long analytic queries, never here.
+    # All in one round trip.
+    # work_mem: BM25 over very common terms aggregates 10^5-10^6 postings; at
+    # the default 4 MB the hash aggregate spills to disk.
+    settings: list[tuple[str, str]] = [("jit", "off"), ("work_mem", "64MB")]
+    if plan.uses_semantic and plan.vector_strategy == "hnsw":
+        settings += [
+            ("hnsw.ef_search", str(sp.ef_search)),
+            ("hnsw.iterative_scan", sp.iterative_scan),
+            ("hnsw.max_scan_tuples", str(sp.max_scan_tuples)),
+        ]
+    elif plan.uses_semantic and plan.vector_strategy == "ivfflat":
+        # IVFFlat supports only relaxed_order iterative scans.
+        mode = "relaxed_order" if sp.iterative_scan != "off" else "off"
+        settings += [("ivfflat.probes", str(sp.probes)), ("ivfflat.iterative_scan", mode)]
+    q = sql.SQL("SELECT {}").format(sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings))
+    conn.execute(q, [x for pair in settings for x in pair])
