@@ -93,10 +93,11 @@ LAYERS: list[Layer] = [
     # (w11-input: pydantic errors -> one message; reads settings.SearchParams) sits with it.
     Layer("shared records", ("collection", "validation")),
     Layer("foundations", ("embed", "store"), independent=True),
-    # Shared leaves: the settings and limits declarations, the version string, the error
-    # tree. `limits` arrives with w11-input (constants only); `_version` and `_extras`
-    # (the "install ranklock[models]" helper) are new with issue 15.
-    Layer("settings", ("settings", "limits", "_version", "_extras"), independent=True),
+    # Shared leaves: the settings declarations, the version string, the error tree.
+    # `_version` and `_extras` (the "install ranklock[models]" helper) are new with issue 15.
+    Layer("settings", ("settings", "_version", "_extras"), independent=True),
+    # Input limits (constants only): below settings, whose SearchParams bounds `depth` by MAX_K.
+    Layer("limits", ("limits",)),
     Layer("errors", ("errors",)),
 ]
 
@@ -115,7 +116,6 @@ ALLOWED: frozenset[str] = frozenset(
         "cycle(packages): {ask engine eval plan ranklock resumes search snapshot}",
         "cycle(packages): {cli cli_ask cli_eval cli_eval_answers cli_filters cli_http cli_log cli_plan cli_snapshot}",
         "sideways: eval/answers.py -> ask/run.py",
-        "sideways: settings.py -> limits.py",
         "upward: plan/labelled.py -> resumes/schema.py",
         "upward: plan/run.py -> engine.py",
         "upward: plan/run.py -> resumes/schema.py",

@@ -27,6 +27,7 @@ from typer._click.core import Context as ClickContext
 from typer._click.exceptions import NoSuchOption
 
 from .errors import RanklockError
+from .settings import DEFAULT_EMBEDDER, ChunkerParams, search_param_help
 
 app = typer.Typer(
     name="ranklock",
@@ -41,11 +42,20 @@ app.add_typer(db_app, name="db")
 console = Console()
 err_console = Console(stderr=True)
 
+
+def env_default(name: str) -> str:
+    """The declared default of environment variable ``name`` (settings.ENV), for help texts."""
+    from .settings import ENV
+
+    return next(v.default or "" for v in ENV if v.name == name)
+
+
 DsnOpt = Annotated[
     str | None, typer.Option("--dsn", envvar="RANKLOCK_DSN", help="External PostgreSQL DSN (default: embedded).")
 ]
 HomeOpt = Annotated[
-    Path | None, typer.Option("--home", envvar="RANKLOCK_HOME", help="Data directory (default ./.ranklock).")
+    Path | None,
+    typer.Option("--home", envvar="RANKLOCK_HOME", help=f"Data directory (default ./{env_default('RANKLOCK_HOME')})."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 
@@ -193,18 +203,20 @@ def ingest(
         list[str] | None, typer.Option("--field", help="Typed field for a new collection, name:type[!].")
     ] = None,
     index: Annotated[str, typer.Option(help="Vector index for a new collection: hnsw, ivfflat or exact.")] = "hnsw",
-    window: Annotated[int, typer.Option(help="Chunk window in embedder tokens (new collection).")] = 256,
-    overlap: Annotated[int, typer.Option(help="Chunk overlap in tokens (new collection).")] = 32,
+    window: Annotated[
+        int, typer.Option(help="Chunk window in embedder tokens (new collection).")
+    ] = ChunkerParams.model_fields["window"].default,
+    overlap: Annotated[
+        int, typer.Option(help="Chunk overlap in tokens (new collection).")
+    ] = ChunkerParams.model_fields["overlap"].default,
     embedder: Annotated[
-        str | None, typer.Option(help="Embedder for a new collection (default all-MiniLM-L6-v2).")
+        str | None, typer.Option(help=f"Embedder for a new collection (default {DEFAULT_EMBEDDER}).")
     ] = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest a corpus into a new snapshot of COLLECTION and activate it."""
-    from .settings import ChunkerParams
-
     with engine(dsn, home) as eng:
         create = {
             "language": language,
@@ -265,12 +277,20 @@ def search(
     filter: Annotated[str | None, typer.Option("--filter", help="Hard constraints, e.g. 'year >= 2020'.")] = None,
     snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of", help="ISO timestamp: documents in force then.")] = None,
-    depth: Annotated[int | None, typer.Option(help="Candidates per branch.")] = None,
-    ef_search: Annotated[int | None, typer.Option(help="HNSW ef_search.")] = None,
-    ranker: Annotated[str | None, typer.Option(help="Lexical ranker: bm25 or ts_rank_cd.")] = None,
-    syntax: Annotated[str | None, typer.Option(help="Lexical query syntax: natural or websearch.")] = None,
-    k1: Annotated[float | None, typer.Option("--k1", help="BM25 term-frequency saturation (default 1.2).")] = None,
-    b: Annotated[float | None, typer.Option("--b", help="BM25 length normalisation, 0..1 (default 0.75).")] = None,
+    depth: Annotated[int | None, typer.Option(help=search_param_help("depth"))] = None,
+    ef_search: Annotated[int | None, typer.Option(help=search_param_help("ef_search"))] = None,
+    ranker: Annotated[str | None, typer.Option(help=search_param_help("lexical_ranker"))] = None,
+    syntax: Annotated[str | None, typer.Option(help=search_param_help("query_syntax"))] = None,
+    k1: Annotated[float | None, typer.Option("--k1", help=search_param_help("k1"))] = None,
+    b: Annotated[float | None, typer.Option("--b", help=search_param_help("b"))] = None,
+    rrf_k: Annotated[int | None, typer.Option(help=search_param_help("rrf_k"))] = None,
+    iterative_scan: Annotated[str | None, typer.Option(help=search_param_help("iterative_scan"))] = None,
+    max_scan_tuples: Annotated[int | None, typer.Option(help=search_param_help("max_scan_tuples"))] = None,
+    probes: Annotated[int | None, typer.Option(help=search_param_help("probes"))] = None,
+    exact_threshold: Annotated[int | None, typer.Option(help=search_param_help("exact_threshold"))] = None,
+    exact_fallback: Annotated[
+        bool | None, typer.Option("--exact-fallback/--no-exact-fallback", help=search_param_help("exact_fallback"))
+    ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help=_set_help())] = None,
     timings: Annotated[
         bool, typer.Option(help="Include timings and the query-log id (for `ranklock replay`) in the JSON output.")
@@ -289,7 +309,7 @@ def search(
 
     A query that starts with '-' goes after --: ranklock search docs -- '-word foo'.
     """
-    options = {
+    options: dict[str, Any] = {
         "depth": depth,
         "ef_search": ef_search,
         "lexical_ranker": ranker,
@@ -297,6 +317,16 @@ def search(
         "k1": k1,
         "b": b,
     }
+    # The other parameters join only when given, so the query log's request stays as it was without them.
+    more = {
+        "rrf_k": rrf_k,
+        "iterative_scan": iterative_scan,
+        "max_scan_tuples": max_scan_tuples,
+        "probes": probes,
+        "exact_threshold": exact_threshold,
+        "exact_fallback": exact_fallback,
+    }
+    options.update({key: value for key, value in more.items() if value is not None})
     settings = parse_settings(set_, taken=options)
     if request is not None or query is None:
         from .cli_plan import search_request_cli

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, fail, print_json
 from .errors import ConfigError
+from .settings import DEFAULT_EMBEDDER, search_param_help
 
 __all__ = ["collection_app", "load_schema"]
 
@@ -75,11 +76,15 @@ def create(
         int | None, typer.Option("--ef-construction", help="HNSW: build candidate list.")
     ] = None,
     lists: Annotated[int | None, typer.Option("--lists", help="IVFFlat: number of lists.")] = None,
-    probes: Annotated[int | None, typer.Option("--probes", help="IVFFlat: lists probed per query (default).")] = None,
-    ef_search: Annotated[int | None, typer.Option("--ef-search", help="HNSW: ef_search per query (default).")] = None,
+    probes: Annotated[
+        int | None, typer.Option("--probes", help="Collection default: " + search_param_help("probes"))
+    ] = None,
+    ef_search: Annotated[
+        int | None, typer.Option("--ef-search", help="Collection default: " + search_param_help("ef_search"))
+    ] = None,
     language: Annotated[str | None, typer.Option(help="Text-search language (default english).")] = None,
     accent: Annotated[str | None, typer.Option(help="Accent policy: sensitive or insensitive.")] = None,
-    embedder: Annotated[str | None, typer.Option(help="Embedder (default all-MiniLM-L6-v2).")] = None,
+    embedder: Annotated[str | None, typer.Option(help=f"Embedder (default {DEFAULT_EMBEDDER}).")] = None,
     schema: Annotated[
         Path | None, typer.Option("--schema", help="JSON schema file; command-line options override it.")
     ] = None,
