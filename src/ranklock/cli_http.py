@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli import DsnOpt, HomeOpt, app, engine
+from .cli import DsnOpt, HomeOpt, app, engine, fail
 from .errors import RanklockError
 
 __all__ = ["serve"]
@@ -22,8 +22,13 @@ def serve(
     home: HomeOpt = None,
 ) -> None:
     """Serve the HTTP API (/api/search, /api/collections, /healthz, /readyz) and the search page (/)."""
-    import uvicorn
+    from ._extras import require
 
+    try:
+        uvicorn = require("server", "uvicorn", "`ranklock serve`")
+        require("server", "fastapi", "`ranklock serve`")
+    except RanklockError as exc:
+        raise fail(exc) from None
     from .http import create_app
 
     with engine(dsn, home) as eng:
