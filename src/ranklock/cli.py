@@ -212,16 +212,30 @@ def ingest(
     embedder: Annotated[
         str | None, typer.Option(help=f"Embedder for a new collection (default {DEFAULT_EMBEDDER}).")
     ] = None,
+    skip_unreadable: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unreadable", help="Leave out (and name) files that cannot be read instead of failing the ingest."
+        ),
+    ] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ingest a corpus into a new snapshot of COLLECTION and activate it."""
+    """Ingest a corpus into a new snapshot of COLLECTION and activate it.
+
+    PATH may be a folder of .txt, .md (front matter, wiki links, #tags), .pdf, .docx and .html files:
+    each is read by the loader for its extension. Notes' date, tags, people and links become typed
+    fields of a new collection unless --field is given.
+    """
+    from .cli_files import load_for_cli, print_files_report
+
     with engine(dsn, home) as eng:
+        loaded = load_for_cli(path, skip_unreadable)
         create = {
             "language": language,
             "accent": accent,
-            "fields": field or [],
+            "fields": field or (loaded.suggested_fields() if loaded else []),
             "index": index,
             "chunker": ChunkerParams(window=window, overlap=overlap),
             "embedder": embedder,
@@ -229,7 +243,7 @@ def ingest(
         with progress_bar(not as_json) as prog:
             report = eng.ingest(
                 collection,
-                path,
+                loaded.documents if loaded else path,
                 replace=replace,
                 activate=not no_activate,
                 allow_empty=allow_empty,
@@ -237,9 +251,13 @@ def ingest(
                 create=create,
             )
     d = report.as_dict()
+    if loaded:
+        d["files"] = loaded.as_dict()
     if as_json:
         print_json(d)
         return
+    if loaded:
+        print_files_report(loaded)
     s = report.seconds
     console.print(
         f"[bold]{collection}[/]: snapshot {report.snapshot_id} "
@@ -449,6 +467,17 @@ def main() -> None:
 
 
 # Command groups live in their own modules; importing them registers them on `app`.
-from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_plan, cli_snapshot  # noqa: E402
+from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_mcp, cli_plan, cli_snapshot  # noqa: E402
 
-__all__ = ["app", "cli_ask", "cli_eval", "cli_filters", "cli_http", "cli_log", "cli_plan", "cli_snapshot", "main"]
+__all__ = [
+    "app",
+    "cli_ask",
+    "cli_eval",
+    "cli_filters",
+    "cli_http",
+    "cli_log",
+    "cli_mcp",
+    "cli_plan",
+    "cli_snapshot",
+    "main",
+]

@@ -158,7 +158,9 @@ def search_request_command(
 @resumes_app.command("ingest")
 def resumes_ingest(
     collection: Annotated[str, typer.Argument(help="Collection name (created with the resume schema if missing).")],
-    path: Annotated[Path, typer.Argument(help="A folder of .md/.txt/.json resumes, a .jsonl, or the Kaggle .csv.")],
+    path: Annotated[
+        Path, typer.Argument(help="A folder of .md/.txt/.json/.pdf/.docx resumes, a .jsonl, or the Kaggle .csv.")
+    ],
     replace: Annotated[bool, typer.Option("--replace", help="The new snapshot holds exactly these resumes.")] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,

@@ -442,6 +442,13 @@ class Engine:
             raise SnapshotError(f"snapshot {sid} of {coll.name!r} is {row['status']}; it cannot be searched.")
         return row
 
+    def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> dict[str, Any]:
+        """The stored version of ``doc_id`` in ``snapshot`` (default: the active one); read-only."""
+        from .snapshot.document import get_document
+
+        coll = self.collection(name)
+        return get_document(self.db, coll, int(self._snapshot_for(coll, snapshot)["id"]), doc_id)
+
     # Snapshot operations live in ranklock.snapshot.ops; these are thin doors to them.
 
     def list_snapshots(self, name: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Corpus loaders: BEIR ``corpus.jsonl``, plain JSONL, and folders of text files.
+"""Corpus loaders: BEIR ``corpus.jsonl``, plain JSONL, and folders of files (text, Markdown, PDF, DOCX, HTML).
 
 Every loader yields :class:`Document` objects already normalised.  A broken
 file is an :class:`IngestError` naming the file, the line and the fix, raised
@@ -16,11 +16,10 @@ from typing import Any
 
 from ..errors import IngestError
 from ..limits import MAX_DOC_ID_CHARS
+from . import formats
 from .normalize import content_hash, normalize, unstorable
 
 __all__ = ["Document", "load_corpus"]
-
-TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 
 
 @dataclass(frozen=True)
@@ -138,48 +137,22 @@ def _jsonl_documents(path: Path) -> Iterator[Document]:
             yield Document(normalize(str(raw_id)), normalize(title), normalize(text), metadata, display)
 
 
-def _folder_documents(root: Path) -> Iterator[Document]:
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
-    for p in files:
-        try:
-            raw = p.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise IngestError(
-                f"{p}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
-                "re-encode it as UTF-8 or remove it."
-            ) from exc
-        problem = unstorable(raw)
-        if problem is not None:
-            raise IngestError(f"{p}: {problem}; remove it or the file.")
-        text = normalize(raw)
-        title = p.stem
-        first = text.split("\n", 1)[0]
-        if p.suffix.lower() != ".txt" and first.startswith("#"):
-            title = first.lstrip("#").strip()
-            text = text.split("\n", 1)[1].strip() if "\n" in text else ""
-        yield Document(p.relative_to(root).as_posix(), normalize(title), text)
-
-
 def load_corpus(path: str | Path) -> list[Document]:
-    """Load every document at ``path`` (a BEIR folder, a ``.jsonl`` file or a folder of texts)."""
+    """Load every document at ``path`` (a BEIR folder, a ``.jsonl`` file, a folder of files or one file)."""
     p = Path(path)
     if not p.exists():
         raise IngestError(f"{p} does not exist; pass a corpus.jsonl, a BEIR folder, or a folder of .txt/.md files.")
     if p.is_dir() and (p / "corpus.jsonl").exists():
         docs = list(_jsonl_documents(p / "corpus.jsonl"))
-    elif p.is_dir():
-        docs = list(_folder_documents(p))
-        if not docs:
-            raise IngestError(f"{p} holds no .txt, .md or corpus.jsonl files; nothing to ingest.")
     elif p.suffix.lower() in (".jsonl", ".ndjson"):
         docs = list(_jsonl_documents(p))
-    elif p.suffix.lower() in TEXT_SUFFIXES:
-        docs = list(_folder_documents(p.parent))
-        docs = [d for d in docs if d.doc_id == p.name]
+    elif p.is_dir() or p.suffix.lower() in formats.SUFFIXES:
+        # Folders and single files go through the loader registered for each suffix (ranklock.ingest.formats).
+        docs = formats.load_files(p).documents
     else:
         raise IngestError(
             f"{p}: unknown corpus format {p.suffix!r}; use a .jsonl file, a BEIR folder with corpus.jsonl, "
-            "or a folder of .txt/.md files."
+            f"or a folder of {', '.join(sorted(formats.SUFFIXES))} files."
         )
     seen: dict[str, int] = {}
     for i, d in enumerate(docs):

@@ -17,9 +17,19 @@ from ..ingest.loaders import Document
 from .parse import parse_resume
 from .schema import RESUME_FIELDS
 
-__all__ = ["CSV_FIELDS", "RESUME_SUFFIXES", "load_resumes", "resume_fields_for"]
+__all__ = ["CSV_FIELDS", "EXTRACTED_SUFFIXES", "RESUME_SUFFIXES", "load_resumes", "resume_fields_for"]
 
-RESUME_SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".json": "json"}
+RESUME_SUFFIXES = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".json": "json",
+    # Read to text by the file loaders (ranklock.ingest.formats), then parsed like a .txt resume.
+    ".pdf": "text",
+    ".docx": "text",
+}
+#: Suffixes whose text comes from a file loader rather than from reading the file as UTF-8.
+EXTRACTED_SUFFIXES = (".pdf", ".docx")
 #: The Kaggle CSV carries a category label per resume; it becomes one more keyword field.
 CSV_FIELDS: tuple[str, ...] = (*RESUME_FIELDS, "category:keyword")
 
@@ -76,11 +86,32 @@ def _jsonl(path: Path) -> list[Document]:
 
 def _file(path: Path, doc_id: str) -> Document:
     fmt = RESUME_SUFFIXES[path.suffix.lower()]
+    if path.suffix.lower() in EXTRACTED_SUFFIXES:
+        from ..ingest.formats import extract
+
+        got = extract(path)  # Unreadable names the reason; load_resumes collects every one
+        return parse_resume(doc_id, got.body, fmt)
     try:
         content = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise IngestError(f"{path}: not UTF-8 text; re-encode it as UTF-8.") from exc
     return parse_resume(doc_id, content, fmt)
+
+
+def _files(root: Path, files: list[Path]) -> list[Document]:
+    """One resume per file; every unreadable PDF or DOCX is named in one error before anything is written."""
+    from ..ingest.formats import Unreadable, UnreadableFile, unreadable_error
+
+    docs, bad = [], []
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        try:
+            docs.append(_file(f, re.sub(r"\.[^.]+$", "", rel)))
+        except Unreadable as exc:
+            bad.append(UnreadableFile(rel, f.suffix.lower().lstrip("."), exc.reason))
+    if bad:
+        raise unreadable_error(root, bad, skip_hint=False)
+    return docs
 
 
 def load_resumes(path: str | Path) -> list[Document]:
@@ -91,20 +122,24 @@ def load_resumes(path: str | Path) -> list[Document]:
     """
     p = Path(path)
     if not p.exists():
-        raise IngestError(f"{p} does not exist; pass a folder of .md/.txt/.json resumes, a .jsonl or a .csv file.")
+        raise IngestError(
+            f"{p} does not exist; pass a folder of .md/.txt/.json/.pdf/.docx resumes, a .jsonl or a .csv file."
+        )
     if p.is_dir():
         files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in RESUME_SUFFIXES)
         if not files:
-            raise IngestError(f"{p} holds no .md, .txt or .json resumes; nothing to ingest.")
-        docs = [_file(f, re.sub(r"\.[^.]+$", "", f.relative_to(p).as_posix())) for f in files]
+            raise IngestError(f"{p} holds no .md, .txt, .json, .pdf or .docx resumes; nothing to ingest.")
+        docs = _files(p, files)
     elif p.suffix.lower() == ".csv":
         docs = _csv(p)
     elif p.suffix.lower() in (".jsonl", ".ndjson"):
         docs = _jsonl(p)
     elif p.suffix.lower() in RESUME_SUFFIXES:
-        docs = [_file(p, p.stem)]
+        docs = _files(p.parent, [p])
     else:
-        raise IngestError(f"{p}: unknown resume format {p.suffix!r}; use .md, .txt, .json, .jsonl or .csv.")
+        raise IngestError(
+            f"{p}: unknown resume format {p.suffix!r}; use .md, .txt, .json, .pdf, .docx, .jsonl or .csv."
+        )
     seen: set[str] = set()
     for d in docs:
         if d.doc_id in seen:

@@ -1,0 +1,33 @@
+"""What ``ranklock ingest`` says about the files it read (and those it could not) from a folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cli import console, err_console
+from .ingest.formats import FileLoad, handles, load_files
+
+__all__ = ["load_for_cli", "print_files_report"]
+
+#: Up to this many files, the report lists each one; above it, a count per format.
+LIST_FILES_UP_TO = 20
+
+
+def load_for_cli(path: Path, skip_unreadable: bool) -> FileLoad | None:
+    """The files at ``path`` read by their loaders, or ``None`` for JSONL/BEIR input (the engine reads those)."""
+    if not path.exists() or not handles(path):
+        return None
+    return load_files(path, skip_unreadable=skip_unreadable)
+
+
+def print_files_report(loaded: FileLoad) -> None:
+    """Per file what was read (or a count per format for many files), then every file left out and why."""
+    if len(loaded.read) <= LIST_FILES_UP_TO:
+        for r in loaded.read:
+            keys = f"; metadata {', '.join(r.metadata_keys)}" if r.metadata_keys else ""
+            console.print(f"read {r.path} ({r.format}): {r.characters:,} characters{keys}", highlight=False)
+    else:
+        counts = ", ".join(f"{n:,} {fmt}" for fmt, n in loaded.by_format().items())
+        console.print(f"read {len(loaded.read):,} files: {counts}", highlight=False)
+    for u in loaded.unreadable:
+        err_console.print(f"[yellow]skipped[/] {u.path} ({u.format}): {u.reason}", highlight=False)

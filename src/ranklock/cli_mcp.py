@@ -1,0 +1,20 @@
+"""``ranklock mcp``: serve the collections to agents over the Model Context Protocol (stdio)."""
+
+from __future__ import annotations
+
+import typer
+
+from .cli import DsnOpt, HomeOpt, app, engine
+
+__all__ = ["mcp"]
+
+
+@app.command()
+def mcp(dsn: DsnOpt = None, home: HomeOpt = None) -> None:
+    """Run a read-only MCP server on stdin/stdout with the tools search, ask, list_collections, get_document."""
+    from .mcp_server import create_server
+
+    with engine(dsn, home) as eng:
+        server = create_server(eng)
+        server.run("stdio")
+    raise typer.Exit(0)

@@ -1,0 +1,196 @@
+"""File loaders picked by extension: text, Markdown notes, PDF, DOCX and HTML.
+
+:func:`load_files` reads a folder (or one file) and returns every document it
+could read, what it read from each file, and every file it could not read with
+the reason.  By default one unreadable file fails the whole load, naming all of
+them, before anything is written; ``skip_unreadable=True`` leaves them out and
+still names them.  Either way nothing is half-ingested.
+
+Register another format with :func:`register` (one reader per suffix)::
+
+    register(".rst", read_rst, "rst")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import IngestError
+from ..normalize import normalize
+from .base import Extracted, Unreadable, read_utf8
+from .docx import read_docx
+from .html import read_html
+from .markdown import NOTE_FIELDS, read_markdown
+from .pdf import read_pdf
+
+__all__ = [
+    "FileLoad",
+    "FileRead",
+    "Extracted",
+    "NOTE_FIELDS",
+    "SUFFIXES",
+    "Unreadable",
+    "UnreadableFile",
+    "extract",
+    "load_files",
+    "handles",
+    "register",
+    "unreadable_error",
+]
+
+Reader = Callable[[Path], Extracted]
+
+
+def read_text(path: Path) -> Extracted:
+    """A plain text file: its name is the title."""
+    return Extracted(title=path.stem, body=read_utf8(path))
+
+
+#: suffix -> (reader, format name).  The format name is what reports show.
+SUFFIXES: dict[str, tuple[Reader, str]] = {}
+
+
+def register(suffix: str, reader: Reader, name: str) -> None:
+    """Read files ending in ``suffix`` (e.g. ``".rst"``) with ``reader``; reports call the format ``name``."""
+    SUFFIXES[suffix.lower()] = (reader, name)
+
+
+register(".txt", read_text, "text")
+register(".md", read_markdown, "markdown")
+register(".markdown", read_markdown, "markdown")
+register(".pdf", read_pdf, "pdf")
+register(".docx", read_docx, "docx")
+register(".html", read_html, "html")
+register(".htm", read_html, "html")
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """What was read from one file."""
+
+    path: str
+    format: str
+    doc_id: str
+    characters: int
+    metadata_keys: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "doc_id": self.doc_id,
+            "characters": self.characters,
+            "metadata": self.metadata_keys,
+        }
+
+
+@dataclass(frozen=True)
+class UnreadableFile:
+    """A file that could not become a document, and why."""
+
+    path: str
+    format: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "format": self.format, "reason": self.reason}
+
+
+@dataclass
+class FileLoad:
+    """The documents read from a folder, per-file what was read, and every file that could not be."""
+
+    documents: list[Any] = field(default_factory=list)
+    read: list[FileRead] = field(default_factory=list)
+    unreadable: list[UnreadableFile] = field(default_factory=list)
+
+    def by_format(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.read:
+            out[r.format] = out.get(r.format, 0) + 1
+        return dict(sorted(out.items()))
+
+    def suggested_fields(self) -> list[str]:
+        """``name:type`` for each note field (date, tags, people, links) some document carries."""
+        present = {k for d in self.documents for k in d.metadata}
+        return [f"{name}:{ftype}" for name, ftype in NOTE_FIELDS.items() if name in present]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "files": [r.as_dict() for r in self.read],
+            "unreadable": [u.as_dict() for u in self.unreadable],
+            "by_format": self.by_format(),
+        }
+
+
+def extract(path: Path) -> Extracted:
+    """Read one file with the reader for its suffix; :class:`Unreadable` says why not."""
+    entry = SUFFIXES.get(path.suffix.lower())
+    if entry is None:
+        raise Unreadable(
+            f"no loader for {path.suffix or 'files without a suffix'!r}; known: {', '.join(sorted(SUFFIXES))}"
+        )
+    try:
+        return entry[0](path)
+    except OSError as exc:
+        raise Unreadable(f"cannot read the file ({exc.strerror})") from None
+
+
+def unreadable_error(root: Path, bad: list[UnreadableFile], *, skip_hint: bool = True) -> IngestError:
+    """One error naming every unreadable file and its reason, ending with the way(s) forward."""
+    lines = "\n".join(f"  {u.path}: {u.reason}" for u in bad)
+    hint = ", or pass --skip-unreadable to ingest the rest and leave these out" if skip_hint else ""
+    return IngestError(
+        f"{len(bad)} file(s) under {root} could not be read; nothing was ingested:\n{lines}\nFix or remove them{hint}."
+    )
+
+
+def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
+    """Read every file with a known suffix under ``path`` (a folder, or one file), sorted by path.
+
+    Document ids are paths relative to the folder, with their suffix.  Raises
+    :class:`~ranklock.errors.IngestError` naming every unreadable file unless
+    ``skip_unreadable``; then they are left out and listed in ``unreadable``.
+    """
+    p = Path(path)
+    if p.is_dir():
+        root = p
+        files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES)
+        if not files:
+            raise IngestError(f"{p} holds no {', '.join(sorted(SUFFIXES))} files; nothing to ingest.")
+    else:
+        root, files = p.parent, [p]
+    out = FileLoad()
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        fmt = SUFFIXES.get(f.suffix.lower(), (None, f.suffix.lower().lstrip(".") or "unknown"))[1]
+        try:
+            got = extract(f)
+        except Unreadable as exc:
+            out.unreadable.append(UnreadableFile(rel, fmt, exc.reason))
+            continue
+        body = normalize(got.body)
+        out.documents.append(_document(rel, normalize(got.title), body, got.metadata))
+        out.read.append(FileRead(rel, fmt, rel, len(body), sorted(got.metadata)))
+    if out.unreadable and not skip_unreadable:
+        raise unreadable_error(p, out.unreadable)
+    if not out.documents:
+        raise IngestError(f"no file under {p} could be read ({len(out.unreadable)} unreadable); nothing to ingest.")
+    return out
+
+
+def _document(doc_id: str, title: str, body: str, metadata: dict[str, Any]) -> Any:
+    from ..loaders import Document  # loaders imports this package for folders: import at call time
+
+    return Document(doc_id, title, body, metadata)
+
+
+def handles(path: str | Path) -> bool:
+    """True when ``path`` is read by these loaders: a folder without ``corpus.jsonl``, or a file with a known suffix."""
+    p = Path(path)
+    if p.is_dir():
+        return not (p / "corpus.jsonl").exists()
+    return p.suffix.lower() in SUFFIXES

@@ -1,0 +1,55 @@
+"""What every file loader shares: the result of reading one file, and why a file could not be read."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ...errors import ConfigError
+
+__all__ = ["Extracted", "Unreadable", "read_utf8", "require"]
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """The text a loader read from one file, with what the file itself says about it."""
+
+    title: str
+    body: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Unreadable(Exception):
+    """This file cannot become a document; ``reason`` says why in words a person can act on."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import an optional dependency, or say which ``ranklock[extra]`` installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(
+            f"reading these files needs the optional package {module.split('.')[0]!r}, which is not installed; "
+            f"install it with: pip install 'ranklock[{extra}]'"
+        ) from None
+
+
+def read_utf8(path: Path) -> str:
+    """The file as UTF-8 text, or :class:`Unreadable` (not UTF-8, or NUL bytes, which PostgreSQL text refuses)."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"not UTF-8 text (byte {exc.start}); re-encode it as UTF-8") from None
+    if "\x00" in text:
+        raise Unreadable(
+            f"contains a NUL byte at character {text.index(chr(0))}; remove it (PostgreSQL text cannot hold NUL)"
+        )
+    return text

@@ -1,0 +1,29 @@
+"""HTML pages with the boilerplate (navigation, footers, cookie banners) removed, through trafilatura."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .base import Extracted, Unreadable, read_utf8, require
+
+__all__ = ["read_html"]
+
+
+def read_html(path: Path) -> Extracted:
+    """The page's main text and title; a page with no main text is :class:`Unreadable`."""
+    trafilatura = require("trafilatura", "html")
+    raw = read_utf8(path)
+    text = trafilatura.extract(raw, include_comments=False, include_tables=True, favor_precision=True)
+    if not text or not text.strip():
+        raise Unreadable("no main text found (only navigation or boilerplate); check the page has an article body")
+    meta_obj = trafilatura.extract_metadata(raw)
+    meta: dict[str, Any] = {}
+    title = ""
+    if meta_obj is not None:
+        # No date: trafilatura's is a guess (a footer's "Copyright 2026" becomes 2026-01-01), and a
+        # guessed date in a typed field would silently filter wrong.  The author is what the page says.
+        title = (meta_obj.title or "").strip()
+        if meta_obj.author:
+            meta["author"] = str(meta_obj.author)
+    return Extracted(title=title or path.stem, body=text.strip(), metadata=meta)

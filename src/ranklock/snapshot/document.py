@@ -1,0 +1,31 @@
+"""One stored document, as a snapshot holds it: read-only, for agents and tools that cite a search hit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..collection import CollectionInfo
+from ..errors import NotFound
+from ..store.database import Database
+
+__all__ = ["get_document"]
+
+
+def get_document(db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: str) -> dict[str, Any]:
+    """The version of ``doc_id`` in ``snapshot_id``: title, body, metadata and content hash.
+
+    ``display`` fields (names, contacts) are left out: they are for people, and
+    an agent reading documents is one more ranker they must not reach.
+    """
+    row = db.fetchone(
+        "SELECT d.doc_id, d.title, d.body, d.metadata, d.content_hash FROM ranklock.snapshot_documents s "
+        "JOIN ranklock.documents d ON d.collection_id = %s AND d.doc_id = s.doc_id "
+        "AND d.content_hash = s.content_hash WHERE s.snapshot_id = %s AND s.doc_id = %s",
+        [coll.id, snapshot_id, doc_id],
+    )
+    if row is None:
+        raise NotFound(
+            f"collection {coll.name!r} has no document {doc_id!r} in snapshot {snapshot_id}; "
+            "use a doc_id from a search hit of that snapshot."
+        )
+    return {"collection": coll.name, "snapshot_id": snapshot_id, **row}

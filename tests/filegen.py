@@ -1,0 +1,122 @@
+"""Real files for the loader tests, written by the libraries people make them with (fpdf2, pypdf, python-docx)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+NAV = ["Home", "Products", "Pricing", "About us", "Careers", "Contact"]
+
+
+def text_pdf(path: Path, pages: list[str], *, title: str = "", author: str = "") -> Path:
+    """A PDF whose pages carry a real text layer (core Helvetica font)."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    if title:
+        pdf.set_title(title)
+    if author:
+        pdf.set_author(author)
+    pdf.set_font("Helvetica", size=11)
+    for text in pages:
+        pdf.add_page()
+        pdf.multi_cell(0, 6, text)
+    pdf.output(str(path))
+    return path
+
+
+def image_pdf(path: Path) -> Path:
+    """A 'scanned' PDF: one page that is only a picture, with no text layer."""
+    from fpdf import FPDF
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (400, 120), "white")
+    ImageDraw.Draw(img).text((10, 50), "Scanned resume of a welder", fill="black")
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.image(buf, x=10, y=10, w=180)
+    pdf.output(str(path))
+    return path
+
+
+def encrypted_pdf(path: Path, text: str, password: str = "s3cret") -> Path:
+    """A text PDF encrypted with a user password (AES-256, as current writers do)."""
+    from pypdf import PdfReader, PdfWriter
+
+    plain = text_pdf(path.with_suffix(".plain.pdf"), [text])
+    writer = PdfWriter(clone_from=PdfReader(str(plain)))
+    writer.encrypt(user_password=password, owner_password=password + "-owner", algorithm="AES-256")
+    with open(path, "wb") as fh:
+        writer.write(fh)
+    plain.unlink()
+    return path
+
+
+def docx_file(path: Path, paragraphs: list[str], *, title: str = "", table: list[list[str]] | None = None) -> Path:
+    """A Word document with paragraphs (and optionally a table), written by python-docx."""
+    import docx
+
+    doc = docx.Document()
+    if title:
+        doc.core_properties.title = title
+    for p in paragraphs:
+        doc.add_paragraph(p)
+    if table:
+        t = doc.add_table(rows=len(table), cols=len(table[0]))
+        for i, row in enumerate(table):
+            for j, cell in enumerate(row):
+                t.cell(i, j).text = cell
+    doc.save(str(path))
+    return path
+
+
+def corrupt_docx(path: Path) -> Path:
+    """A .docx cut off halfway through (a broken download): the zip's central directory is missing."""
+    good = docx_file(path.with_suffix(".good.docx"), ["This file will be truncated."])
+    data = good.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    good.unlink()
+    return path
+
+
+def html_page(path: Path, title: str, paragraphs: list[str]) -> Path:
+    """An article page wrapped in navigation, a sidebar, a cookie banner and a footer."""
+    nav = "".join(f'<li><a href="/{n.lower()}">{n}</a></li>' for n in NAV)
+    body = "".join(f"<p>{p}</p>" for p in paragraphs)
+    path.write_text(
+        f"""<!doctype html><html><head><title>{title}</title><meta charset="utf-8"></head><body>
+<header><nav><ul>{nav}</ul></nav></header>
+<div class="cookie-banner">We use cookies to improve your experience. Accept all cookies.</div>
+<aside class="sidebar"><h3>Related posts</h3><ul><li><a href="/a">Ten tips for spring</a></li>
+<li><a href="/b">Subscribe to our newsletter</a></li></ul></aside>
+<main><article><h1>{title}</h1>{body}</article></main>
+<footer><p>Copyright 2026 Example Corp. All rights reserved.</p><a href="/privacy">Privacy policy</a></footer>
+</body></html>""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def vault(root: Path) -> Path:
+    """An Obsidian-style vault: front matter, dated daily notes, wiki links, inline tags, a code block."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "daily").mkdir(exist_ok=True)
+    (root / "daily" / "2024-03-04.md").write_text(
+        "# Monday\n\nMet [[Ana Ruiz]] about the [[Kiln Project|kiln]]; the glaze tests failed again. #pottery #work\n",
+        encoding="utf-8",
+    )
+    (root / "daily" / "2024-03-05.md").write_text(
+        "---\ntags: [health]\npeople: Ana Ruiz, Ben Okafor\n---\nRan 5 km by the canal. Knee fine. #running\n",
+        encoding="utf-8",
+    )
+    (root / "Kiln Project.md").write_text(
+        "---\ntitle: Kiln project\ndate: 2024-02-11\ntags:\n  - pottery\n  - '#projects'\nstatus: active\n---\n"
+        "Build a small electric kiln. See [[Glaze recipes#Celadon]].\n\n```\n#not-a-tag [[not a link]]\n```\n",
+        encoding="utf-8",
+    )
+    (root / "Glaze recipes.md").write_text(
+        "Celadon: 2% iron oxide. Tag #1 is an issue number, not a tag.\n", encoding="utf-8"
+    )
+    return root
