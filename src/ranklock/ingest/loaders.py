@@ -10,49 +10,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import IngestError
 from ..limits import MAX_DOC_ID_CHARS
 from . import formats
-from .normalize import content_hash, normalize, unstorable
+from .document import Document
+from .normalize import normalize, unstorable
 
 __all__ = ["Document", "load_corpus"]
-
-
-@dataclass(frozen=True)
-class Document:
-    doc_id: str
-    title: str
-    body: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    display: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # The loaders report file and line first; this catches documents built in Python.
-        where = f"document {self.doc_id!r}"
-        if len(self.doc_id) > MAX_DOC_ID_CHARS:
-            raise IngestError(
-                f"{where[:60]}…: the document id is {len(self.doc_id):,} characters; the limit is "
-                f"{MAX_DOC_ID_CHARS:,} (MAX_DOC_ID_CHARS). Use a shorter id."
-            )
-        for part, value in (("id", self.doc_id), ("title", self.title), ("text", self.body)):
-            problem = unstorable(value, part)
-            if problem is not None:
-                raise IngestError(f"{where}: {problem}; remove it and ingest again.")
-        for part, mapping in (("metadata", self.metadata), ("display", self.display)):
-            try:
-                problem = unstorable(mapping, part)
-            except RecursionError:
-                problem = f"{part} is nested too deeply"
-            if problem is not None:
-                raise IngestError(f"{where}: {problem}; fix the document and ingest again.")
-
-    @property
-    def content_hash(self) -> str:
-        return content_hash(self.title, self.body, self.metadata)
 
 
 def _finite_float(text: str) -> float:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import IngestError
+from ..document import Document
 from ..normalize import normalize
 from .base import Extracted, Unreadable, read_utf8
 from .docx import read_docx
@@ -183,7 +184,6 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
 
 
 def _document(doc_id: str, title: str, body: str, metadata: dict[str, Any]) -> Any:
-    from ..loaders import Document  # loaders imports this package for folders: import at call time
 
     return Document(doc_id, title, body, metadata)
 
