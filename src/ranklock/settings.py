@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .limits import MAX_K
 
 __all__ = [
+    "ASK_DEPTH",
+    "ASK_RRF_K",
     "DEFAULT_EMBEDDER",
     "ENV",
     "ChunkerParams",
@@ -32,6 +34,12 @@ __all__ = [
 
 #: The embedder of a collection created without one (``--embedder`` unset).
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+#: Ask's retrieval: candidates per branch and the RRF constant, fixed whatever the collection's
+#: search defaults (so an answer's passages are reproducible).  Declared here because Ask and its
+#: evaluation (eval --answers, whose recall@8 must describe the chunks Ask hands over) both read them.
+ASK_DEPTH = 40
+ASK_RRF_K = 60
 
 
 @dataclass(frozen=True)
