@@ -86,3 +86,10 @@ def test_docs_generator_shows_zero_defaults() -> None:
     doc = gen_cli_docs.render()
     # `eval compare --tolerance` defaults to 0.0; the old `in (None, False, ())` test hid it (0 == False).
     assert "- `--tolerance`: Allowed drop in mean recall (absolute). (default: `0.0`)" in doc
+
+
+def test_ask_retrieval_constants_agree_with_the_declaration() -> None:
+    from ranklock.ask.retrieve import DEPTH, RRF_K
+    from ranklock.settings import ASK_DEPTH, ASK_RRF_K
+
+    assert (DEPTH, RRF_K) == (ASK_DEPTH, ASK_RRF_K) == (40, 60)

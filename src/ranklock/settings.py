@@ -36,8 +36,10 @@ __all__ = [
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 
 #: Ask's retrieval: candidates per branch and the RRF constant, fixed whatever the collection's
-#: search defaults (so an answer's passages are reproducible).  Declared here because Ask and its
-#: evaluation (eval --answers, whose recall@8 must describe the chunks Ask hands over) both read them.
+#: search defaults (so an answer's passages are reproducible).  eval --answers reads them here (its
+#: recall@8 must describe the chunks Ask hands over); ranklock.ask, which may import only the
+#: foundations, keeps them as ask.retrieve.DEPTH / RRF_K, and tests/test_settings_declared.py
+#: checks that the two agree.
 ASK_DEPTH = 40
 ASK_RRF_K = 60
 

@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import QueryError
-from ..settings import ASK_DEPTH, ASK_RRF_K
 from .model import AskChunk
 
 if TYPE_CHECKING:
@@ -19,8 +18,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_CHUNKS", "DEPTH", "MAX_CHUNKS", "RRF_K", "SearchFn", "number_chunks", "retrieve"]
 
-DEPTH = ASK_DEPTH
-RRF_K = ASK_RRF_K
+# ranklock.ask reaches only the foundations (tests/test_ask_rules.py), so these are literals here;
+# settings.ASK_DEPTH / ASK_RRF_K give eval --answers the same values, and a test checks they agree.
+DEPTH = 40
+RRF_K = 60
 DEFAULT_CHUNKS = 8
 MAX_CHUNKS = DEPTH  # more passages than one branch's candidates would not be "the top of the fusion"
 

@@ -17,12 +17,12 @@ because it may change between identical calls.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import httpx
 
 from ...errors import ConfigError, GenerationError
-from ...settings import env
 from ..model import Draft, GenerationRequest, GeneratorInfo
 from ..prompt import TEMPLATE_VERSION
 from .reply import parse_reply
@@ -45,8 +45,8 @@ class OpenAIGenerator:
         max_tokens: int = 512,
         timeout: float = 120.0,
     ) -> None:
-        url = url or env("RANKLOCK_LLM_URL") or None
-        model = model or env("RANKLOCK_LLM_MODEL") or None
+        url = url or os.environ.get("RANKLOCK_LLM_URL") or None
+        model = model or os.environ.get("RANKLOCK_LLM_MODEL") or None
         if not url:
             raise ConfigError(
                 "the openai generator needs an endpoint and RANKLOCK_LLM_URL is not set; set it to an "
@@ -65,7 +65,7 @@ class OpenAIGenerator:
         self.seed = seed
         self.max_tokens = max_tokens
         self.timeout = timeout
-        self._api_key = api_key if api_key is not None else env("RANKLOCK_LLM_API_KEY") or None
+        self._api_key = api_key if api_key is not None else os.environ.get("RANKLOCK_LLM_API_KEY") or None
 
     def info(self) -> GeneratorInfo:
         return GeneratorInfo(
