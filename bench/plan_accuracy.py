@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ranklock.plan.labelled import load_labelled, score_entry
+from ranklock.domains.resumes.labelled import load_labelled, score_entry
 from ranklock.plan.partition import uncovered
 
 

@@ -25,8 +25,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ranklock import Document, Engine
+from ranklock.domains.resumes import RESUME_FIELDS, generate_resumes, parse_resume, swap_identities
 from ranklock.plan import matches
-from ranklock.resumes import RESUME_FIELDS, generate_resumes, parse_resume, swap_identities
 
 
 def requests_for(docs: list[Document], n: int, seed: int) -> list[tuple[str, dict[str, Any]]]:

@@ -12,11 +12,11 @@ from fakes import HashEmbedder
 from filegen import corrupt_docx, docx_file, encrypted_pdf, html_page, image_pdf, text_pdf, vault
 from ranklock import Engine, IngestError
 from ranklock.cli import app
+from ranklock.domains.resumes.load import load_resumes
 from ranklock.errors import ConfigError, NotFound
 from ranklock.ingest import load_corpus
 from ranklock.ingest.formats import load_files
 from ranklock.ingest.formats.base import require
-from ranklock.resumes.load import load_resumes
 
 
 @pytest.fixture

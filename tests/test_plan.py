@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ranklock import ConfigError, QueryError
+from ranklock.domains.resumes.labelled import SCHEMAS, load_labelled, score_entry
+from ranklock.domains.resumes.schema import LOCATIONS, SKILLS
 from ranklock.plan import (
     Constraint,
     LLMExtractor,
@@ -25,8 +27,6 @@ from ranklock.plan import (
     matches,
     validate_plan,
 )
-from ranklock.plan.labelled import SCHEMAS, load_labelled, score_entry
-from ranklock.resumes.schema import LOCATIONS, SKILLS
 
 LABELLED = load_labelled(Path(__file__).parent / "data" / "plan_requests.yaml")
 RESUMES = SCHEMAS["resumes"]

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from fakes import HashEmbedder, use_hash_embedder
 from ranklock import Engine
+from ranklock.domains.resumes.labelled import SCHEMAS, load_labelled, score_entry
 from ranklock.ingest.loaders import Document
 from ranklock.plan import Constraint, Plan, build_schema, extract_plan, find_protected, validate_plan
-from ranklock.plan.labelled import SCHEMAS, load_labelled, score_entry
 from ranklock.plan.partition import STOP_WORDS, content_words, words
 
 DATA = Path(__file__).parent / "data"

@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from ranklock import Document, Engine, IngestError
+from ranklock.domains.resumes import RESUME_FIELDS, generate_resumes, parse_resume, scrub_text, swap_identities
+from ranklock.domains.resumes.generate import RawResume
+from ranklock.domains.resumes.load import load_resumes
 from ranklock.plan import matches
-from ranklock.resumes import RESUME_FIELDS, generate_resumes, parse_resume, scrub_text, swap_identities
-from ranklock.resumes.generate import RawResume
-from ranklock.resumes.load import load_resumes
 
 N = 36
 KAGGLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "resumes" / "UpdatedResumeDataSet.csv"

@@ -167,7 +167,7 @@ def resumes_ingest(
     as_json: JsonOpt = False,
 ) -> None:
     """Parse resumes into typed fields, scrubbed free text and display-only identity, then ingest them."""
-    from .resumes.load import load_resumes, resume_fields_for
+    from .domains.resumes.load import load_resumes, resume_fields_for
 
     with engine(dsn, home) as eng:
         docs = load_resumes(path)  # inside the engine block: an IngestError becomes a clear message
@@ -191,7 +191,7 @@ def resumes_generate(
     seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same files.")] = 7,
 ) -> None:
     """Write COUNT synthetic resumes (names, contacts, skills, years, summaries) to OUT."""
-    from .resumes.generate import generate_resumes
+    from .domains.resumes.generate import generate_resumes
 
     out.mkdir(parents=True, exist_ok=True)
     for r in generate_resumes(count, seed):
@@ -209,9 +209,9 @@ DEMO_REQUESTS = (
 
 def run_resume_demo(eng: Any, count: int, seed: int = 7) -> None:
     """``ranklock demo resumes``: generate, parse and ingest resumes into ``resumes``, then plan a few requests."""
-    from .resumes.generate import generate_resumes
-    from .resumes.parse import parse_resume
-    from .resumes.schema import RESUME_FIELDS
+    from .domains.resumes.generate import generate_resumes
+    from .domains.resumes.parse import parse_resume
+    from .domains.resumes.schema import RESUME_FIELDS
 
     docs = [parse_resume(r.doc_id, r.content, r.format) for r in generate_resumes(count, seed)]
     console.print(f"[bold]ranklock demo resumes[/]: {count} synthetic resumes (seed {seed}) into collection 'resumes'")

@@ -858,17 +858,26 @@ class Engine:
         >>> eng.plan("resumes", "python, 3+ years, no agency recruiters").kind   # doctest: +SKIP
         'answer'
         """
-        from .plan.run import plan_request
+        from .domains import pack_for
+        from .plan.run import check_request, plan_request, read_schema
 
-        return plan_request(self, name, request, extractor=extractor)
+        check_request(request)
+        coll = self.collection(name)
+        return plan_request(read_schema(self.db, coll, pack_for(coll)), request, extractor, name)
 
     def search_request(
         self, name: str, request: str, *, k: int = 10, explain: bool = False, extractor: Any = None, **params: Any
     ) -> PlannedSearch:
         """Plan ``request`` and run it when it is an answer (constraints as the filter, preferences as ranking)."""
-        from .plan.run import search_request
+        from .domains import pack_for
+        from .plan.run import check_request, read_schema, search_request
 
-        return search_request(self, name, request, k=k, explain=explain, extractor=extractor, **params)
+        check_request(request)
+        coll = self.collection(name)
+        schema = read_schema(self.db, coll, pack_for(coll))
+        return search_request(
+            self.search, self.db, coll, schema, request, k=k, explain=explain, extractor=extractor, **params
+        )
 
 
 def _noop(stage: str, done: int, total: int) -> None:

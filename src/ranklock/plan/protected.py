@@ -15,6 +15,7 @@ speaker" and "German nationals" are not.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["ProtectedHit", "find_protected", "safe_spans"]
@@ -139,8 +140,11 @@ def safe_spans(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _SAFE.finditer(text)]
 
 
-def find_protected(text: str) -> ProtectedHit | None:
+def find_protected(text: str, extra: Sequence[tuple[str, str]] = ()) -> ProtectedHit | None:
     """The first phrase of ``text`` that selects or ranks on a protected attribute, or None.
+
+    The general rules apply to every collection; ``extra`` (a domain pack's ``protected``:
+    (attribute, regex) pairs) adds rules, it cannot remove one.
 
     >>> find_protected("young python developers in berlin").attribute
     'age'
@@ -150,10 +154,12 @@ def find_protected(text: str) -> ProtectedHit | None:
     # Blank out the phrases that exclude protected criteria, keeping offsets.
     masked = _SAFE.sub(lambda m: " " * len(m.group(0)), text)
     best: ProtectedHit | None = None
-    for attr, pat in _COMPILED:
+    rules = (*_COMPILED, *((attr, re.compile(p, re.IGNORECASE)) for attr, p in extra))
+    for attr, pat in rules:
         m = pat.search(masked)
         if m and (best is None or m.start() < best.start):
-            extra = _INSTEAD.get(attr, "Describe the job-related skills or experience you need instead.")
-            reason = f"{_REASONS[attr]}; ranklock never selects or ranks candidates on it. {extra}"
+            instead = _INSTEAD.get(attr, "Describe the job-related skills or experience you need instead.")
+            why = _REASONS.get(attr, f"{attr} is a protected attribute")
+            reason = f"{why}; ranklock never selects or ranks candidates on it. {instead}"
             best = ProtectedHit(attr, text[m.start() : m.end()], m.start(), reason)
     return best

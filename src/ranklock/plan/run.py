@@ -1,7 +1,10 @@
 """Plans against a live collection: its schema, executing an answer, explaining every hit.
 
 ``Engine.plan`` and ``Engine.search_request`` are thin doors onto these
-functions.  Executing an ``answer`` plan is one ordinary ``Engine.search``:
+functions: they hand over the database, the collection record, the schema (read
+with the collection's domain pack) and, to run a plan, a
+:class:`~ranklock.search.protocol.Searcher`; nothing here knows the Engine or a
+domain.  Executing an ``answer`` plan is one ordinary search:
 the constraints become the structured filter (SQL, both branches), the
 ranking text and preferred values become the query.  Soft preferences can
 therefore reorder candidates but never remove one: whatever passes the filter
@@ -11,32 +14,34 @@ above the number of matching candidates, all of them come back.
 
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+import threading
+from collections import OrderedDict
+from typing import Any, Protocol
 
 from psycopg import sql
 from pydantic import BaseModel, Field
 
 from ..collection import CollectionInfo
 from ..errors import QueryError
+from ..search.protocol import Searcher
 from ..search.results import SearchResult
 from ..snapshot.build import chunk_table
+from ..store.database import Database
 from .evaluate import matches
 from .extract import RuleExtractor
 from .model import Plan
+from .pack import DomainPack
 from .schema import PlanSchema, build_schema
 from .validate import validate_plan
-
-if TYPE_CHECKING:
-    from ..engine import Engine
 
 __all__ = [
     "Extractor",
     "HitExplanation",
     "PlannedSearch",
+    "check_request",
     "explain_hits",
     "plan_request",
-    "schema_for",
+    "read_schema",
     "search_request",
 ]
 
@@ -92,60 +97,68 @@ class PlannedSearch(BaseModel):
 NO_RANKING_QUERY = "*"
 
 
-def _known_vocabulary(field_name: str) -> list[str]:
-    from ..resumes.schema import resume_vocabulary
-
-    return resume_vocabulary().get(field_name, [])
-
-
-# Snapshots are immutable, so a schema read from one never goes stale: cached per engine and snapshot.
-_SCHEMAS: weakref.WeakKeyDictionary[Engine, dict[tuple[int, int | None], PlanSchema]] = weakref.WeakKeyDictionary()
+# Snapshots are immutable, so a schema read from one never goes stale: cached per database, collection,
+# active snapshot and pack (the least recently used dropped beyond _SCHEMA_CACHE_SIZE).
+_SCHEMA_CACHE_SIZE = 256
+_SCHEMAS: OrderedDict[tuple[str, int, int | None, str], PlanSchema] = OrderedDict()
+_SCHEMAS_LOCK = threading.Lock()
 
 
-def schema_for(engine: Engine, name: str) -> PlanSchema:
-    """The planner's schema of collection ``name``: declared fields, and for keyword fields the values
-    stored in its active snapshot plus the closed vocabulary of well-known field names."""
-    coll = engine.collection(name)
-    key = (coll.id, coll.active_snapshot_id)
-    cache = _SCHEMAS.setdefault(engine, {})
-    if key not in cache:
-        cache[key] = _read_schema(engine, coll)
-    return cache[key]
+def read_schema(db: Database, coll: CollectionInfo, pack: DomainPack) -> PlanSchema:
+    """The planner's schema of ``coll``: declared fields, and for keyword fields the values stored in its
+    active snapshot plus the pack's closed vocabulary of the field."""
+    key = (db.dsn, coll.id, coll.active_snapshot_id, pack.name)
+    with _SCHEMAS_LOCK:
+        cached = _SCHEMAS.get(key)
+        if cached is not None:
+            _SCHEMAS.move_to_end(key)
+            return cached
+    schema = _read_schema(db, coll, pack)
+    with _SCHEMAS_LOCK:
+        _SCHEMAS[key] = schema
+        while len(_SCHEMAS) > _SCHEMA_CACHE_SIZE:
+            _SCHEMAS.popitem(last=False)
+    return schema
 
 
-def _read_schema(engine: Engine, coll: CollectionInfo) -> PlanSchema:
+def _read_schema(db: Database, coll: CollectionInfo, pack: DomainPack) -> PlanSchema:
     vocab: dict[str, list[str]] = {}
     for f in coll.fields:
         if f.type not in ("keyword", "keyword[]"):
             continue
-        values = set(_known_vocabulary(f.name))
+        values = set(pack.vocabulary.get(f.name, []))
         if coll.active_snapshot_id is not None:
             col = sql.Identifier(f.name)
             expr = sql.SQL("unnest({})").format(col) if f.type == "keyword[]" else col
             q = sql.SQL("SELECT DISTINCT {} AS v FROM {} LIMIT 5001").format(expr, chunk_table(coll.active_snapshot_id))
-            rows = engine.db.fetchall(q)
+            rows = db.fetchall(q)
             # A field with thousands of distinct values (ids, free tags) is not a vocabulary.
             if len(rows) <= 5000:
                 values.update(str(r["v"]) for r in rows if r["v"] is not None)
         vocab[f.name] = sorted(values)
-    return build_schema(coll.fields, vocab)
+    return build_schema(coll.fields, vocab, pack)
 
 
-def plan_request(engine: Engine, name: str, request: str, *, extractor: Extractor | None = None) -> Plan:
-    """Plan ``request`` against collection ``name``; every plan is validated against the schema."""
+def check_request(request: object) -> None:
+    """Refuse an empty request (before anything is looked up)."""
     if not isinstance(request, str) or not request.strip():
         raise QueryError("the request is empty; describe the candidates you need, e.g. 'python, 3+ years'.")
-    schema = schema_for(engine, name)
+
+
+def plan_request(
+    schema: PlanSchema, request: str, extractor: Extractor | None = None, collection: str | None = None
+) -> Plan:
+    """Plan ``request`` against ``schema`` (of collection ``collection``); every plan is validated."""
+    check_request(request)
     ext: Extractor = extractor or RuleExtractor()
-    plan = ext.extract(request, schema, name)
+    plan = ext.extract(request, schema, collection)
     return validate_plan(plan, schema)
 
 
 def _metadata(
-    engine: Engine, name: str, snapshot_id: int, doc_ids: list[str]
+    db: Database, coll: CollectionInfo, snapshot_id: int, doc_ids: list[str]
 ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-    coll = engine.collection(name)
-    rows = engine.db.fetchall(
+    rows = db.fetchall(
         "SELECT d.doc_id, d.metadata, d.display FROM ranklock.snapshot_documents sd "
         "JOIN ranklock.documents d ON d.collection_id = %s AND d.doc_id = sd.doc_id "
         "AND d.content_hash = sd.content_hash WHERE sd.snapshot_id = %s AND sd.doc_id = ANY(%s)",
@@ -155,10 +168,10 @@ def _metadata(
 
 
 def explain_hits(
-    engine: Engine, plan: Plan, result: SearchResult, baseline: SearchResult | None
+    db: Database, coll: CollectionInfo, plan: Plan, result: SearchResult, baseline: SearchResult | None
 ) -> list[HitExplanation]:
     """One explanation per hit: constraints it satisfies, branch ranks, preferences that moved it."""
-    data = _metadata(engine, result.collection, result.snapshot.id, [h.doc_id for h in result.hits])
+    data = _metadata(db, coll, result.snapshot.id, [h.doc_id for h in result.hits])
     base_rank = {h.doc_id: h.rank for h in baseline.hits} if baseline is not None else {}
     out = []
     for h in result.hits:
@@ -205,8 +218,10 @@ def explain_hits(
 
 
 def search_request(
-    engine: Engine,
-    name: str,
+    search: Searcher,
+    db: Database,
+    coll: CollectionInfo,
+    schema: PlanSchema,
     request: str,
     *,
     k: int = 10,
@@ -214,13 +229,14 @@ def search_request(
     extractor: Extractor | None = None,
     **params: Any,
 ) -> PlannedSearch:
-    """Plan ``request``; run it when the plan is an answer; explain the hits when asked."""
-    plan = plan_request(engine, name, request, extractor=extractor)
+    """Plan ``request``; run it through ``search`` when the plan is an answer; explain the hits when asked."""
+    name = coll.name
+    plan = plan_request(schema, request, extractor, name)
     if plan.kind != "answer":
         return PlannedSearch(plan=plan)
     # Depth at least k: with k at or above the number of matching candidates, every one of
     # them reaches fusion, so a soft preference can reorder them but never push one out.
-    depth = max(int(params.pop("depth", None) or 0), k, int(engine.collection(name).search_defaults.get("depth", 40)))
+    depth = max(int(params.pop("depth", None) or 0), k, int(coll.search_defaults.get("depth", 40)))
     notes = []
     query = plan.query_text()
     if not query:
@@ -231,7 +247,7 @@ def search_request(
             "the request only excludes candidates and gives nothing to rank by; the order of the hits "
             "carries no meaning"
         )
-    result = engine.search(name, query, k=k, filter=plan.filter, depth=depth, **params)
+    result = search(name, query, k=k, filter=plan.filter, depth=depth, **params)
     if result.hits and any(h.tie_group is not None for h in result.hits):
         notes.append("hits that share a tie group are equally good for the ranker; their order carries no meaning")
     explanations = None
@@ -240,6 +256,6 @@ def search_request(
         if plan.preferences:
             base_plan = plan.model_copy(update={"preferences": []})
             base_query = base_plan.query_text() or NO_RANKING_QUERY
-            baseline = engine.search(name, base_query, k=k, filter=plan.filter, depth=depth, **params)
-        explanations = explain_hits(engine, plan, result, baseline)
+            baseline = search(name, base_query, k=k, filter=plan.filter, depth=depth, **params)
+        explanations = explain_hits(db, coll, plan, result, baseline)
     return PlannedSearch(plan=plan, result=result, explanations=explanations, notes=notes)

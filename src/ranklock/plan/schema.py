@@ -1,11 +1,12 @@
 """What the planner knows about a collection: its typed fields, their vocabularies and cue words.
 
-Everything is derived from the collection's declared fields; nothing is
-specific to resumes except a small table of hints for well-known field
-names (aliases such as "golang" for "go", the order of degrees, the words
-that announce a field: "experience" for ``years_experience``).  A collection
-with other fields gets cue words from its field names and vocabularies from
-the values stored in its active snapshot.
+Everything is derived from the collection's declared fields and from the
+:class:`~ranklock.plan.pack.DomainPack` the caller hands over: the resume pack
+adds hints for its well-known field names (aliases such as "golang" for "go",
+the order of degrees, the words that announce a field: "experience" for
+``years_experience``).  A collection with other fields (the generic pack) gets
+cue words from its field names and vocabularies from the values stored in its
+active snapshot.
 """
 
 from __future__ import annotations
@@ -15,120 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..collection import FieldSpec, parse_field_spec
+from .pack import GENERIC, DomainPack, FieldHints
 from .vocab import ValueTable, value_table
 
-__all__ = ["FIELD_HINTS", "FieldHints", "PlanSchema", "build_schema"]
-
-
-@dataclass(frozen=True)
-class FieldHints:
-    """Optional knowledge about a field, looked up by field name."""
-
-    cues: tuple[str, ...] = ()  # words that announce the field in a request
-    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # value -> other spellings
-    ordinal: tuple[str, ...] = ()  # values from lowest to highest ("at least a master")
-    unit: str | None = None  # "years", "days", "money": what a number in this field counts
-    bare_op: str = "="  # what "5 years" alone means for this field
-    true_cues: tuple[str, ...] = ()  # bool fields: regexes meaning True
-    false_cues: tuple[str, ...] = ()  # bool fields: regexes meaning False
-    value_cues: tuple[str, ...] = ()  # words after which the next word is certainly a value of this field
-
-
-def _resume_hints() -> dict[str, FieldHints]:
-    from ..resumes.schema import DEGREES, SENIORITY, SKILL_ALIASES
-
-    return {
-        "years_experience": FieldHints(cues=("experience", "experienced", "exp", "years"), unit="years", bare_op=">="),
-        "skills": FieldHints(cues=("skills", "skill", "knows", "know", "using"), aliases=SKILL_ALIASES),
-        "locations": FieldHints(
-            cues=("based in", "located in", "location", "living in", "lives in", "city", "in"),
-            aliases={"new york": ("nyc",), "bangalore": ("bengaluru",)},
-        ),
-        "work_authorization": FieldHints(
-            cues=(
-                "authorized to work",
-                "authorised to work",
-                "authorization",
-                "authorisation",
-                "eligible to work",
-                "right to work",
-                "work permit",
-                "permit",
-            ),
-            aliases={
-                "us": ("united states", "usa", "u.s."),
-                "uk": ("united kingdom", "u.k."),
-                "eu": ("european union",),
-            },
-        ),
-        "visa_sponsorship": FieldHints(
-            cues=("sponsorship", "sponsor"),
-            true_cues=(
-                r"\b(?:need|needs|needing|require|requires|requiring)\s+(?:a\s+)?(?:visa\s+)?sponsor(?:ship)?",
-                r"\bvisa sponsorship\b",
-                r"\bsponsorship\b",
-            ),
-        ),
-        "remote": FieldHints(
-            cues=("remote", "remotely"),
-            true_cues=(
-                r"\b(?:open to |willing to work |able to work |works? )?remote(?:ly)?\b",
-                r"\bwork(?:ing)? from home\b",
-                r"\bwfh\b",
-            ),
-        ),
-        "seniority": FieldHints(
-            cues=("seniority", "level"),
-            ordinal=SENIORITY,
-            aliases={
-                "junior": ("entry-level", "entry level", "jr"),
-                "senior": ("sr",),
-                "mid": ("mid-level", "mid level"),
-            },
-        ),
-        "languages": FieldHints(
-            cues=("speaks", "speak", "speaking", "fluent in", "fluent", "language", "languages"),
-            aliases={"mandarin": ("chinese",)},
-            value_cues=("speaks", "speak", "speaking", "fluent in"),
-        ),
-        "degree": FieldHints(
-            cues=("degree", "educated", "education"),
-            ordinal=DEGREES,
-            aliases={
-                "phd": ("ph.d.", "ph.d", "doctorate", "doctoral degree"),
-                "master": ("masters", "master's", "msc", "m.sc.", "ms degree", "mba"),
-                "bachelor": ("bachelors", "bachelor's", "bsc", "b.sc.", "ba degree", "undergraduate degree"),
-                "associate": ("associate degree", "associate's"),
-            },
-        ),
-        "employer_types": FieldHints(
-            cues=("employer", "employers", "worked at", "worked for", "background"),
-            aliases={
-                "agency": ("agencies", "staffing"),
-                "startup": ("startups", "start-up", "start-ups"),
-                "consultancy": ("consultancies", "consulting"),
-                "nonprofit": ("non-profit", "nonprofits", "ngo"),
-                "government": ("public sector",),
-            },
-        ),
-        "notice_days": FieldHints(
-            cues=("notice", "available", "availability", "start", "join", "joining"), unit="days", bare_op="<="
-        ),
-        "salary_expectation": FieldHints(
-            cues=("salary", "expects", "expecting", "expectation", "compensation", "pay", "budget"),
-            unit="money",
-            bare_op="<=",
-        ),
-    }
-
-
-FIELD_HINTS: dict[str, FieldHints] = {}
-
-
-def _hints(name: str) -> FieldHints:
-    if not FIELD_HINTS:
-        FIELD_HINTS.update(_resume_hints())
-    return FIELD_HINTS.get(name, FieldHints())
+__all__ = ["FieldHints", "PlanSchema", "build_schema"]
 
 
 # Verb forms that announce a value of a field named for the noun: "tagged parts", "labelled urgent".
@@ -158,6 +49,8 @@ class PlanSchema:
     vocab: dict[str, list[str]]
     hints: dict[str, FieldHints]
     tables: dict[str, ValueTable] = field(default_factory=dict)
+    #: The domain pack the schema was built with (its extra protected rules apply to every plan).
+    pack: DomainPack = GENERIC
 
     def field(self, name: str) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -199,15 +92,17 @@ class PlanSchema:
         return [f.name for f in self.fields]
 
 
-def build_schema(fields: Sequence[str | FieldSpec], vocab: Mapping[str, Iterable[str]] | None = None) -> PlanSchema:
-    """The planner's schema for ``fields`` with the given vocabularies (keyword fields).
+def build_schema(
+    fields: Sequence[str | FieldSpec], vocab: Mapping[str, Iterable[str]] | None = None, pack: DomainPack = GENERIC
+) -> PlanSchema:
+    """The planner's schema for ``fields`` with the given vocabularies (keyword fields) and domain ``pack``.
 
     >>> s = build_schema(["skills:keyword[]", "years_experience:float"], {"skills": ["python"]})
     >>> s.unit("years_experience"), s.vocab["skills"]
     ('years', ['python'])
     """
     specs = [f if isinstance(f, FieldSpec) else parse_field_spec(f) for f in fields]
-    hints = {f.name: _hints(f.name) for f in specs}
+    hints = {f.name: pack.hint(f.name) for f in specs}
     voc: dict[str, list[str]] = {}
     tables: dict[str, ValueTable] = {}
     for f in specs:
@@ -218,4 +113,4 @@ def build_schema(fields: Sequence[str | FieldSpec], vocab: Mapping[str, Iterable
         voc[f.name] = values
         aliases = {k: v for k, v in hints[f.name].aliases.items() if k in values}
         tables[f.name] = value_table(values, aliases)
-    return PlanSchema(specs, voc, hints, tables)
+    return PlanSchema(specs, voc, hints, tables, pack)

@@ -64,14 +64,14 @@ def check_constraint(c: Constraint, schema: PlanSchema) -> str | None:
 
 def validate_plan(plan: Plan, schema: PlanSchema) -> Plan:
     """``plan`` if it can run against ``schema``; otherwise the refusal or clarification it must become."""
-    hit = find_protected(plan.request)
+    hit = find_protected(plan.request, schema.pack.protected)
     if hit is not None:
         return _refusal(plan, hit)
     if plan.kind != "answer":
         return plan
     # Soft text reaches the ranker, so it is held to the same bar as the request.
     for text in [plan.ranking_text, *(p.value for p in plan.preferences)]:
-        hit = find_protected(text)
+        hit = find_protected(text, schema.pack.protected)
         if hit is not None:
             return _refusal(plan, hit)
     for i, c in enumerate(plan.constraints):

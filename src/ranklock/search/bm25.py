@@ -230,13 +230,13 @@ qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt)
 seed AS MATERIALIZED (
     SELECT DISTINCT s.row_id FROM qt CROSS JOIN LATERAL (
         SELECT p.row_id FROM {postings} AS p WHERE p.term_id = qt.term_id
-        ORDER BY p.w DESC, p.row_id LIMIT %(bm25_seed)s) AS s
+        ORDER BY p.w DESC, p.row_id LIMIT %(bm25_seed)s::bigint) AS s
 ),
 seed_docs AS ({seed_docs}),
 theta AS MATERIALIZED (
     -- Fewer than depth seed documents pass the filter: theta = 0, every posting is summed.
     SELECT th.theta, th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
-        SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0)
+        SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0)
                AS theta) AS th
 ),
 ranked AS MATERIALIZED (
@@ -247,9 +247,9 @@ opts AS (
     -- top base * 2^i postings, everything when the term has no more.
     SELECT j.j, i.i,
            sum(CASE WHEN r.pos <= j.j THEN r.max_w
-                    WHEN r.df <= %(bm25_level_base)s * 2 ^ i.i THEN 0
+                    WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ i.i THEN 0
                     ELSE r.wq[i.i + 1] END) AS fsum,
-           sum(CASE WHEN r.pos <= j.j THEN 0 ELSE least(r.df, %(bm25_level_base)s * 2 ^ i.i) END) AS cost
+           sum(CASE WHEN r.pos <= j.j THEN 0 ELSE least(r.df, %(bm25_level_base)s::bigint * 2 ^ i.i) END) AS cost
     FROM generate_series(0, (SELECT count(*) FROM qt)::int) AS j(j)
     CROSS JOIN generate_series(0, (SELECT coalesce(max(cardinality(wq)), 0) FROM qt)) AS i(i)
     CROSS JOIN ranked AS r
@@ -257,16 +257,16 @@ opts AS (
     GROUP BY j.j, i.i
 ),
 pick AS MATERIALIZED (
-    SELECT b.j, least(b.i + %(bm25_deeper)s, (SELECT coalesce(max(cardinality(wq)), 0) FROM qt)) AS i
+    SELECT b.j, least(b.i + %(bm25_deeper)s::int, (SELECT coalesce(max(cardinality(wq)), 0) FROM qt)) AS i
     FROM (SELECT o.j, o.i FROM opts AS o, theta AS th WHERE o.fsum <= th.cut OR o.fsum = 0
           ORDER BY o.cost, o.i, o.j DESC LIMIT 1) AS b
 ),
 thr AS MATERIALIZED (
     -- f: every posting of the term with w >= f is read; one not read has w < f.
-    SELECT r.term_id, CASE WHEN r.df <= %(bm25_level_base)s * 2 ^ l.lvl THEN 0::float8 ELSE r.wq[l.lvl + 1] END AS f
+    SELECT r.term_id, CASE WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ l.lvl THEN 0::float8 ELSE r.wq[l.lvl + 1] END AS f
     FROM ranked AS r CROSS JOIN pick AS pk
     CROSS JOIN LATERAL (
-        SELECT CASE WHEN r.pos <= pk.j THEN least(pk.i, %(bm25_skip_level)s) ELSE pk.i END AS lvl) AS l
+        SELECT CASE WHEN r.pos <= pk.j THEN least(pk.i, %(bm25_skip_level)s::int) ELSE pk.i END AS lvl) AS l
 ),
 cand AS MATERIALIZED (
     -- Upper bound of each chunk read: its weights read, plus f for the terms it was not seen in.
@@ -277,12 +277,12 @@ cand AS MATERIALIZED (
     GROUP BY e.row_id, fs.fsum
     HAVING fs.fsum + sum(e.w - thr.f) >= (SELECT cut FROM theta)
 ),
-probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s),
+probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s::bigint),
 probe_docs AS ({probe_docs}),
 theta2 AS MATERIALIZED (
     SELECT th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
         SELECT greatest((SELECT theta FROM theta),
-                        coalesce((SELECT best FROM probe_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s - 1)), 0))
+                        coalesce((SELECT best FROM probe_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0))
                AS theta) AS th
 ),
 {summed}
@@ -329,7 +329,7 @@ def _summed_ctes(
 summed_cut AS MATERIALIZED (
     -- ... so only the float top (and anything within the margin of its last)
     -- is scored exactly; no chunk outside can beat it.
-    SELECT CASE WHEN count(*) < %(depth)s * %(bm25_max_chunks)s THEN '-Infinity'::float8
+    SELECT CASE WHEN count(*) < %(depth)s::bigint * %(bm25_max_chunks)s::bigint THEN '-Infinity'::float8
                 ELSE min(s) - 1e-9 * (1 + abs(min(s))) END AS cut
     FROM ({summed_top}) AS t
 ),
@@ -356,10 +356,10 @@ scored AS MATERIALIZED (
 def _summed_top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
     """The float sums of the top ``depth * max_chunks_per_doc`` summed chunks passing the filter."""
     if _unfiltered(plan):
-        return sql.SQL("SELECT s FROM summed ORDER BY s DESC LIMIT %(depth)s * %(bm25_max_chunks)s")
+        return sql.SQL("SELECT s FROM summed ORDER BY s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint")
     return sql.SQL(
         "SELECT m.s FROM summed AS m JOIN {table} AS c ON c.row_id = m.row_id WHERE {where} "
-        "ORDER BY m.s DESC LIMIT %(depth)s * %(bm25_max_chunks)s"
+        "ORDER BY m.s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
     ).format(table=plan.table, where=where)
 
 
@@ -374,12 +374,12 @@ def _top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
         # Nothing to filter: a top-N sort of the scores, then only those chunks are read.
         return sql.SQL(
             "SELECT c.doc_id, c.chunk, s.score FROM ("
-            "SELECT row_id, score FROM scored ORDER BY score DESC, row_id LIMIT %(depth)s * %(bm25_max_chunks)s"
+            "SELECT row_id, score FROM scored ORDER BY score DESC, row_id LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
             ") AS s JOIN {table} AS c ON c.row_id = s.row_id"
         ).format(table=plan.table)
     # Chunks read in score order until enough pass the filter.
     return sql.SQL(
         "SELECT c.doc_id, c.chunk, s.score FROM (SELECT row_id, score FROM scored ORDER BY score DESC, row_id) AS s "
         "JOIN {table} AS c ON c.row_id = s.row_id WHERE {where} "
-        "ORDER BY s.score DESC, s.row_id LIMIT %(depth)s * %(bm25_max_chunks)s"
+        "ORDER BY s.score DESC, s.row_id LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
     ).format(table=plan.table, where=where)

@@ -100,7 +100,7 @@ lex AS (
            rank() OVER (ORDER BY score DESC) AS rank
     FROM lex_best WHERE rn = 1
     ORDER BY score DESC, doc_id, chunk
-    LIMIT %(depth)s
+    LIMIT %(depth)s::bigint
 )"""
     ).format(hits=hits)
 
@@ -119,7 +119,7 @@ def _semantic_cte(plan: SearchPlan) -> sql.Composable:
         cand: sql.Composable = sql.SQL(
             "SELECT doc_id, chunk, dist FROM ("
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
-            "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s"
+            "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint"
         ).format(table=plan.table, where=_where(plan))
     else:
         # ORDER BY the bare distance so the planner can use the ANN index; the
@@ -127,7 +127,7 @@ def _semantic_cte(plan: SearchPlan) -> sql.Composable:
         # are broken after the index returns, below.
         cand = sql.SQL(
             "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
-            "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s"
+            "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s::bigint"
         ).format(table=plan.table, where=_where(plan))
     return sql.SQL(
         """sem_cand AS MATERIALIZED ({cand}),
@@ -141,7 +141,7 @@ sem AS (
            rank() OVER (ORDER BY dist) AS rank
     FROM sem_best WHERE rn = 1
     ORDER BY dist, doc_id, chunk
-    LIMIT %(depth)s
+    LIMIT %(depth)s::bigint
 )"""
     ).format(cand=cand)
 
@@ -177,7 +177,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
            CASE WHEN s.rank IS NULL OR l.rank < s.rank THEN l.chunk
                 WHEN l.rank IS NULL OR s.rank < l.rank THEN s.chunk
                 ELSE least(l.chunk, s.chunk) END AS chunk,
-           coalesce(1.0::float8 / (%(rrf_k)s + l.rank), 0) + coalesce(1.0::float8 / (%(rrf_k)s + s.rank), 0) AS score,
+           coalesce(1.0::float8 / (%(rrf_k)s::bigint + l.rank), 0) + coalesce(1.0::float8 / (%(rrf_k)s::bigint + s.rank), 0) AS score,
            l.rank AS lexical_rank, l.score AS lexical_score,
            s.rank AS semantic_rank, s.dist AS semantic_distance
     FROM lex AS l FULL OUTER JOIN sem AS s ON s.doc_id = l.doc_id
@@ -186,7 +186,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
     elif plan.uses_lexical:
         fused = sql.SQL(
             """fused AS (
-    SELECT l.doc_id, l.chunk, 1.0::float8 / (%(rrf_k)s + l.rank) AS score,
+    SELECT l.doc_id, l.chunk, 1.0::float8 / (%(rrf_k)s::bigint + l.rank) AS score,
            l.rank AS lexical_rank, l.score AS lexical_score,
            NULL::bigint AS semantic_rank, NULL::float8 AS semantic_distance
     FROM lex AS l
@@ -195,7 +195,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
     else:
         fused = sql.SQL(
             """fused AS (
-    SELECT s.doc_id, s.chunk, 1.0::float8 / (%(rrf_k)s + s.rank) AS score,
+    SELECT s.doc_id, s.chunk, 1.0::float8 / (%(rrf_k)s::bigint + s.rank) AS score,
            NULL::bigint AS lexical_rank, NULL::float8 AS lexical_score,
            s.rank AS semantic_rank, s.dist AS semantic_distance
     FROM sem AS s
@@ -209,7 +209,7 @@ SELECT row_number() OVER (ORDER BY f.score DESC, f.doc_id, f.chunk) AS rank,
        c.char_start, c.char_end, c.text, {branches} AS branches, {sem_docs} AS sem_docs
 FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk
 ORDER BY f.score DESC, f.doc_id, f.chunk
-LIMIT %(k)s"""
+LIMIT %(k)s::bigint"""
     ).format(
         ctes=sql.SQL(",\n").join(ctes),
         table=plan.table,

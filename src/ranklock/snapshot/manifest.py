@@ -14,6 +14,7 @@ from typing import Any
 
 from ..collection import CollectionInfo
 from ..embed.base import Embedder
+from ..ingest.chunker import BOUNDARY_RULES
 from ..ingest.normalize import NORMALIZATION, canonical_json
 from ..settings import SearchParams
 
@@ -63,7 +64,8 @@ def build_manifest(
             "analyzer": TOKENIZER_VERSION,
             "lexical_stats": lexical_stats,
         },
-        "chunker": {"tokenizer": embedder.tokenizer.id, **coll.chunker.model_dump()},
+        # The cut rules are the code's, not the collection's: a new rule set shows up as a manifest difference.
+        "chunker": {"tokenizer": embedder.tokenizer.id, **coll.chunker.model_dump(), "boundaries": BOUNDARY_RULES},
         "embedder": {
             "id": coll.embedder_id,
             "weights_sha256": coll.embedder_sha256,

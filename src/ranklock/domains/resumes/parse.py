@@ -3,7 +3,7 @@
 The split is the point of this module:
 
 * ``Document.metadata``: typed values from the closed vocabularies of
-  :mod:`ranklock.resumes.schema` (years of experience, skills, locations, ...);
+  :mod:`ranklock.domains.resumes.schema` (years of experience, skills, locations, ...);
   these become SQL columns and hard constraints.
 * ``Document.title`` / ``Document.body``: the free text that is chunked,
   indexed and embedded; it is what the ranker sees.
@@ -23,10 +23,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import IngestError
-from ..ingest.loaders import Document
-from ..ingest.normalize import normalize
-from ..plan.vocab import ValueTable, find_values, value_table
+from ...errors import IngestError
+from ...ingest.loaders import Document
+from ...ingest.normalize import normalize
+from ...plan.vocab import ValueTable, find_values, value_table
 from .schema import DEGREES, EMPLOYER_TYPES, LANGUAGES, LOCATIONS, SENIORITY, SKILL_ALIASES, SKILLS, WORK_AUTHORIZATION
 
 __all__ = ["NAME_PLACEHOLDER", "find_vocabulary", "parse_resume", "scrub_text"]

@@ -1,6 +1,6 @@
 """Loading resumes from disk: folders of files, JSONL, and the Kaggle CSV (Category, Resume).
 
-Every path ends in :func:`ranklock.resumes.parse.parse_resume`, so identity
+Every path ends in :func:`ranklock.domains.resumes.parse.parse_resume`, so identity
 is scrubbed from the ranked text whatever the source format.
 """
 
@@ -12,8 +12,8 @@ import re
 import sys
 from pathlib import Path
 
-from ..errors import IngestError
-from ..ingest.loaders import Document
+from ...errors import IngestError
+from ...ingest.loaders import Document
 from .parse import parse_resume
 from .schema import RESUME_FIELDS
 
@@ -87,7 +87,7 @@ def _jsonl(path: Path) -> list[Document]:
 def _file(path: Path, doc_id: str) -> Document:
     fmt = RESUME_SUFFIXES[path.suffix.lower()]
     if path.suffix.lower() in EXTRACTED_SUFFIXES:
-        from ..ingest.formats import extract
+        from ...ingest.formats import extract
 
         got = extract(path)  # Unreadable names the reason; load_resumes collects every one
         return parse_resume(doc_id, got.body, fmt)
@@ -100,7 +100,7 @@ def _file(path: Path, doc_id: str) -> Document:
 
 def _files(root: Path, files: list[Path]) -> list[Document]:
     """One resume per file; every unreadable PDF or DOCX is named in one error before anything is written."""
-    from ..ingest.formats import Unreadable, UnreadableFile, unreadable_error
+    from ...ingest.formats import Unreadable, UnreadableFile, unreadable_error
 
     docs, bad = [], []
     for f in files:

@@ -12,11 +12,12 @@ from typing import Any
 
 import yaml
 
-from ..resumes.schema import RESUME_FIELDS, resume_vocabulary
-from .extract import extract_plan
-from .model import Plan
-from .schema import PlanSchema, build_schema
-from .validate import validate_plan
+from ...plan.extract import extract_plan
+from ...plan.model import Plan
+from ...plan.schema import PlanSchema, build_schema
+from ...plan.validate import validate_plan
+from .pack import PACK
+from .schema import RESUME_FIELDS, resume_vocabulary
 
 __all__ = ["SCHEMAS", "load_labelled", "score_entry"]
 
@@ -24,8 +25,8 @@ __all__ = ["SCHEMAS", "load_labelled", "score_entry"]
 def _schemas() -> dict[str, PlanSchema]:
     vocab = resume_vocabulary()
     return {
-        "resumes": build_schema(RESUME_FIELDS, vocab),
-        "resumes_no_seniority": build_schema([f for f in RESUME_FIELDS if not f.startswith("seniority")], vocab),
+        "resumes": build_schema(RESUME_FIELDS, vocab, PACK),
+        "resumes_no_seniority": build_schema([f for f in RESUME_FIELDS if not f.startswith("seniority")], vocab, PACK),
         "docs": build_schema(["year:int", "tags:keyword[]"], {"tags": ["biology", "database", "search", "vectors"]}),
         "papers": build_schema(["year:int", "tags:keyword[]"], {"tags": ["biology", "parts", "reviews", "vaccines"]}),
         "dated": build_schema(["published:date", "category:keyword"], {"category": ["news", "review", "study"]}),

@@ -1,0 +1,223 @@
+"""A 5 MB document is searchable at every depth the API accepts, in every mode and in eval.
+
+Every integer the search statement binds carries an explicit SQL type: psycopg
+sends a Python int as int2, int4 or int8 by its value, so ``depth *
+max_chunks_per_doc`` computed in SQL overflowed smallint (40 * 820 > 32767)
+once one document had more than ~820 chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from psycopg import sql
+
+from fakes import use_hash_embedder
+from large_document import large_document_text, vocabulary
+from lexical_helpers import reference_bm25
+from ranklock import Document, Engine
+from ranklock.eval.run import evaluate
+from ranklock.ingest.chunker import document_text
+from ranklock.limits import MAX_K
+from ranklock.search.bm25 import prepare_bm25
+from ranklock.search.hybrid import SearchPlan, build_search_sql
+from ranklock.snapshot.lexical_stats import BM25_STATS_VERSION
+
+DEPTHS = (1, 40, 100, 1000, MAX_K)  # MAX_K: the most SearchParams.depth accepts
+MODES = ("lexical", "semantic", "hybrid")
+#: Rare words planted in the large document: (about where, word).
+MARKERS = {1_000: "quillfeather", 2_500_000: "marrowgate", 4_990_000: "zephyrcloud"}
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s(::)?")
+
+
+_REFERENCE: dict[tuple[str, str], list[tuple[str, int, float]]] = {}
+
+
+def _reference(engine: Engine, name: str, query: str) -> list[tuple[str, int, float]]:
+    """The exhaustive BM25 ranking of every matching document (computed once per query: it reads every chunk)."""
+    if (name, query) not in _REFERENCE:
+        _REFERENCE[(name, query)] = reference_bm25(engine, name, query, depth=MAX_K)
+    return _REFERENCE[(name, query)]
+
+
+def untyped_integer_placeholders(text: str, params: dict[str, Any]) -> list[str]:
+    """Names of integer parameters that appear in ``text`` without a ``::type`` cast right after."""
+    return sorted(
+        {
+            m.group(1)
+            for m in _PLACEHOLDER.finditer(text)
+            if isinstance(params.get(m.group(1)), int) and not isinstance(params[m.group(1)], bool) and not m.group(2)
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def large(engine: Engine) -> tuple[str, str]:
+    """A collection holding one 5 MB document and 30 small ones of the same vocabulary; returns (name, big text)."""
+    name = "t_large_document"
+    emb = use_hash_embedder(engine)
+    text = large_document_text(5_000_000, markers=MARKERS)
+    docs = [Document("big", "A very long report", text)]
+    docs += [
+        Document(f"small-{i:02d}", f"Note {i}", large_document_text(2_000 + 300 * i, seed=100 + i)) for i in range(30)
+    ]
+    docs.append(Document("marker-note", "Marrowgate", "A short note on marrowgate and nothing else."))
+    engine.ingest(name, docs, create={"embedder": emb, "index": "hnsw"})
+    return name, text
+
+
+def test_large_document_has_thousands_of_chunks(engine: Engine, large: tuple[str, str]) -> None:
+    name, text = large
+    snap = engine.db.fetchone(
+        "SELECT stats FROM ranklock.snapshots WHERE id = %s", [engine.collection(name).active_snapshot_id]
+    )
+    assert snap is not None
+    # Far beyond the ~820 chunks (smallint / 40) that used to break every lexical search.
+    assert snap["stats"]["max_chunks_per_doc"] > 3 * (32767 // 40)
+    assert snap["stats"]["bm25"]["version"] == BM25_STATS_VERSION
+    assert len(text) >= 5_000_000
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("mode", MODES)
+def test_every_depth_and_mode_answers(engine: Engine, large: tuple[str, str], mode: str, depth: int) -> None:
+    name, text = large
+    res = engine.search(name, "zephyrcloud stou", k=10, mode=mode, depth=depth)
+    assert res.hits, res
+    full = document_text("A very long report", text)
+    for h in res.hits:
+        if h.doc_id == "big":
+            # Offsets are exact in the stored document, however far into it.
+            assert full[h.char_start : h.char_end] == h.text
+    if mode == "lexical":
+        # The marker sits ~5 MB in: the big document's best chunk is the one holding it.
+        assert res.hits[0].doc_id == "big"
+        assert "zephyrcloud" in res.hits[0].text
+        assert res.hits[0].chunk > 2000
+    # Nothing lost: min(k, what the mode ranks) hits at every depth.
+    if mode == "hybrid" and depth < 10:
+        # Fusion sees `depth` documents per branch, fewer than k: said, not silent.
+        assert 1 <= len(res.hits) <= 2 * depth
+        assert res.truncation == "fusion_depth"
+    else:
+        lexical_docs = len(_reference(engine, name, "zephyrcloud stou"))
+        assert len(res.hits) == min(10, lexical_docs if mode == "lexical" else res.matching_count)
+
+
+@pytest.mark.parametrize("depth", (40, 100, 1000))
+@pytest.mark.parametrize(
+    "query",
+    [
+        "marrowgate",
+        # The ten most common words: tens of thousands of postings, so the pruned impact plan runs.
+        " ".join(vocabulary(30_000, 11)[:10]),
+    ],
+)
+def test_lexical_ranking_equals_the_exhaustive_reference(
+    engine: Engine, large: tuple[str, str], query: str, depth: int
+) -> None:
+    name, _ = large
+    res = engine.search(name, query, k=depth, mode="lexical", depth=depth)
+    got = [(h.doc_id, h.chunk) for h in res.hits]
+    want = _reference(engine, name, query)[:depth]
+    assert got == [(d, c) for d, c, _ in want]
+    for h, (_, _, score) in zip(res.hits, want, strict=True):
+        assert h.lexical_score == pytest.approx(score, rel=1e-9)
+
+
+def test_common_words_take_the_impact_plan(engine: Engine, large: tuple[str, str]) -> None:
+    name, _ = large
+    text, params = engine.search_sql(name, " ".join(vocabulary(30_000, 11)[:10]), mode="lexical", depth=1000)
+    assert "theta2 AS MATERIALIZED" in text
+    assert params["bm25_plan"] == "impact"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("query", ["marrowgate", "zephyrcloud report stou", "brandain"])
+def test_search_sql_types_every_bound_integer(engine: Engine, large: tuple[str, str], mode: str, query: str) -> None:
+    name, _ = large
+    for depth in (1, MAX_K):
+        text, params = engine.search_sql(name, query, k=10, mode=mode, depth=depth, filter=None)
+        assert untyped_integer_placeholders(text, params) == []
+
+
+def _plans() -> list[SearchPlan]:
+    """Every shape of search statement: modes, rankers, BM25 plans, vector strategies, filter, as_of."""
+    from datetime import UTC, datetime
+
+    plans = []
+    stats = {
+        "max_chunks_per_doc": 5000,
+        "bm25": {"version": BM25_STATS_VERSION, "k1": 1.2, "b": 0.75, "avgdl": 100.0, "level_base": 256},
+    }
+    for mode in MODES:
+        for ranker, syntax, k1, postings in [
+            ("bm25", "natural", 1.2, 10),
+            ("bm25", "natural", 1.2, 10**6),
+            ("bm25", "websearch", 1.2, None),
+            ("bm25", "natural", 0.9, None),
+            ("ts_rank_cd", "natural", 1.2, None),
+        ]:
+            for strategy in ("exact", "hnsw", "ivfflat"):
+                for filtered in (False, True):
+                    plan = SearchPlan(
+                        table=sql.Identifier("ranklock_data", "chunks_1"),
+                        mode=mode,
+                        k=10,
+                        depth=40,
+                        rrf_k=60,
+                        query="q",
+                        language="english",
+                        accent="sensitive",
+                        syntax=syntax,
+                        lexical_ranker=ranker,
+                        k1=k1,
+                        vector_strategy=strategy,
+                        max_chunks_per_doc=5000,
+                        qvec=[0.0] * 8,
+                        capture_branches=filtered,
+                    )
+                    if filtered:
+                        plan.filter_sql = sql.SQL('"c"."year" >= {}::bigint').format(sql.Placeholder("f0"))
+                        plan.filter_params = {"f0": 2020}
+                        plan.as_of = datetime(2026, 1, 1, tzinfo=UTC)
+                    if ranker == "bm25" and plan.uses_lexical:
+                        prepare_bm25(plan, 1, stats, postings)
+                    plans.append(plan)
+    return plans
+
+
+def test_every_statement_shape_types_its_integers() -> None:
+    """A cheap guard: no integer placeholder in any statement shape is left for psycopg to type by value."""
+    plans = _plans()
+    assert len(plans) == 3 * 5 * 3 * 2
+    for plan in plans:
+        q, params = build_search_sql(plan)
+        text = q.as_string(None)
+        assert untyped_integer_placeholders(text, params) == [], (plan.mode, plan.lexical_ranker, plan.vector_strategy)
+
+
+def test_the_guard_sees_an_untyped_integer() -> None:
+    assert untyped_integer_placeholders("LIMIT %(depth)s * %(m)s::bigint", {"depth": 40, "m": 820}) == ["depth"]
+    assert untyped_integer_placeholders("WHERE x = %(flag)s AND y = %(s)s", {"flag": True, "s": "a"}) == []
+
+
+def test_eval_at_depth_100_scores_the_large_collection(engine: Engine, large: tuple[str, str], tmp_path: Path) -> None:
+    name, _ = large
+    golden = tmp_path / "golden.jsonl"
+    lines = [
+        {"id": "q1", "query": "zephyrcloud", "expected": ["big"]},
+        {"id": "q2", "query": "marrowgate note", "expected": {"marker-note": 2, "big": 1}},
+        {"id": "q3", "query": "quillfeather", "expected": ["big"]},
+    ]
+    golden.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = evaluate(engine, name, golden, ks=(1, 10, 100))
+    assert run.report["depth"] == 100
+    lexical = run.report["modes"]["lexical"]
+    assert lexical["recall@100"] == 1.0
+    assert lexical["mrr"] == 1.0
+    assert set(run.report["modes"]) == set(MODES)
