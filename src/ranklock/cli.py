@@ -26,6 +26,7 @@ from rich.table import Table
 from typer._click.core import Context as ClickContext
 from typer._click.exceptions import NoSuchOption
 
+from .cli_render import FormatOpt
 from .errors import RanklockError
 from .settings import DEFAULT_EMBEDDER, ChunkerParams, search_param_help
 
@@ -322,6 +323,8 @@ def search(
     explain: Annotated[
         bool, typer.Option("--explain", help="With --request: say why each hit is where it is.")
     ] = False,
+    fmt: FormatOpt = None,
+    qid: Annotated[str, typer.Option("--qid", help="With --format trec: the query id column.")] = "1",
 ) -> None:
     """Search COLLECTION: keyword and vector branches fused by RRF.
 
@@ -354,7 +357,18 @@ def search(
 
         search_request_cli(collection, query, request, k=k, explain=explain, as_json=as_json, dsn=dsn, home=home)
         return
-    with engine(dsn, home) as eng:
+    from . import cli_render
+
+    try:
+        out_format = cli_render.resolve_format(fmt, as_json, cli_render.FORMATS, "search")
+    except RanklockError as exc:
+        raise fail(exc) from None
+    # A CLI process starts without the model: a query whose embedding is not cached yet imports and
+    # loads it first, which is most of a cold search's seconds; say so while it happens.
+    wait = (
+        "searching (a new query loads the embedding model first: a few seconds)…" if mode != "lexical" else "searching…"
+    )
+    with engine(dsn, home) as eng, cli_render.waiting(wait):
         res = eng.search(
             collection,
             query,
@@ -365,36 +379,9 @@ def search(
             as_of=as_of,
             **{**options, **settings},
         )
-    if as_json:
-        sys.stdout.write(res.to_json(timings=timings) + "\n")
-        return
-    table = Table("#", "doc", "chunk", "score", "lex", "lex score", "sem", "distance", "text", show_lines=False)
-    for h in res.hits:
-        snippet = h.text.replace("\n", " ")
-        table.add_row(
-            str(h.rank),
-            escape(h.doc_id),
-            str(h.chunk),
-            f"{h.score:.5f}",
-            "-" if h.lexical_rank is None else str(h.lexical_rank),
-            "-" if h.lexical_score is None else f"{h.lexical_score:.4f}",
-            "-" if h.semantic_rank is None else str(h.semantic_rank),
-            "-" if h.semantic_distance is None else f"{h.semantic_distance:.4f}",
-            escape(snippet[:80] + ("…" if len(snippet) > 80 else "")),
-        )
-    console.print(table)
-    extra = ""
-    if res.matching_count is not None:
-        extra = f"; {res.matching_count} documents match the filter, complete={res.complete}"
-        if res.truncation:
-            extra += f" (truncated: {res.truncation})"
-    console.print(
-        f"{len(res.hits)} of k={k} from snapshot {res.snapshot.id}{extra}; "
-        f"{res.timings.get('total_ms', 0):.0f} ms (query embedding {res.timings.get('embed_ms', 0):.0f} ms)"
-    )
-    if res.query_id is not None:
-        console.print(f"logged as query {res.query_id}: `ranklock replay {res.query_id}` re-runs it", highlight=False)
-    for w in res.warnings:
+    cli_render.render_search(res, out_format, timings=timings, qid=qid)
+    # JSON carries the warnings itself; the other formats have no place for them but stderr.
+    for w in res.warnings if out_format != "json" else []:
         err_console.print(f"[yellow]note:[/] {escape(w)}")
 
 

@@ -17,6 +17,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, fail, print_json, progress_bar
+from .cli_render import FORMATS, FormatOpt, render_eval, resolve_format, table_box
 from .errors import InputError, RanklockError
 
 __all__ = ["eval_app"]
@@ -91,6 +92,7 @@ def eval_run(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
+    fmt: FormatOpt = None,
 ) -> None:
     """Compute recall@k, nDCG@k and MRR of COLLECTION on a golden set, per mode, trec_eval-compatible."""
     if answers:
@@ -102,38 +104,20 @@ def eval_run(
     from .eval.run import evaluate, parse_ks, parse_modes
 
     try:
+        out_format = resolve_format(fmt, as_json, FORMATS, "eval")
         ks, mode_list, params = parse_ks(k), parse_modes(modes), _parse_sets(sets)
         gs = load_golden(golden, split=split)
+        if out_format == "trec" and len(mode_list) != 1:
+            # Refused before searching: the run would be thrown away at the end.
+            render_eval({"modes": dict.fromkeys(mode_list)}, "trec", trec_runs={}, files=[])
     except RanklockError as exc:
         raise fail(exc) from None
-    with engine(dsn, home) as eng, progress_bar(not as_json) as prog:
+    with engine(dsn, home) as eng, progress_bar(out_format == "table") as prog:
         run = evaluate(eng, collection, gs, ks=ks, modes=mode_list, snapshot=snapshot, params=params, progress=prog)
     rep = run.report
     written = [str(p) for p in run.write(out)] if out is not None else []
-    if as_json:
-        print_json(
-            {
-                "collection": collection,
-                "snapshot": rep["snapshot"],
-                "golden": rep["golden"],
-                "ks": rep["ks"],
-                "modes": rep["modes"],
-                "params": rep["params"],
-                "files": written,
-            }
-        )
-        return
-    cols = [f"recall@{x}" for x in ks] + [f"ndcg@{x}" for x in ks] + ["mrr"]
-    table = Table("mode", *cols, "lexical ranker")
-    for mode, m in rep["modes"].items():
-        table.add_row(mode, *(f"{m[c]:.4f}" for c in cols), str(rep["params"][mode].get("lexical_ranker") or "-"))
-    console.print(table)
-    g = rep["golden"]
-    console.print(
-        f"{g['queries']} queries from {g['path']} on snapshot {rep['snapshot']['id']} "
-        f"(manifest {str(rep['snapshot']['manifest_hash'])[:16]}…)"
-    )
-    if written:
+    render_eval(rep, out_format, trec_runs={m: run.trec_run(m) for m in run.rankings}, files=written)
+    if written and out_format == "table":
         console.print(f"wrote {len(written)} files to {out}")
 
 
@@ -163,7 +147,7 @@ def eval_compare(
     if as_json:
         print_json(res.to_dict())
     else:
-        table = Table("mode", "metric", "base", "new", "delta")
+        table = Table("mode", "metric", "base", "new", "delta", box=table_box(console))
         for mode, ms in res.metrics.items():
             for name, v in ms.items():
                 style = "red" if name.startswith("recall@") and v["delta"] < -res.tolerance else ""

@@ -14,7 +14,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, print_json
+from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, fail, print_json
+from .cli_render import FormatOpt, render_snapshots, resolve_format
+from .errors import RanklockError
 
 __all__ = ["snapshot_app"]
 
@@ -31,32 +33,17 @@ def _short(h: Any) -> str:
 
 
 @snapshot_app.command("list")
-def snapshot_list(collection: CollArg, dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+def snapshot_list(
+    collection: CollArg, dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False, fmt: FormatOpt = None
+) -> None:
     """List the snapshots of COLLECTION, oldest first; the active one is marked."""
+    try:
+        out_format = resolve_format(fmt, as_json, ("table", "json", "jsonl"), "snapshot list")
+    except RanklockError as exc:
+        raise fail(exc) from None
     with engine(dsn, home) as eng:
         rows = eng.list_snapshots(collection)
-    if as_json:
-        print_json({"collection": collection, "snapshots": rows})
-        return
-    table = Table(
-        "id", "status", "", "parent", "documents", "chunks", "embedded", "reused", "corpus", "manifest", "built"
-    )
-    for r in rows:
-        mark = "active" if r["active"] else ("previous" if r["previous"] else "")
-        table.add_row(
-            str(r["id"]),
-            r["status"],
-            mark,
-            str(r["parent_id"] or "-"),
-            str(r["documents"] or 0),
-            str(r["chunks"] or 0),
-            str(r["embedded"] if r["embedded"] is not None else "-"),
-            str(r["reused"] if r["reused"] is not None else "-"),
-            _short(r["corpus_digest"]),
-            _short(r["manifest_hash"]),
-            str(r["built_at"] or "-")[:19],
-        )
-    console.print(table)
+    render_snapshots(collection, rows, out_format)
 
 
 @snapshot_app.command("show")

@@ -165,6 +165,8 @@ def evaluate(
         "snapshot": {"id": snap["id"], "manifest_hash": snap["manifest_hash"]},
         "manifest": snap["manifest"],
         "golden": gs.describe(),
+        # The query texts, so a report alone can say (and the page can re-run) what each qid asked.
+        "queries": {q.qid: {"text": q.text, "filter": q.filter} for q in gs.queries},
         "ks": list(ks),
         "depth": depth,
         "overrides": extra,

@@ -188,6 +188,20 @@ def create_app(engine: Engine) -> FastAPI:
     def collections() -> dict[str, Any]:
         return {"collections": engine.collections()}
 
+    @app.get("/api/collections/{name}")
+    def collection_detail(name: str) -> dict[str, Any]:
+        """One collection for the page: its typed fields (for the filter box) and its snapshots."""
+        coll = engine.collection(name)
+        return {
+            "name": coll.name,
+            "language": coll.language,
+            "embedder_id": coll.embedder_id,
+            "index_kind": coll.index_kind,
+            "fields": [{"name": f.name, "type": f.type, "required": f.required} for f in coll.fields],
+            "active_snapshot_id": coll.active_snapshot_id,
+            "snapshots": engine.list_snapshots(name),
+        }
+
     def run(req: SearchRequest) -> Response:
         res = engine.search(
             req.collection,
