@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from fakes import HashEmbedder
 from ranklock import Document, Engine
 from ranklock.collection import FieldSpec
-from ranklock.fields import coerce_value
+from ranklock.ingest.fields import coerce_value
 from ranklock.search.filters import format_filter
 from test_filters import use_hash_embedder
 

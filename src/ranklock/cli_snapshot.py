@@ -68,7 +68,7 @@ def snapshot_show(
     )
     console.print(f"corpus digest {info['corpus_digest']}\nmanifest {info['manifest_hash']}")
     if info["manifest"] is not None:
-        from .snapshot.ops import manifest_json
+        from .snapshot.manifest import manifest_json
 
         console.print(manifest_json(info["manifest"]), highlight=False, markup=False)
 
@@ -210,7 +210,7 @@ def snapshot_manifest(
     as_json: JsonOpt = False,
 ) -> None:
     """Print or write the manifest of a snapshot: everything that shapes its retrieval."""
-    from .snapshot.ops import manifest_json, write_manifest
+    from .snapshot.manifest import manifest_json, write_manifest
 
     with engine(dsn, home) as eng:
         m = eng.manifest(collection, snapshot_id)

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .errors import ConfigError
+from .errors import ConfigError, NotFound
 from .settings import ChunkerParams
+from .store.tables import CHUNK_COLUMNS
+
+if TYPE_CHECKING:
+    from .embed.base import Embedder
+    from .store.database import Database
 
 __all__ = [
     "CollectionInfo",
@@ -16,7 +22,10 @@ __all__ = [
     "FIELD_TYPES",
     "RESERVED_COLUMNS",
     "creation_differences",
+    "insert_new_collection",
+    "new_collection_values",
     "parse_field_spec",
+    "read_collection",
     "validate_name",
 ]
 
@@ -34,27 +43,9 @@ SQL_TYPES: dict[str, str] = {
     "timestamp": "timestamptz",
 }
 
-#: Columns of every chunk table; a typed field may not take one of these names.
-RESERVED_COLUMNS = frozenset(
-    {
-        "row_id",
-        "doc_id",
-        "chunk",
-        "char_start",
-        "char_end",
-        "content_hash",
-        "title",
-        "text",
-        "text_sha256",
-        "tsv",
-        "embedding",
-        "embedder_id",
-        "vec_digest",
-        "effective_from",
-        "effective_to",
-        "doc_len",
-    }
-)
+#: Columns of every chunk table (ranklock.store.tables.CHUNK_COLUMNS) and ``title``
+#: (a document's own attribute): a typed field may not take one of these names.
+RESERVED_COLUMNS = frozenset({c.name for c in CHUNK_COLUMNS} | {"title"})
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
@@ -119,6 +110,109 @@ class CollectionInfo(BaseModel):
             if f.name == name:
                 return f
         return None
+
+
+def new_collection_values(
+    name: str,
+    *,
+    language: str,
+    accent: str,
+    fields: Sequence[str | FieldSpec],
+    index: str,
+    index_params: dict[str, Any] | None,
+    chunker: ChunkerParams | None,
+    search_defaults: dict[str, Any] | None,
+    configs: list[str],
+    embedder: Callable[[], Embedder],
+    normalization: str,
+) -> dict[str, Any]:
+    """The ``ranklock.collections`` row of a new collection, each setting checked (ConfigError).
+
+    ``configs`` are the server's text-search configurations (the languages);
+    ``embedder`` is called once every other setting has passed, since
+    resolving it may load a model.
+    """
+    validate_name("collection", name)
+    if accent not in ("sensitive", "insensitive"):
+        raise ConfigError(f"accent policy {accent!r} is not valid; use 'sensitive' or 'insensitive'.")
+    if index not in ("hnsw", "ivfflat", "exact"):
+        raise ConfigError(f"index type {index!r} is not valid; use one of exact, hnsw, ivfflat.")
+    specs = [f if isinstance(f, FieldSpec) else parse_field_spec(f) for f in fields]
+    names = [f.name for f in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"field(s) declared twice: {', '.join(dupes)}; declare each field once.")
+    if language not in configs:
+        raise ConfigError(
+            f"text-search language {language!r} is not a PostgreSQL text-search configuration; "
+            f"available: {', '.join(configs)}."
+        )
+    params = dict(index_params or {})
+    allowed = {"hnsw": {"m", "ef_construction"}, "ivfflat": {"lists"}, "exact": set()}[index]
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"index parameter(s) {', '.join(unknown)} do not apply to {index}; "
+            f"valid: {', '.join(sorted(allowed)) or 'none'}."
+        )
+    if index == "hnsw":
+        params = {"m": int(params.get("m", 16)), "ef_construction": int(params.get("ef_construction", 64))}
+    elif index == "ivfflat":
+        params = {"lists": int(params.get("lists", 100))}
+    from psycopg.types.json import Jsonb
+
+    from .validation import parse_search_params
+
+    sdefaults = parse_search_params(search_defaults or {}, error=ConfigError).model_dump(exclude_defaults=True)
+    emb = embedder()
+    ch = chunker or ChunkerParams()
+    return {
+        "name": name,
+        "language": language,
+        "accent": accent,
+        "embedder_id": emb.id,
+        "embedder_sha256": emb.sha256,
+        "dim": emb.dim,
+        "fields": Jsonb([f.model_dump() for f in specs]),
+        "index_kind": index,
+        "index_params": Jsonb(params),
+        "chunker": Jsonb(ch.model_dump()),
+        "normalization": normalization,
+        "search_defaults": Jsonb(sdefaults),
+    }
+
+
+def insert_new_collection(db: Database, values: dict[str, Any], *, if_missing: bool) -> None:
+    """Insert the row ``values``; an existing collection of that name is an error unless ``if_missing``
+    and its settings equal ``values`` (two processes may create one collection at once)."""
+    from .store.collections import insert_collection, read_creation
+
+    name = values["name"]
+    if insert_collection(db, values):
+        return
+    if not if_missing:
+        raise ConfigError(f"collection {name!r} already exists; pick another name or ingest into it.")
+    differences = creation_differences(read_creation(db, name, list(values)), values)
+    if differences:
+        raise ConfigError(
+            f"collection {name!r} already exists (made earlier or by a concurrent process) with other "
+            f"settings: {differences}. Use the existing collection's settings (see `ranklock "
+            "collections`), or pick another name."
+        )
+
+
+def read_collection(db: Database, name: str) -> CollectionInfo:
+    """The collection record of ``name``; NotFound lists the collections that exist."""
+    from .store.collections import collection_names, collection_row
+
+    row = collection_row(db, name)
+    if row is None:
+        raise NotFound(
+            f"no collection named {name!r}; existing: {', '.join(collection_names(db)) or '(none)'}. "
+            "Create one with `ranklock ingest NAME PATH`."
+        )
+    row.pop("created_at", None)
+    return CollectionInfo(**row)
 
 
 def creation_differences(existing: dict[str, Any], wanted: dict[str, Any]) -> str:

@@ -20,17 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
-from .collection import CollectionInfo, FieldSpec, parse_field_spec, validate_name
+from .collection import CollectionInfo, FieldSpec
 from .embed import Embedder, resolve_embedder
-from .errors import ConfigError, EmbedderError, IngestError, NotFound, QueryError, SnapshotError
+from .errors import EmbedderError, IngestError, NotFound, QueryError, SnapshotError
 from .ingest.loaders import Document, load_corpus
 from .ingest.normalize import NORMALIZATION
 from .search.hybrid import SearchPlan, build_search_sql
 from .search.results import Hit, SearchResult, SnapshotRef
 from .settings import ChunkerParams, SearchParams, Settings
-from .snapshot.build import Progress, build_snapshot, chunk_table, reap_dead_builds
+from .snapshot.build import Progress, chunk_table
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
 
@@ -97,7 +96,10 @@ class Engine:
             server = EmbeddedServer(settings.home)
             uri = server.uri()
             restart = server.uri  # starts the server again if it died
-        self.db = Database(uri, tracer=tracer, pool_timeout=settings.pool_timeout, restart=restart)
+        from .store.trace import stderr_timer
+
+        timer = stderr_timer if settings.trace else None
+        self.db = Database(uri, tracer=tracer, timer=timer, pool_timeout=settings.pool_timeout, restart=restart)
         self._embedders: dict[str, Embedder] = {}
         if embedder is not None:
             self._embedders[embedder.id] = embedder
@@ -157,95 +159,34 @@ class Engine:
         is returned instead of an error (safe when several processes create it
         at once); one with other settings is a ConfigError naming them.
         """
-        validate_name("collection", name)
-        if accent not in ("sensitive", "insensitive"):
-            raise ConfigError(f"accent policy {accent!r} is not valid; use 'sensitive' or 'insensitive'.")
-        if index not in ("hnsw", "ivfflat", "exact"):
-            raise ConfigError(f"index type {index!r} is not valid; use one of exact, hnsw, ivfflat.")
-        specs = [f if isinstance(f, FieldSpec) else parse_field_spec(f) for f in fields]
-        names = [f.name for f in specs]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ConfigError(f"field(s) declared twice: {', '.join(dupes)}; declare each field once.")
-        configs = [r["cfgname"] for r in self.db.fetchall("SELECT cfgname FROM pg_ts_config ORDER BY cfgname")]
-        if language not in configs:
-            raise ConfigError(
-                f"text-search language {language!r} is not a PostgreSQL text-search configuration; "
-                f"available: {', '.join(configs)}."
-            )
-        params = dict(index_params or {})
-        allowed = {"hnsw": {"m", "ef_construction"}, "ivfflat": {"lists"}, "exact": set()}[index]
-        unknown = sorted(set(params) - allowed)
-        if unknown:
-            raise ConfigError(
-                f"index parameter(s) {', '.join(unknown)} do not apply to {index}; "
-                f"valid: {', '.join(sorted(allowed)) or 'none'}."
-            )
-        if index == "hnsw":
-            params = {"m": int(params.get("m", 16)), "ef_construction": int(params.get("ef_construction", 64))}
-        elif index == "ivfflat":
-            params = {"lists": int(params.get("lists", 100))}
-        from .validation import parse_search_params
+        from .collection import insert_new_collection, new_collection_values
+        from .store.collections import text_search_configs
 
-        sdefaults = parse_search_params(search_defaults or {}, error=ConfigError).model_dump(exclude_defaults=True)
-        emb = self.embedder_for(embedder)
-        ch = chunker or ChunkerParams()
-        values: dict[str, Any] = {
-            "name": name,
-            "language": language,
-            "accent": accent,
-            "embedder_id": emb.id,
-            "embedder_sha256": emb.sha256,
-            "dim": emb.dim,
-            "fields": Jsonb([f.model_dump() for f in specs]),
-            "index_kind": index,
-            "index_params": Jsonb(params),
-            "chunker": Jsonb(ch.model_dump()),
-            "normalization": NORMALIZATION,
-            "search_defaults": Jsonb(sdefaults),
-        }
-        # ON CONFLICT: two processes creating one name at once must not fail on
-        # the unique constraint; the loser learns it lost from the empty RETURNING.
-        cols = sql.SQL(", ").join(sql.Identifier(c) for c in values)
-        created = self.db.fetchone(
-            sql.SQL(
-                "INSERT INTO ranklock.collections ({}) VALUES ({}) ON CONFLICT (name) DO NOTHING RETURNING id"
-            ).format(cols, sql.SQL(", ").join(sql.Placeholder() * len(values))),
-            list(values.values()),
+        values = new_collection_values(
+            name,
+            language=language,
+            accent=accent,
+            fields=fields,
+            index=index,
+            index_params=index_params,
+            chunker=chunker,
+            search_defaults=search_defaults,
+            configs=text_search_configs(self.db),
+            embedder=lambda: self.embedder_for(embedder),
+            normalization=NORMALIZATION,
         )
-        if created is None:
-            if not if_missing:
-                raise ConfigError(f"collection {name!r} already exists; pick another name or ingest into it.")
-            from .collection import creation_differences
-
-            have = self.db.fetchone(sql.SQL("SELECT {} FROM ranklock.collections WHERE name = %s").format(cols), [name])
-            differences = creation_differences(have or {}, values)
-            if differences:
-                raise ConfigError(
-                    f"collection {name!r} already exists (made earlier or by a concurrent process) with other "
-                    f"settings: {differences}. Use the existing collection's settings (see `ranklock "
-                    "collections`), or pick another name."
-                )
+        insert_new_collection(self.db, values, if_missing=if_missing)
         return self.collection(name)
 
     def collection(self, name: str) -> CollectionInfo:
-        row = self.db.fetchone("SELECT * FROM ranklock.collections WHERE name = %s", [name])
-        if row is None:
-            names = [r["name"] for r in self.db.fetchall("SELECT name FROM ranklock.collections ORDER BY name")]
-            raise NotFound(
-                f"no collection named {name!r}; existing: {', '.join(names) or '(none)'}. "
-                "Create one with `ranklock ingest NAME PATH`."
-            )
-        row.pop("created_at", None)
-        return CollectionInfo(**row)
+        from .collection import read_collection
+
+        return read_collection(self.db, name)
 
     def collections(self) -> list[dict[str, Any]]:
-        return self.db.fetchall(
-            "SELECT c.name, c.language, c.accent, c.embedder_id, c.dim, c.index_kind, c.active_snapshot_id, "
-            "s.doc_count AS documents, s.chunk_count AS chunks, s.manifest_hash "
-            "FROM ranklock.collections c LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id "
-            "ORDER BY c.name"
-        )
+        from .store.collections import list_collections
+
+        return list_collections(self.db)
 
     # -- ingest -----------------------------------------------------------------------
 
@@ -277,120 +218,52 @@ class Engine:
         A ``activate=False`` build has the same parent; it does not change what
         the next ingest builds from.
         """
+        from .snapshot.ingest import empty_snapshot_error, ingest_snapshot, split_empty
+
         t0 = time.perf_counter()
         docs = list(source) if not isinstance(source, (str, Path)) else load_corpus(source)
         seconds = {"load": time.perf_counter() - t0}
-        from .ingest.chunker import document_text
-
-        skipped = sorted((d.doc_id for d in docs if not document_text(d.title, d.body).strip()), key=_c_order)
-        empty = set(skipped)
-        given = {d.doc_id: d for d in docs if d.doc_id not in empty}
+        given, skipped = split_empty(docs)
         try:
             coll = self.collection(name)
         except NotFound:
             if not given and not allow_empty:
-                raise _empty_snapshot(name, 0, None, skipped) from None
+                raise empty_snapshot_error(name, 0, None, skipped) from None
             coll = self.create_collection(name, **(create or {}), if_missing=True)
-        emb = self._collection_embedder(coll)
-        # Validate typed fields before any work, so a bad document never half-applies.
-        from .fields import coerce_document_fields
-
-        for d in given.values():
-            coerce_document_fields(coll, d)
-        # The slow part first, with no lock held: chunks cut, vectors cached.
-        from .snapshot.build import prepare_documents
-        from .snapshot.ops import holding_versions
-        from .snapshot.writer import writing
-
-        prepared = prepare_documents(self.db, coll, list(given.values()), emb, progress or _noop)
-        with writing(self.db, coll.id, name, self.settings.lock_wait) as waited:
-            coll = self.collection(name)  # the active snapshot now is the parent
-            reap_dead_builds(self.db, coll.id)
-            # The new document set: previous active set, updated by the given docs.
-            previous: dict[str, str] = {}
-            if coll.active_snapshot_id is not None:
-                for r in self.db.fetchall(
-                    "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s",
-                    [coll.active_snapshot_id],
-                ):
-                    previous[r["doc_id"]] = r["content_hash"]
-            final: dict[str, Document] = {}
-            if not replace and previous:
-                keep = [i for i in previous if i not in given]
-                for d in self._load_versions(coll.id, [(i, previous[i]) for i in keep]):
-                    final[d.doc_id] = d
-            final.update(given)
-            if not final and not allow_empty:
-                raise _empty_snapshot(name, len(previous), coll.active_snapshot_id, skipped)
-            added = sum(1 for i in given if i not in previous)
-            changed = sum(1 for i, d in given.items() if i in previous and previous[i] != d.content_hash)
-            unchanged = sum(1 for i, d in given.items() if i in previous and previous[i] == d.content_hash)
-            removed = sum(1 for i in previous if i not in final)
-            # Shared version lock: a concurrent `snapshot drop` must not collect the
-            # versions stored here before the new snapshot references them.
-            with holding_versions(self.db, coll.id):
-                self._store_versions(coll.id, list(given.values()))
-                report = build_snapshot(
-                    self.db,
-                    coll,
-                    list(final.values()),
-                    emb,
-                    parent_id=coll.active_snapshot_id,
-                    progress=progress or _noop,
-                    prepared=prepared,
-                )
-            if activate:
-                self.activate(name, report.snapshot_id)
+        out = ingest_snapshot(
+            self.db,
+            coll,
+            given,
+            self._collection_embedder(coll),
+            lock_wait=self.settings.lock_wait,
+            replace=replace,
+            activate=activate,
+            allow_empty=allow_empty,
+            skipped=skipped,
+            progress=progress,
+        )
+        report = out.build
         seconds.update(report.seconds)
-        seconds["lock_wait"] = waited
+        seconds["lock_wait"] = out.lock_wait
         seconds["total"] = time.perf_counter() - t0
         return IngestReport(
             collection=name,
             snapshot_id=report.snapshot_id,
             activated=activate,
             documents=report.documents,
-            added=added,
-            changed=changed,
-            removed=removed,
-            unchanged=unchanged,
+            added=out.added,
+            changed=out.changed,
+            removed=out.removed,
+            unchanged=out.unchanged,
             chunks=report.chunks,
             embedded=report.embedded,
             reused=report.reused,
             corpus_digest=report.manifest["corpus"]["digest"],
             manifest_hash=report.manifest["manifest_hash"],
             seconds=seconds,
-            parent_id=coll.active_snapshot_id,
+            parent_id=out.parent_id,
             skipped=skipped,
         )
-
-    def _store_versions(self, collection_id: int, docs: list[Document]) -> None:
-        with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS doc_stage (LIKE ranklock.documents INCLUDING DEFAULTS) ON COMMIT DROP"
-            )
-            with cur.copy(
-                "COPY doc_stage (collection_id, doc_id, content_hash, title, body, metadata, display) FROM STDIN"
-            ) as cp:
-                for d in docs:
-                    cp.write_row(
-                        [collection_id, d.doc_id, d.content_hash, d.title, d.body, Jsonb(d.metadata), Jsonb(d.display)]
-                    )
-            cur.execute(
-                "INSERT INTO ranklock.documents (collection_id, doc_id, content_hash, title, body, metadata, display) "
-                "SELECT collection_id, doc_id, content_hash, title, body, metadata, display FROM doc_stage "
-                "ON CONFLICT DO NOTHING"
-            )
-
-    def _load_versions(self, collection_id: int, pairs: list[tuple[str, str]]) -> list[Document]:
-        if not pairs:
-            return []
-        rows = self.db.fetchall(
-            "SELECT d.doc_id, d.title, d.body, d.metadata, d.display FROM ranklock.documents d "
-            "JOIN unnest(%s::text[], %s::text[]) AS p(doc_id, content_hash) "
-            "ON d.doc_id = p.doc_id AND d.content_hash = p.content_hash WHERE d.collection_id = %s",
-            [[p[0] for p in pairs], [p[1] for p in pairs], collection_id],
-        )
-        return [Document(r["doc_id"], r["title"], r["body"], r["metadata"], r["display"]) for r in rows]
 
     # -- snapshots -------------------------------------------------------------------
 
@@ -400,32 +273,9 @@ class Engine:
         It holds the collection's writer lock (ranklock.snapshot.writer): it
         runs before or after a concurrent ingest, never in the middle of one.
         """
-        coll = self.collection(name)
-        from .snapshot.writer import writing
+        from .snapshot import lifecycle
 
-        with writing(self.db, coll.id, name, self.settings.lock_wait), self.db.connection() as conn, conn.transaction():
-            row = conn.execute(
-                "SELECT c.id, c.active_snapshot_id, s.status FROM ranklock.collections c "
-                "LEFT JOIN ranklock.snapshots s ON s.id = %s AND s.collection_id = c.id "
-                "WHERE c.name = %s FOR UPDATE OF c",
-                [snapshot_id, name],
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"no collection named {name!r}.")
-            cid, active, status = row
-            if status is None:
-                raise NotFound(
-                    f"collection {name!r} has no snapshot {snapshot_id}; see `ranklock snapshot list {name}`."
-                )
-            if status != "ready":
-                raise SnapshotError(f"snapshot {snapshot_id} is {status}, not ready; only a built snapshot can serve.")
-            if active != snapshot_id:
-                conn.execute(
-                    "UPDATE ranklock.collections SET previous_snapshot_id = active_snapshot_id, "
-                    "active_snapshot_id = %s WHERE id = %s",
-                    [snapshot_id, cid],
-                )
-        return {"collection": name, "from": active, "to": snapshot_id}
+        return lifecycle.activate(self.db, self.collection(name), snapshot_id, self.settings.lock_wait)
 
     def _snapshot_for(self, coll: CollectionInfo, snapshot: int | None) -> dict[str, Any]:
         sid = snapshot if snapshot is not None else coll.active_snapshot_id
@@ -449,37 +299,37 @@ class Engine:
         coll = self.collection(name)
         return get_document(self.db, coll, int(self._snapshot_for(coll, snapshot)["id"]), doc_id)
 
-    # Snapshot operations live in ranklock.snapshot.ops; these are thin doors to them.
+    # Snapshot operations live in ranklock.snapshot.lifecycle; these are thin doors to them.
 
     def list_snapshots(self, name: str) -> list[dict[str, Any]]:
         """Every snapshot of ``name``, oldest first, the active and previous ones marked."""
-        from .snapshot import ops
+        from .snapshot import lifecycle
 
-        return ops.list_snapshots(self, name)
+        return lifecycle.list_snapshots(self.db, self.collection(name))
 
     def snapshot_info(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
         """One snapshot (default: the active one) with its manifest and build statistics."""
-        from .snapshot import ops
+        from .snapshot import lifecycle
 
-        return ops.snapshot_info(self, name, snapshot_id)
+        return lifecycle.snapshot_info(self.db, self.collection(name), snapshot_id)
 
     def rollback(self, name: str) -> dict[str, Any]:
         """Re-activate the previous snapshot of ``name``, atomically."""
-        from .snapshot import ops
+        from .snapshot import lifecycle
 
-        return ops.rollback(self, name)
+        return lifecycle.rollback(self.db, self.collection(name), self.settings.lock_wait)
 
     def diff_snapshots(self, name: str, old: int, new: int) -> dict[str, Any]:
         """Documents added/removed/changed and manifest fields changed from ``old`` to ``new``."""
-        from .snapshot import ops
+        from .snapshot import lifecycle
 
-        return ops.diff_snapshots(self, name, old, new)
+        return lifecycle.diff_snapshots(self.db, self.collection(name), old, new)
 
     def drop_snapshot(self, name: str, snapshot_id: int) -> dict[str, Any]:
         """Drop a non-active snapshot and collect document versions no snapshot references."""
-        from .snapshot import ops
+        from .snapshot import lifecycle
 
-        return ops.drop_snapshot(self, name, snapshot_id)
+        return lifecycle.drop_snapshot(self.db, self.collection(name), snapshot_id, self.settings.lock_wait)
 
     def lexical_stats(self, name: str, snapshot_id: int | None = None, *, force: bool = False) -> dict[str, Any]:
         """Build, complete or (``force``) rebuild the BM25 statistics of a snapshot (default: the active one).
@@ -489,26 +339,43 @@ class Engine:
         are completed in place (see ranklock.snapshot.lexical_stats).
         """
         from .snapshot.lexical_stats import build_lexical_stats
+        from .snapshot.lifecycle import resolve
 
-        coll = self.collection(name)
-        snap = self._snapshot_for(coll, snapshot_id)
+        snap = resolve(self.db, self.collection(name), snapshot_id)
         t = time.perf_counter()
         entry = build_lexical_stats(self.db, int(snap["id"]), force=force)
         return {"collection": name, "snapshot_id": int(snap["id"]), "seconds": time.perf_counter() - t, "bm25": entry}
 
     def manifest(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
         """The manifest of a snapshot (default: the active one)."""
-        from .snapshot import ops
+        from .snapshot import lifecycle
 
-        return ops.manifest(self, name, snapshot_id)
+        return lifecycle.manifest(self.db, self.collection(name), snapshot_id)
 
     def activate_gated(
         self, name: str, snapshot_id: int, golden: str | Path, *, rsi_threshold: float = 0.9
     ) -> dict[str, Any]:
         """Activate ``snapshot_id`` only if the promotion gate on ``golden`` passes; returns the gate report."""
-        from .snapshot import ops
+        from .eval.gate import promotion_gate
+        from .snapshot import lifecycle
+        from .snapshot.writer import writing
 
-        return ops.activate_gated(self, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
+        coll = self.collection(name)
+        # The gate compares against the active snapshot: hold the writer lock from
+        # the comparison to the switch, so no ingest changes the active one between.
+        with writing(self.db, coll.id, name, self.settings.lock_wait):
+            report = promotion_gate(self, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
+            passed = bool(report.passed)
+            previous = self.collection(name).active_snapshot_id
+            if passed:
+                previous = lifecycle.activate(self.db, coll, snapshot_id, self.settings.lock_wait)["from"]
+        return {
+            "collection": name,
+            "snapshot_id": snapshot_id,
+            "activated": passed,
+            "gate": report.to_dict(),
+            "previous": previous,
+        }
 
     def log_status(self) -> dict[str, Any]:
         """The query log: rows, bytes, oldest entry, retention watermark and policy (``ranklock db status``)."""
@@ -878,35 +745,6 @@ class Engine:
         return search_request(
             self.search, self.db, coll, schema, request, k=k, explain=explain, extractor=extractor, **params
         )
-
-
-def _noop(stage: str, done: int, total: int) -> None:
-    return None
-
-
-def _c_order(doc_id: str) -> bytes:
-    return doc_id.encode("utf-8")
-
-
-def _empty_snapshot(name: str, previous: int, active: int | None, skipped: list[str]) -> IngestError:
-    """Refusal of a snapshot with no document (``allow_empty`` overrides it)."""
-    why = f"; {_named(skipped)} had empty text and were skipped" if skipped else ""
-    was = (
-        f"would remove all {previous} document(s) of the active snapshot {active} of {name!r}"
-        if previous
-        else f"would make a snapshot of {name!r} with no documents"
-    )
-    return IngestError(
-        f"this ingest {was}: it holds no document with text{why}. Nothing was changed. Check the input file, "
-        "or pass --allow-empty (allow_empty=True) to make an empty snapshot on purpose."
-    )
-
-
-def _named(ids: list[str], limit: int = 10) -> str:
-    """``ids`` for a message: the first ``limit`` quoted, then how many more."""
-    shown = ", ".join(repr(i) for i in ids[:limit])
-    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
-    return f"{len(ids)} document{'s' if len(ids) != 1 else ''} ({shown}{more})"
 
 
 def _parse_as_of(value: datetime | str | None) -> datetime | None:

@@ -215,6 +215,11 @@ class Settings(BaseModel):
         description="Enforce the query-log retention after every this many logged searches "
         "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
     )
+    trace: bool = Field(
+        default_factory=lambda: os.environ.get("RANKLOCK_TRACE", "0") in ("1", "true", "yes"),
+        description="Print every SQL statement with its duration and row count to stderr "
+        "(RANKLOCK_TRACE=1; off by default).",
+    )
     lock_wait: float = Field(
         default_factory=lambda: parse_duration(env("RANKLOCK_LOCK_WAIT"), what="RANKLOCK_LOCK_WAIT"),
         ge=0,

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from ..collection import CollectionInfo
 from ..embed.base import Embedder, vector_digest
@@ -42,7 +41,15 @@ from ..ingest.loaders import Document
 from ..ingest.normalize import text_sha256
 from ..store import locks
 from ..store.database import Database
-from ..store.tables import SCHEMA, snapshot_table, snapshot_table_name, snapshot_table_names
+from ..store.tables import (
+    CHUNK_COLUMNS,
+    SCHEMA,
+    chunk_columns_ddl,
+    snapshot_table,
+    snapshot_table_names,
+)
+from .finish import finish_snapshot
+from .indexes import create_indexes
 
 __all__ = [
     "BuildReport",
@@ -176,7 +183,7 @@ def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int
 
 def _coerce_fields(coll: CollectionInfo, doc: Document) -> list[Any]:
     """Typed field values for a document, validated (see ranklock.search.filters for the language)."""
-    from ..fields import coerce_document_fields
+    from ..ingest.fields import coerce_document_fields
 
     return coerce_document_fields(coll, doc)
 
@@ -217,7 +224,15 @@ def build_snapshot(
             # Finished while the lock is still held: released only once the
             # row says 'ready', a reaper never mistakes a finishing build for a
             # dead one and drops its tables under it.
-            report.manifest = _finish(db, coll, embedder, report, seconds)
+            report.manifest = finish_snapshot(
+                db,
+                coll,
+                embedder,
+                sid,
+                documents=report.documents,
+                chunks=report.chunks,
+                stats={"embedded": report.embedded, "reused": report.reused, "seconds": seconds},
+            )
         except BaseException as exc:
             try:
                 _discard(db, sid, exc)
@@ -244,63 +259,6 @@ def _discard(db: Database, sid: int, exc: BaseException) -> None:
         # after the finish); any other is garbage, whoever marked it failed.
         if status is None or status[0] != "ready":
             drop_snapshot_tables(conn, sid)
-
-
-def _finish(
-    db: Database, coll: CollectionInfo, emb: Embedder, report: BuildReport, seconds: dict[str, float]
-) -> dict[str, Any]:
-    """Write the vectors digest and the manifest and mark the snapshot ready, if it is still building."""
-    from .manifest import build_manifest
-
-    sid = report.snapshot_id
-    pairs = [
-        (r["doc_id"], r["content_hash"])
-        for r in db.fetchall(
-            "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [sid]
-        )
-    ]
-    digest_row = db.fetchone(
-        sql.SQL(
-            "SELECT encode(sha256(convert_to(coalesce(string_agg(vec_digest, '' ORDER BY row_id), ''), 'UTF8')), "
-            "'hex') AS d FROM {}"
-        ).format(chunk_table(sid))
-    )
-    stats_row = db.fetchone("SELECT stats FROM ranklock.snapshots WHERE id = %s", [sid])
-    if digest_row is None or stats_row is None:
-        raise SnapshotError(f"snapshot {sid} of {coll.name!r} vanished while it was finishing; ingest again.")
-    manifest = build_manifest(
-        coll,
-        emb,
-        snapshot_id=sid,
-        doc_hashes=pairs,
-        documents=report.documents,
-        chunks=report.chunks,
-        vectors_digest=digest_row["d"],
-        lexical_stats=stats_row["stats"],
-    )
-    query = (
-        "UPDATE ranklock.snapshots SET status = 'ready', manifest = %s, manifest_hash = %s, doc_count = %s, "
-        "chunk_count = %s, built_at = now(), stats = stats || %s WHERE id = %s AND status = 'building'"
-    )
-    params = [
-        Jsonb(manifest),
-        manifest["manifest_hash"],
-        report.documents,
-        report.chunks,
-        Jsonb({"embedded": report.embedded, "reused": report.reused, "seconds": seconds}),
-        sid,
-    ]
-    db.trace(query, params)
-    with db.connection() as conn:
-        cur = conn.execute(query, params)
-        if cur.rowcount != 1:
-            now = conn.execute("SELECT status FROM ranklock.snapshots WHERE id = %s", [sid]).fetchone()
-            raise SnapshotError(
-                f"snapshot {sid} of {coll.name!r} became {now[0] if now else 'deleted'} (changed by another "
-                "process) while it was finishing, so it was not marked ready and nothing was activated; "
-                "ingest again."
-            )
-    return manifest
 
 
 def _embed_missing(
@@ -401,31 +359,10 @@ def _build(
     field_cols = [sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(f.sql_type())) for f in coll.fields]
     with db.connection() as conn:
         with conn.transaction():
+            columns = chunk_columns_ddl(coll.dim) + field_cols
             conn.execute(
-                sql.SQL(
-                    """CREATE TABLE {table} (
-                        row_id bigint PRIMARY KEY,
-                        chunk integer NOT NULL,
-                        char_start integer NOT NULL,
-                        char_end integer NOT NULL,
-                        doc_len integer NOT NULL,
-                        embedding vector({dim}) NOT NULL,
-                        doc_id text COLLATE "C" NOT NULL,
-                        content_hash text NOT NULL,
-                        text text NOT NULL,
-                        text_sha256 text NOT NULL,
-                        tsv tsvector NOT NULL,
-                        embedder_id text NOT NULL,
-                        vec_digest text NOT NULL,
-                        effective_from timestamptz,
-                        effective_to timestamptz{comma}{fields},
-                        UNIQUE (doc_id, chunk)
-                    )"""
-                ).format(
-                    table=table,
-                    dim=sql.Literal(coll.dim),
-                    comma=sql.SQL(", ") if field_cols else sql.SQL(""),
-                    fields=sql.SQL(", ").join(field_cols),
+                sql.SQL("CREATE TABLE {table} ({columns}, UNIQUE (doc_id, chunk))").format(
+                    table=table, columns=sql.SQL(", ").join(columns)
                 )
             )
             conn.execute(
@@ -444,23 +381,9 @@ def _build(
                 conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN embedding SET STORAGE PLAIN").format(table))
         stage = sql.Identifier(f"stage_{sid}")
         conn.execute(sql.SQL("CREATE TEMP TABLE {} AS SELECT * FROM {} WITH NO DATA").format(stage, table))
-        types = ["bigint", "text", "integer", "integer", "integer", "text", "text", "text", "vector", "text", "text"]
-        types += ["timestamptz", "timestamptz"] + [f.sql_type() for f in coll.fields]
-        cols = [
-            "row_id",
-            "doc_id",
-            "chunk",
-            "char_start",
-            "char_end",
-            "content_hash",
-            "text",
-            "text_sha256",
-            "embedding",
-            "embedder_id",
-            "vec_digest",
-            "effective_from",
-            "effective_to",
-        ] + [f.name for f in coll.fields]
+        copied = [c for c in CHUNK_COLUMNS if c.copy_type is not None]
+        types = [c.copy_type for c in copied if c.copy_type is not None] + [f.sql_type() for f in coll.fields]
+        cols = [c.name for c in copied] + [f.name for f in coll.fields]
         progress("write", 0, len(rows))
         with (
             conn.cursor() as cur,
@@ -473,12 +396,22 @@ def _build(
             cp.set_types(types)
             for n, (d, number, start, end, text, h) in enumerate(rows):
                 v = vectors[h]
-                eff = d.metadata.get("effective_from"), d.metadata.get("effective_to")
-                cp.write_row(
-                    [n, d.doc_id, number, start, end, doc_hashes[d.doc_id], text, h, v, embedder.id, vector_digest(v)]
-                    + [_ts(eff[0]), _ts(eff[1])]
-                    + field_values[d.doc_id]
-                )
+                value = {
+                    "row_id": n,
+                    "doc_id": d.doc_id,
+                    "chunk": number,
+                    "char_start": start,
+                    "char_end": end,
+                    "content_hash": doc_hashes[d.doc_id],
+                    "text": text,
+                    "text_sha256": h,
+                    "embedding": v,
+                    "embedder_id": embedder.id,
+                    "vec_digest": vector_digest(v),
+                    "effective_from": _ts(d.metadata.get("effective_from")),
+                    "effective_to": _ts(d.metadata.get("effective_to")),
+                }
+                cp.write_row([value[c.name] for c in copied] + field_values[d.doc_id])
                 if n % 5000 == 0:
                     progress("write", n, len(rows))
         progress("write", len(rows), len(rows))
@@ -502,7 +435,7 @@ def _build(
     # 4. indexes, built once
     t2 = time.perf_counter()
     progress("index", 0, 1)
-    _create_indexes(db, coll, sid)
+    create_indexes(db, coll, sid)
     progress("index", 1, 1)
     seconds["index"] = time.perf_counter() - t2
 
@@ -525,45 +458,10 @@ def _build(
 def _ts(value: Any) -> Any:
     if value is None:
         return None
-    from datetime import datetime
+    from ..ingest.timestamps import TimestampError, parse_timestamp
 
-    if isinstance(value, datetime):
-        return value
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError as exc:
+        # A naive value is accepted here, as it always was (see ranklock.ingest.timestamps).
+        return parse_timestamp(value, require_tz=False, stringify=True)
+    except TimestampError as exc:
         raise SnapshotError(f"bad effective_from/effective_to value {value!r}: use ISO 8601.") from exc
-
-
-def _create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
-    table = chunk_table(sid)
-    name = snapshot_table_name("chunks", sid)  # index names: <table>_<purpose>
-    with db.connection() as conn:
-        # Enough for the HNSW graph of a few million 384-d vectors to stay in
-        # memory during the build; a graph that spills builds many times slower.
-        conn.execute("SET maintenance_work_mem = '3GB'")
-        conn.execute("SET max_parallel_maintenance_workers = 1")
-        conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{name}_tsv"), table))
-        if coll.index_kind == "hnsw":
-            m = int(coll.index_params.get("m", 16))
-            efc = int(coll.index_params.get("ef_construction", 64))
-            conn.execute(
-                sql.SQL(
-                    "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = {}, ef_construction = {})"
-                ).format(sql.Identifier(f"{name}_hnsw"), table, sql.Literal(m), sql.Literal(efc))
-            )
-        elif coll.index_kind == "ivfflat":
-            lists = int(coll.index_params.get("lists", 100))
-            conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING ivfflat (embedding vector_cosine_ops) WITH (lists = {})").format(
-                    sql.Identifier(f"{name}_ivf"), table, sql.Literal(lists)
-                )
-            )
-        for f in coll.fields:
-            method = sql.SQL("gin") if f.type == "keyword[]" else sql.SQL("btree")
-            conn.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING {} ({})").format(
-                    sql.Identifier(f"{name}_f_{f.name}"), table, method, sql.Identifier(f.name)
-                )
-            )
-        conn.execute(sql.SQL("ANALYZE {}").format(table))

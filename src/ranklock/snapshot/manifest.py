@@ -9,16 +9,28 @@ diff of two manifests names exactly what changed.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from ..collection import CollectionInfo
 from ..embed.base import Embedder
+from ..errors import ConfigError
 from ..ingest.chunker import BOUNDARY_RULES
 from ..ingest.normalize import NORMALIZATION, canonical_json
 from ..settings import SearchParams
 
-__all__ = ["MANIFEST_SCHEMA", "TOKENIZER_VERSION", "build_manifest", "corpus_digest", "manifest_hash", "diff_manifests"]
+__all__ = [
+    "MANIFEST_SCHEMA",
+    "TOKENIZER_VERSION",
+    "build_manifest",
+    "corpus_digest",
+    "diff_manifests",
+    "manifest_hash",
+    "manifest_json",
+    "write_manifest",
+]
 
 MANIFEST_SCHEMA = "ranklock.manifest/1"
 #: Version of the SQL text analysis (ranklock.doc_tsvector / query_tsquery).
@@ -101,3 +113,18 @@ def diff_manifests(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, 
         for k in sorted(set(fa) | set(fb))
         if fa.get(k) != fb.get(k) and k != "manifest_hash"
     }
+
+
+def manifest_json(m: dict[str, Any]) -> str:
+    """The manifest as stable text for version control: sorted keys, two-space indent, final newline."""
+    return json.dumps(m, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_manifest(m: dict[str, Any], path: str | Path) -> Path:
+    """Write :func:`manifest_json` of ``m`` to ``path``; ConfigError when the file cannot be written."""
+    p = Path(path)
+    try:
+        p.write_text(manifest_json(m), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the manifest to {p}: {exc.strerror}; check the path and permissions.") from exc
+    return p

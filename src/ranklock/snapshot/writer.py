@@ -75,17 +75,18 @@ def writing(db: Database, collection_id: int, name: str, wait_s: float) -> Itera
             # lock_timeout bounds the wait inside PostgreSQL, which queues the
             # waiters (first come, first served); the statement timeout is
             # lifted so that a server default cannot cut the wait shorter.
-            conn.execute(
-                "SELECT set_config('lock_timeout', %s, false), set_config('statement_timeout', '0', false)",
-                [f"{max(1, round(wait_s * 1000))}ms"],
-            )
+            # Both are transaction-local (set_config(..., true)), so the pooled
+            # connection never keeps them; the lock is session-level and
+            # outlives the transaction.
             try:
-                conn.execute("SELECT pg_advisory_lock(%s, %s)", [locks.WRITER, collection_id])
+                with conn.transaction():
+                    conn.execute(
+                        "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', '0', true)",
+                        [f"{max(1, round(wait_s * 1000))}ms"],
+                    )
+                    conn.execute("SELECT pg_advisory_lock(%s, %s)", [locks.WRITER, collection_id])
             except psycopg.errors.LockNotAvailable:
                 raise _busy(conn, collection_id, name, wait_s) from None
-            finally:
-                conn.execute("RESET lock_timeout")
-                conn.execute("RESET statement_timeout")
         waited = time.perf_counter() - t0
         held.add(key)
         try:

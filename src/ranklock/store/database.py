@@ -1,8 +1,8 @@
-"""Connections, version checks and schema migrations.
+"""Connections: the pool, recovery from a lost server, and the query helpers.
 
-Migrations are the numbered ``.sql`` files beside this module, applied in
-order on open, each in its own transaction, under an advisory lock so that
-two processes opening the same database at once apply each file once.
+On open the server is checked and the schema migrated
+(ranklock.store.migrate); every statement goes through one traced cursor
+(ranklock.store.trace).
 
 Losing the server (a crash, ``kill -9``, a restart) is noticed when a
 connection is checked out (each is checked with an empty statement) or when
@@ -19,7 +19,6 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from importlib import resources
 from typing import Any
 
 import psycopg
@@ -27,20 +26,12 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from ..errors import DatabaseUnavailable, ExtensionError
-from . import locks
+from ..errors import DatabaseUnavailable
 from .errors import map_data_errors
+from .migrate import MIN_PGVECTOR, MIN_POSTGRES, check_server, migrate, migrations
+from .trace import Hooks, Timer, Tracer, cursor_class
 
-__all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES"]
-
-MIN_POSTGRES = 160000
-MIN_PGVECTOR = (0, 8, 0)
-
-Tracer = Callable[[str, Any], None]
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+__all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES", "Timer", "Tracer"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -58,7 +49,10 @@ class Database:
 
     ``restart`` (the embedded server's) is called to bring a server that died
     back; it returns the DSN to use.  ``pool_timeout`` bounds how long a
-    caller waits for a connection before the server is checked.
+    caller waits for a connection before the server is checked.  Every
+    statement on its connections goes through one traced cursor
+    (ranklock.store.trace): ``tracer`` hears it before it runs, ``timer``
+    after, with its duration.
     """
 
     def __init__(
@@ -66,6 +60,7 @@ class Database:
         dsn: str,
         *,
         tracer: Tracer | None = None,
+        timer: Timer | None = None,
         min_size: int = 1,
         max_size: int = 8,
         pool_timeout: float = 5.0,
@@ -73,6 +68,7 @@ class Database:
     ) -> None:
         self.dsn = dsn
         self.tracer = tracer
+        self.cursor_factory = cursor_class(Hooks(tracer=tracer, timer=timer))
         self.min_size, self.max_size = min_size, max_size
         self.pool_timeout = pool_timeout
         self._restart = restart
@@ -84,9 +80,9 @@ class Database:
         try:
             # A quick direct probe gives a clear error for a wrong DSN before the
             # pool starts retrying in the background.
-            with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
-                self._check_server(conn)
-                self._migrate(conn)
+            with psycopg.connect(dsn, connect_timeout=10, autocommit=True, cursor_factory=self.cursor_factory) as conn:
+                check_server(conn)
+                migrate(conn)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"cannot connect to PostgreSQL at {_redact(dsn)}: {str(exc).strip()}. "
@@ -108,7 +104,12 @@ class Database:
             # A different plan for the same query can walk an ANN index
             # differently and return different rows; one statement, one plan.
             # A bounded connect: an unreachable host must not stall the pool's workers.
-            kwargs={"autocommit": True, "prepare_threshold": None, "connect_timeout": self._connect_timeout},
+            kwargs={
+                "autocommit": True,
+                "prepare_threshold": None,
+                "connect_timeout": self._connect_timeout,
+                "cursor_factory": self.cursor_factory,
+            },
         )
 
     @property
@@ -232,11 +233,9 @@ class Database:
         return "ranklock reconnected to the server"
 
     def trace(self, query: Any, params: Any) -> None:
-        if self.tracer is not None:
-            self.tracer(query if isinstance(query, str) else query.as_string(None), params)
+        """Nothing: statements are traced by the cursor (ranklock.store.trace); kept for old callers."""
 
     def fetchall(self, query: sql.Composable | str, params: Any = None) -> list[dict[str, Any]]:
-        self.trace(query, params)
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, params)  # type: ignore[arg-type]
             return cur.fetchall()
@@ -246,69 +245,12 @@ class Database:
         return rows[0] if rows else None
 
     def execute(self, query: sql.Composable | str, params: Any = None) -> None:
-        self.trace(query, params)
         with self.connection() as conn:
             conn.execute(query, params)  # type: ignore[arg-type]
 
-    # -- checks and migrations -------------------------------------------------
-
-    @staticmethod
-    def _check_server(conn: psycopg.Connection[Any]) -> None:
-        version = conn.info.server_version
-        if version < MIN_POSTGRES:
-            raise ExtensionError(
-                f"PostgreSQL {version // 10000} is too old: ranklock needs PostgreSQL >= 16. "
-                "Upgrade the server, or unset RANKLOCK_DSN to use the embedded PostgreSQL 18."
-            )
-        row = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
-        if row is None:
-            raise ExtensionError(
-                "the PostgreSQL server has no `vector` extension available. Install pgvector >= 0.8 "
-                "on the server (https://github.com/pgvector/pgvector#installation), or unset "
-                "RANKLOCK_DSN to use the embedded server, which ships it."
-            )
-        try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            conn.execute("CREATE EXTENSION IF NOT EXISTS unaccent")
-        except psycopg.Error as exc:
-            raise ExtensionError(
-                f"cannot create the `vector`/`unaccent` extensions: {str(exc).strip()}. "
-                "Run `CREATE EXTENSION vector; CREATE EXTENSION unaccent;` as a superuser once."
-            ) from exc
-        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-        assert installed is not None  # created just above
-        if _version_tuple(installed[0]) < MIN_PGVECTOR:
-            raise ExtensionError(
-                f"pgvector {installed[0]} is too old: ranklock needs >= 0.8.0 (iterative index scans). "
-                "Run `ALTER EXTENSION vector UPDATE;` after upgrading pgvector on the server."
-            )
+    # -- checks and migrations: ranklock.store.migrate ------------------------------
 
     @staticmethod
     def migrations() -> list[tuple[int, str, str]]:
-        out = []
-        folder = resources.files("ranklock.store") / "migrations"
-        for entry in folder.iterdir():
-            m = re.match(r"(\d{4})_(\w+)\.sql$", entry.name)
-            if m:
-                out.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
-        return sorted(out)
-
-    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute("SELECT pg_advisory_lock(%s)", [locks.MIGRATIONS])
-        try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS public.ranklock_migrations ("
-                " version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            done = {r[0] for r in conn.execute("SELECT version FROM public.ranklock_migrations").fetchall()}
-            for version, name, text in self.migrations():
-                if version in done:
-                    continue
-                with conn.transaction():
-                    conn.execute(text.encode())
-                    conn.execute(
-                        "INSERT INTO public.ranklock_migrations (version, name) VALUES (%s, %s)", [version, name]
-                    )
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", [locks.MIGRATIONS])
+        """Every migration shipped with ranklock: (version, name, SQL), in order."""
+        return migrations()

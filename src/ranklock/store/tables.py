@@ -19,11 +19,22 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from psycopg import sql
 
-__all__ = ["KINDS", "SCHEMA", "Kind", "snapshot_table", "snapshot_table_name", "snapshot_table_names"]
+__all__ = [
+    "CHUNK_COLUMNS",
+    "KINDS",
+    "SCHEMA",
+    "ChunkColumn",
+    "Kind",
+    "chunk_columns_ddl",
+    "snapshot_table",
+    "snapshot_table_name",
+    "snapshot_table_names",
+]
 
 SCHEMA = "ranklock_data"
 Kind = Literal["chunks", "terms", "forward", "postings", "valuecounts"]
@@ -46,3 +57,46 @@ def snapshot_table(kind: Kind, snapshot_id: int) -> sql.Identifier:
 def snapshot_table_names(snapshot_id: int) -> list[str]:
     """The unqualified names of every table a snapshot may own, in ``KINDS`` order."""
     return [snapshot_table_name(k, snapshot_id) for k in KINDS]
+
+
+@dataclass(frozen=True)
+class ChunkColumn:
+    """One column of every chunk table."""
+
+    name: str
+    #: Type and constraints as in CREATE TABLE; ``{dim}`` stands for the collection's vector size.
+    ddl: str
+    #: The binary COPY type when the builder writes the value; None when SQL computes it (tsv, doc_len).
+    copy_type: str | None
+
+
+#: The chunk table's own columns, in CREATE TABLE order; the collection's typed
+#: fields follow them.  The order is the physical layout and must not change:
+#: fixed-width columns first, then the vector (stored inline, see
+#: ranklock.snapshot.build), so that reaching it never walks over a
+#: variable-width column.
+CHUNK_COLUMNS: tuple[ChunkColumn, ...] = (
+    ChunkColumn("row_id", "bigint PRIMARY KEY", "bigint"),
+    ChunkColumn("chunk", "integer NOT NULL", "integer"),
+    ChunkColumn("char_start", "integer NOT NULL", "integer"),
+    ChunkColumn("char_end", "integer NOT NULL", "integer"),
+    ChunkColumn("doc_len", "integer NOT NULL", None),
+    ChunkColumn("embedding", "vector({dim}) NOT NULL", "vector"),
+    ChunkColumn("doc_id", 'text COLLATE "C" NOT NULL', "text"),
+    ChunkColumn("content_hash", "text NOT NULL", "text"),
+    ChunkColumn("text", "text NOT NULL", "text"),
+    ChunkColumn("text_sha256", "text NOT NULL", "text"),
+    ChunkColumn("tsv", "tsvector NOT NULL", None),
+    ChunkColumn("embedder_id", "text NOT NULL", "text"),
+    ChunkColumn("vec_digest", "text NOT NULL", "text"),
+    ChunkColumn("effective_from", "timestamptz", "timestamptz"),
+    ChunkColumn("effective_to", "timestamptz", "timestamptz"),
+)
+
+
+def chunk_columns_ddl(dim: int) -> list[sql.Composable]:
+    """The CREATE TABLE column definitions of :data:`CHUNK_COLUMNS` for vectors of ``dim``."""
+    return [
+        sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.ddl).format(dim=sql.Literal(dim)))
+        for c in CHUNK_COLUMNS
+    ]

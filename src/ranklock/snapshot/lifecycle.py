@@ -1,50 +1,46 @@
-"""Snapshot operations: list, show, rollback, diff, drop, manifest, gated activation.
+"""Snapshot lifecycle: resolve, activate, list, show, rollback, diff, drop, manifest.
 
-The :class:`~ranklock.Engine` exposes each as a thin method; the CLI
+Every function takes the database and the collection record, never the
+Engine; :class:`~ranklock.Engine` exposes each as a thin method and the CLI
 (``ranklock snapshot …``) is a shell over those::
 
-    >>> eng.list_snapshots("docs")                 # every snapshot, the active one marked
-    >>> eng.rollback("docs")                       # re-activate the previous snapshot, atomically
-    >>> eng.diff_snapshots("docs", 3, 4)["documents"]["changed"]
-    >>> eng.drop_snapshot("docs", 3)               # never the active one
+    >>> lifecycle.list_snapshots(db, coll)           # every snapshot, the active one marked
+    >>> lifecycle.rollback(db, coll, lock_wait=300)  # re-activate the previous snapshot, atomically
+    >>> lifecycle.diff_snapshots(db, coll, 3, 4)["documents"]["changed"]
+    >>> lifecycle.drop_snapshot(db, coll, 3, lock_wait=300)   # never the active one
 
 Snapshots are immutable, so everything here either reads or switches a
 pointer in one transaction, except :func:`drop_snapshot`, which deletes a
 snapshot that no reader is pointed at and then garbage-collects document
-versions no snapshot references.
+versions no snapshot references.  The gated activation (evaluate, then
+activate) lives in the Engine, which sits above both eval and snapshot.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import ConfigError, NotFound, SnapshotError
+from ..collection import CollectionInfo, read_collection
+from ..errors import NotFound, SnapshotError
 from ..store import locks
-from .build import drop_snapshot_tables
+from ..store.database import Database
+from .build import drop_snapshot_tables, reap_dead_builds
 from .manifest import diff_manifests
 from .writer import writing
 
-if TYPE_CHECKING:
-    from ..engine import Engine
-    from ..store.database import Database
-
 __all__ = [
-    "activate_gated",
+    "activate",
     "diff_snapshots",
     "drop_snapshot",
     "holding_versions",
     "list_snapshots",
     "manifest",
-    "manifest_json",
+    "resolve",
     "rollback",
     "snapshot_info",
-    "write_manifest",
 ]
 
 
@@ -62,6 +58,53 @@ def holding_versions(db: Database, collection_id: int) -> Iterator[None]:
             yield
         finally:
             conn.execute("SELECT pg_advisory_unlock_shared(%s, %s)", [locks.VERSIONS, collection_id])
+
+
+def resolve(db: Database, coll: CollectionInfo, snapshot: int | None) -> dict[str, Any]:
+    """The snapshot row a read of ``coll`` uses: ``snapshot`` or the active one, which must be ready."""
+    sid = snapshot if snapshot is not None else coll.active_snapshot_id
+    if sid is None:
+        raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")
+    row = db.fetchone(
+        "SELECT id, status, manifest_hash, manifest, stats FROM ranklock.snapshots "
+        "WHERE id = %s AND collection_id = %s",
+        [sid, coll.id],
+    )
+    if row is None:
+        raise NotFound(f"collection {coll.name!r} has no snapshot {sid}; see `ranklock snapshot list {coll.name}`.")
+    if row["status"] != "ready":
+        raise SnapshotError(f"snapshot {sid} of {coll.name!r} is {row['status']}; it cannot be searched.")
+    return row
+
+
+def activate(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: float) -> dict[str, Any]:
+    """Make ``snapshot_id`` the active snapshot of ``coll``, atomically; returns ``{collection, from, to}``.
+
+    It holds the collection's writer lock (ranklock.snapshot.writer): it
+    runs before or after a concurrent ingest, never in the middle of one.
+    """
+    name = coll.name
+    with writing(db, coll.id, name, lock_wait), db.connection() as conn, conn.transaction():
+        row = conn.execute(
+            "SELECT c.id, c.active_snapshot_id, s.status FROM ranklock.collections c "
+            "LEFT JOIN ranklock.snapshots s ON s.id = %s AND s.collection_id = c.id "
+            "WHERE c.name = %s FOR UPDATE OF c",
+            [snapshot_id, name],
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no collection named {name!r}.")
+        cid, active, status = row
+        if status is None:
+            raise NotFound(f"collection {name!r} has no snapshot {snapshot_id}; see `ranklock snapshot list {name}`.")
+        if status != "ready":
+            raise SnapshotError(f"snapshot {snapshot_id} is {status}, not ready; only a built snapshot can serve.")
+        if active != snapshot_id:
+            conn.execute(
+                "UPDATE ranklock.collections SET previous_snapshot_id = active_snapshot_id, "
+                "active_snapshot_id = %s WHERE id = %s",
+                [snapshot_id, cid],
+            )
+    return {"collection": name, "from": active, "to": snapshot_id}
 
 
 def _iso(value: Any) -> Any:
@@ -93,38 +136,35 @@ _SELECT = (
 )
 
 
-def list_snapshots(eng: Engine, name: str) -> list[dict[str, Any]]:
-    """Every snapshot of ``name``, oldest first, with the active and previous ones marked."""
-    coll = eng.collection(name)
+def list_snapshots(db: Database, coll: CollectionInfo) -> list[dict[str, Any]]:
+    """Every snapshot of ``coll``, oldest first, with the active and previous ones marked."""
     # A build whose builder died is discarded here too, so the list never
     # shows a dead build as 'building'.
-    from .build import reap_dead_builds
-
-    reap_dead_builds(eng.db, coll.id)
-    rows = eng.db.fetchall(_SELECT + " ORDER BY id", [coll.id])
+    reap_dead_builds(db, coll.id)
+    rows = db.fetchall(_SELECT + " ORDER BY id", [coll.id])
     return [_row(r, coll.active_snapshot_id, coll.previous_snapshot_id) for r in rows]
 
 
-def _require(eng: Engine, name: str, sid: int | None) -> tuple[Any, int]:
-    coll = eng.collection(name)
+def _require(coll: CollectionInfo, sid: int | None) -> int:
     if sid is None:
         if coll.active_snapshot_id is None:
-            raise NotFound(f"collection {name!r} has no active snapshot yet; ingest documents first.")
+            raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")
         sid = coll.active_snapshot_id
-    return coll, int(sid)
+    return int(sid)
 
 
 def _missing(name: str, sid: int) -> NotFound:
     return NotFound(f"collection {name!r} has no snapshot {sid}; see `ranklock snapshot list {name}`.")
 
 
-def snapshot_info(eng: Engine, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
+def snapshot_info(db: Database, coll: CollectionInfo, snapshot_id: int | None = None) -> dict[str, Any]:
     """One snapshot (default: the active one) with its manifest and build statistics."""
-    coll, sid = _require(eng, name, snapshot_id)
-    r = eng.db.fetchone(_SELECT + " AND id = %s", [coll.id, sid])
+    name = coll.name
+    sid = _require(coll, snapshot_id)
+    r = db.fetchone(_SELECT + " AND id = %s", [coll.id, sid])
     if r is None:
         raise _missing(name, sid)
-    full = eng.db.fetchone("SELECT manifest FROM ranklock.snapshots WHERE id = %s", [sid])
+    full = db.fetchone("SELECT manifest FROM ranklock.snapshots WHERE id = %s", [sid])
     out = _row(r, coll.active_snapshot_id, coll.previous_snapshot_id)
     out["collection"] = name
     out["stats"] = r["stats"]
@@ -132,7 +172,7 @@ def snapshot_info(eng: Engine, name: str, snapshot_id: int | None = None) -> dic
     return out
 
 
-def rollback(eng: Engine, name: str) -> dict[str, Any]:
+def rollback(db: Database, coll: CollectionInfo, lock_wait: float) -> dict[str, Any]:
     """Re-activate the previous snapshot; the one active until now becomes the previous one.
 
     A single UPDATE swaps the two pointers under a row lock, so a reader
@@ -141,15 +181,15 @@ def rollback(eng: Engine, name: str) -> dict[str, Any]:
     lock (ranklock.snapshot.writer), so it runs before or after a concurrent
     ingest, never between its reading the active snapshot and activating.
     """
-    coll = eng.collection(name)  # NotFound with the list of collections
-    with writing(eng.db, coll.id, name, eng.settings.lock_wait), eng.db.connection() as conn, conn.transaction():
+    name = coll.name
+    with writing(db, coll.id, name, lock_wait), db.connection() as conn, conn.transaction():
         row = conn.execute(
             "SELECT c.id, c.active_snapshot_id, c.previous_snapshot_id, s.status FROM ranklock.collections c "
             "LEFT JOIN ranklock.snapshots s ON s.id = c.previous_snapshot_id WHERE c.name = %s FOR UPDATE OF c",
             [name],
         ).fetchone()
         if row is None:
-            eng.collection(name)  # raises NotFound with the list of collections
+            read_collection(db, name)  # raises NotFound with the list of collections
             raise NotFound(f"no collection named {name!r}.")
         cid, active, previous, status = row
         if previous is None:
@@ -170,12 +210,12 @@ def rollback(eng: Engine, name: str) -> dict[str, Any]:
     return {"collection": name, "from": active, "to": previous}
 
 
-def diff_snapshots(eng: Engine, name: str, old: int, new: int) -> dict[str, Any]:
+def diff_snapshots(db: Database, coll: CollectionInfo, old: int, new: int) -> dict[str, Any]:
     """Documents added, removed and changed from ``old`` to ``new``, and manifest fields changed."""
-    coll = eng.collection(name)
+    name = coll.name
     found = {
         int(r["id"]): r
-        for r in eng.db.fetchall(
+        for r in db.fetchall(
             "SELECT id, manifest FROM ranklock.snapshots WHERE collection_id = %s AND id = ANY(%s)",
             [coll.id, [old, new]],
         )
@@ -183,7 +223,7 @@ def diff_snapshots(eng: Engine, name: str, old: int, new: int) -> dict[str, Any]
     for sid in (old, new):
         if sid not in found:
             raise _missing(name, sid)
-    rows = eng.db.fetchall(
+    rows = db.fetchall(
         "SELECT coalesce(a.doc_id, b.doc_id) AS doc_id, a.content_hash AS old_hash, b.content_hash AS new_hash "
         "FROM (SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s) AS a "
         "FULL OUTER JOIN (SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s) AS b "
@@ -209,18 +249,18 @@ def diff_snapshots(eng: Engine, name: str, old: int, new: int) -> dict[str, Any]
     }
 
 
-def drop_snapshot(eng: Engine, name: str, snapshot_id: int) -> dict[str, Any]:
+def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: float) -> dict[str, Any]:
     """Drop a snapshot that is not active: its chunk table, its document list, its cache entries.
 
     Document versions that no remaining snapshot references are then deleted,
     unless an ingest of the collection is in flight (it may be about to
     reference them); ``versions_gc`` says which happened.
     """
-    coll = eng.collection(name)
+    name = coll.name
     sid = int(snapshot_id)
     # Under the writer lock: never between an ingest's reading the active
     # snapshot and its activating, nor racing an activation of this snapshot.
-    with writing(eng.db, coll.id, name, eng.settings.lock_wait), eng.db.connection() as conn, conn.transaction():
+    with writing(db, coll.id, name, lock_wait), db.connection() as conn, conn.transaction():
         cur = conn.execute(
             "SELECT active_snapshot_id, previous_snapshot_id FROM ranklock.collections WHERE id = %s FOR UPDATE",
             [coll.id],
@@ -277,10 +317,11 @@ def drop_snapshot(eng: Engine, name: str, snapshot_id: int) -> dict[str, Any]:
     }
 
 
-def manifest(eng: Engine, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
+def manifest(db: Database, coll: CollectionInfo, snapshot_id: int | None = None) -> dict[str, Any]:
     """The manifest of a snapshot (default: the active one)."""
-    coll, sid = _require(eng, name, snapshot_id)
-    row = eng.db.fetchone(
+    name = coll.name
+    sid = _require(coll, snapshot_id)
+    row = db.fetchone(
         "SELECT status, manifest FROM ranklock.snapshots WHERE id = %s AND collection_id = %s", [sid, coll.id]
     )
     if row is None:
@@ -289,48 +330,3 @@ def manifest(eng: Engine, name: str, snapshot_id: int | None = None) -> dict[str
         raise SnapshotError(f"snapshot {sid} of {name!r} is {row['status']} and has no manifest; only a built one has.")
     out: dict[str, Any] = row["manifest"]
     return out
-
-
-def manifest_json(m: dict[str, Any]) -> str:
-    """The manifest as stable text for version control: sorted keys, two-space indent, final newline."""
-    return json.dumps(m, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-
-
-def write_manifest(m: dict[str, Any], path: str | Path) -> Path:
-    p = Path(path)
-    try:
-        p.write_text(manifest_json(m), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot write the manifest to {p}: {exc.strerror}; check the path and permissions.") from exc
-    return p
-
-
-def activate_gated(
-    eng: Engine, name: str, snapshot_id: int, golden: str | Path, *, rsi_threshold: float = 0.9
-) -> dict[str, Any]:
-    """Activate ``snapshot_id`` only if the promotion gate passes; the gate's report either way."""
-    try:
-        gate_mod: Any = importlib.import_module("ranklock.eval.gate")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("ranklock.eval.gate", "ranklock.eval"):
-            raise
-        raise ConfigError(
-            "the promotion gate (ranklock.eval.gate) is not part of this installation; "
-            "activate without --gate, or install a ranklock version that has it."
-        ) from exc
-    coll = eng.collection(name)
-    # The gate compares against the active snapshot: hold the writer lock from
-    # the comparison to the switch, so no ingest changes the active one between.
-    with writing(eng.db, coll.id, name, eng.settings.lock_wait):
-        report = gate_mod.promotion_gate(eng, name, snapshot_id, golden, rsi_threshold=rsi_threshold)
-        passed = bool(report.passed)
-        previous = eng.collection(name).active_snapshot_id
-        if passed:
-            previous = eng.activate(name, snapshot_id)["from"]
-    return {
-        "collection": name,
-        "snapshot_id": snapshot_id,
-        "activated": passed,
-        "gate": report.to_dict(),
-        "previous": previous,
-    }

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from datetime import date, datetime
 from typing import Any
 
-from .collection import CollectionInfo, FieldSpec
-from .errors import IngestError
-from .ingest.loaders import Document
-from .limits import BIGINT_MAX, BIGINT_MIN, MAX_KEYWORD_CHARS
+from ..collection import CollectionInfo, FieldSpec
+from ..errors import IngestError
+from ..limits import BIGINT_MAX, BIGINT_MIN, MAX_KEYWORD_CHARS
+from .document import Document
+from .timestamps import TimestampError, parse_date, parse_timestamp
 
 __all__ = ["coerce_document_fields", "coerce_value"]
 
@@ -71,17 +71,16 @@ def coerce_value(spec: FieldSpec, value: Any, *, where: str) -> Any:
         return sorted(set(value))
     if t == "date":
         try:
-            return value if isinstance(value, date) else date.fromisoformat(str(value))
-        except ValueError:
+            return parse_date(value, stringify=True)
+        except TimestampError:
             raise bad("an ISO date (YYYY-MM-DD)") from None
     if t == "timestamp":
         try:
-            ts = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
+            return parse_timestamp(value, stringify=True)
+        except TimestampError as exc:
+            if exc.reason == "naive":
+                raise bad("a timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)") from None
             raise bad("an ISO 8601 timestamp") from None
-        if ts.tzinfo is None:
-            raise bad("a timestamp with a time zone (e.g. 2026-01-31T12:00:00Z)")
-        return ts
     raise bad(t)  # pragma: no cover - FieldSpec restricts the type
 
 

@@ -1,0 +1,74 @@
+"""Collection records in ``ranklock.collections``: read, list, insert.
+
+The checks on what a collection may be (names, fields, index) and the
+:class:`~ranklock.collection.CollectionInfo` record built from a row live in
+:mod:`ranklock.collection` (above this layer); this module only reads and
+writes the rows::
+
+    >>> collection_row(db, "docs")["active_snapshot_id"]
+    >>> [c["name"] for c in list_collections(db)]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import sql
+
+from .database import Database
+
+__all__ = [
+    "collection_names",
+    "collection_row",
+    "insert_collection",
+    "list_collections",
+    "read_creation",
+    "text_search_configs",
+]
+
+
+def collection_row(db: Database, name: str) -> dict[str, Any] | None:
+    """The ``ranklock.collections`` row of ``name`` (every column), or None."""
+    return db.fetchone("SELECT * FROM ranklock.collections WHERE name = %s", [name])
+
+
+def collection_names(db: Database) -> list[str]:
+    """The names of every collection, sorted."""
+    return [r["name"] for r in db.fetchall("SELECT name FROM ranklock.collections ORDER BY name")]
+
+
+def list_collections(db: Database) -> list[dict[str, Any]]:
+    """Every collection by name, with its active snapshot's document and chunk counts."""
+    return db.fetchall(
+        "SELECT c.name, c.language, c.accent, c.embedder_id, c.dim, c.index_kind, c.active_snapshot_id, "
+        "s.doc_count AS documents, s.chunk_count AS chunks, s.manifest_hash "
+        "FROM ranklock.collections c LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id "
+        "ORDER BY c.name"
+    )
+
+
+def text_search_configs(db: Database) -> list[str]:
+    """The names of the server's text-search configurations (the languages a collection may use)."""
+    return [r["cfgname"] for r in db.fetchall("SELECT cfgname FROM pg_ts_config ORDER BY cfgname")]
+
+
+def insert_collection(db: Database, values: dict[str, Any]) -> bool:
+    """Insert a collection row with ``values`` (column -> value); False when the name is taken.
+
+    ON CONFLICT: two processes creating one name at once must not fail on
+    the unique constraint; the loser learns it lost from the empty RETURNING.
+    """
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in values)
+    created = db.fetchone(
+        sql.SQL("INSERT INTO ranklock.collections ({}) VALUES ({}) ON CONFLICT (name) DO NOTHING RETURNING id").format(
+            cols, sql.SQL(", ").join(sql.Placeholder() * len(values))
+        ),
+        list(values.values()),
+    )
+    return created is not None
+
+
+def read_creation(db: Database, name: str, columns: list[str]) -> dict[str, Any]:
+    """The creation settings (``columns``) of the existing collection ``name``; {} if it vanished."""
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+    return db.fetchone(sql.SQL("SELECT {} FROM ranklock.collections WHERE name = %s").format(cols), [name]) or {}

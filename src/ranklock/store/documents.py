@@ -1,0 +1,65 @@
+"""Document versions in ``ranklock.documents`` and snapshot document lists.
+
+A version is keyed by (collection, doc_id, content_hash) and written once;
+a snapshot references versions through ``ranklock.snapshot_documents``.
+Rows go in and come out as plain values (this layer sits below
+``ranklock.ingest``, whose ``Document`` the caller builds)::
+
+    >>> store_versions(db, coll.id, [(d.doc_id, d.content_hash, d.title, d.body, d.metadata, d.display)])
+    >>> load_versions(db, coll.id, [("d1", "ab12…")])         # dicts: doc_id, title, body, metadata, display
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from .database import Database
+
+__all__ = ["Version", "load_versions", "snapshot_hashes", "store_versions"]
+
+
+def snapshot_hashes(db: Database, snapshot_id: int) -> dict[str, str]:
+    """doc_id -> content_hash of every document of snapshot ``snapshot_id``."""
+    return {
+        r["doc_id"]: r["content_hash"]
+        for r in db.fetchall(
+            "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [snapshot_id]
+        )
+    }
+
+
+#: One document version: doc_id, content_hash, title, body, metadata, display.
+Version = tuple[str, str, str, str, dict[str, Any], dict[str, Any]]
+
+
+def store_versions(db: Database, collection_id: int, versions: Iterable[Version]) -> None:
+    """Store each document version, once: COPY into a staging table, then insert the new ones."""
+    with db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        cur.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS doc_stage (LIKE ranklock.documents INCLUDING DEFAULTS) ON COMMIT DROP"
+        )
+        with cur.copy(
+            "COPY doc_stage (collection_id, doc_id, content_hash, title, body, metadata, display) FROM STDIN"
+        ) as cp:
+            for doc_id, content_hash, title, body, metadata, display in versions:
+                cp.write_row([collection_id, doc_id, content_hash, title, body, Jsonb(metadata), Jsonb(display)])
+        cur.execute(
+            "INSERT INTO ranklock.documents (collection_id, doc_id, content_hash, title, body, metadata, display) "
+            "SELECT collection_id, doc_id, content_hash, title, body, metadata, display FROM doc_stage "
+            "ON CONFLICT DO NOTHING"
+        )
+
+
+def load_versions(db: Database, collection_id: int, pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The rows (doc_id, title, body, metadata, display) of the given (doc_id, content_hash) versions."""
+    if not pairs:
+        return []
+    return db.fetchall(
+        "SELECT d.doc_id, d.title, d.body, d.metadata, d.display FROM ranklock.documents d "
+        "JOIN unnest(%s::text[], %s::text[]) AS p(doc_id, content_hash) "
+        "ON d.doc_id = p.doc_id AND d.content_hash = p.content_hash WHERE d.collection_id = %s",
+        [[p[0] for p in pairs], [p[1] for p in pairs], collection_id],
+    )
