@@ -30,6 +30,7 @@ def test_search_post_matches_the_engine_byte_for_byte(client: TestClient, engine
     body = r.json()
     assert body["hits"][0]["doc_id"] == "food-001"
     body.pop("timings"), body.pop("query_id")
+    assert body.pop("served_by") == "primary"  # no read replicas configured
     assert (
         json.dumps(body, separators=(",", ":"), ensure_ascii=False)
         == engine.search("t_http", "sourdough yeast", k=3).to_json()

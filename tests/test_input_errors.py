@@ -440,7 +440,7 @@ def test_cli_set_parses_every_search_parameter(engine: Engine, rl_home: Path, co
     assert code == 0, out
     params = json.loads(out)["params"]
     assert (params["depth"], params["exact_threshold"]) == (7, 20000)
-    assert engine.search(coll, "pump", k=2, depth=7, exact_fallback=False).to_json() == out.strip()
+    assert engine.search(coll, "pump", k=2, depth=7, exact_fallback=False).to_json(served_by=True) == out.strip()
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,14 @@ HomeOpt = Annotated[
     typer.Option("--home", envvar="RANKLOCK_HOME", help=f"Data directory (default ./{env_default('RANKLOCK_HOME')})."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+ReadDsnOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--read-dsn",
+        help="DSN of a streaming replica to search on (repeatable; RANKLOCK_READ_DSNS, comma-separated). "
+        "Default: the local replicas of `ranklock replica create`.",
+    ),
+]
 
 T = TypeVar("T")
 
@@ -113,11 +121,11 @@ def parse_settings(pairs: list[str] | None, *, taken: dict[str, Any] | None = No
 
 
 @contextmanager
-def engine(dsn: str | None, home: Path | None) -> Iterator[Any]:
+def engine(dsn: str | None, home: Path | None, read_dsns: list[str] | None = None) -> Iterator[Any]:
     from .engine import Engine
 
     try:
-        eng = Engine(dsn=dsn, home=home)
+        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None)
     except RanklockError as exc:
         raise fail(exc) from None
     try:
@@ -317,6 +325,7 @@ def search(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
+    read_dsn: ReadDsnOpt = None,
     request: Annotated[
         str | None, typer.Option("--request", help="A structured request: planned, then run, asked or refused.")
     ] = None,
@@ -368,7 +377,7 @@ def search(
     wait = (
         "searching (a new query loads the embedding model first: a few seconds)…" if mode != "lexical" else "searching…"
     )
-    with engine(dsn, home) as eng, cli_render.waiting(wait):
+    with engine(dsn, home, read_dsn) as eng, cli_render.waiting(wait):
         res = eng.search(
             collection,
             query,
@@ -454,7 +463,7 @@ def main() -> None:
 
 
 # Command groups live in their own modules; importing them registers them on `app`.
-from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_mcp, cli_plan, cli_snapshot  # noqa: E402
+from . import cli_ask, cli_eval, cli_filters, cli_http, cli_log, cli_mcp, cli_plan, cli_replica, cli_snapshot  # noqa: E402
 
 __all__ = [
     "app",
@@ -465,6 +474,7 @@ __all__ = [
     "cli_log",
     "cli_mcp",
     "cli_plan",
+    "cli_replica",
     "cli_snapshot",
     "main",
 ]

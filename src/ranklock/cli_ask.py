@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, print_json
+from .cli import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, app, console, engine, print_json
 
 __all__ = ["ask", "replay_answer_cli"]
 
@@ -29,9 +29,10 @@ def ask(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
+    read_dsn: ReadDsnOpt = None,
 ) -> None:
     """Answer QUESTION from COLLECTION with numbered citations (search, then a generator); logged for replay."""
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, read_dsn) as eng:
         ans = eng.ask(
             collection, question, filter=filter, as_of=as_of, snapshot=snapshot, chunks=chunks, generator=generator
         )

@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 from typer.core import TyperGroup
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, fail, print_json, progress_bar
+from .cli import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, app, console, engine, err_console, fail, print_json, progress_bar
 from .cli_render import FORMATS, FormatOpt, render_eval, resolve_format, table_box
 from .errors import InputError, RanklockError
 
@@ -93,6 +93,7 @@ def eval_run(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     fmt: FormatOpt = None,
+    read_dsn: ReadDsnOpt = None,
 ) -> None:
     """Compute recall@k, nDCG@k and MRR of COLLECTION on a golden set, per mode, trec_eval-compatible."""
     if answers:
@@ -112,7 +113,7 @@ def eval_run(
             render_eval({"modes": dict.fromkeys(mode_list)}, "trec", trec_runs={}, files=[])
     except RanklockError as exc:
         raise fail(exc) from None
-    with engine(dsn, home) as eng, progress_bar(out_format == "table") as prog:
+    with engine(dsn, home, read_dsn) as eng, progress_bar(out_format == "table") as prog:
         run = evaluate(eng, collection, gs, ks=ks, modes=mode_list, snapshot=snapshot, params=params, progress=prog)
     rep = run.report
     written = [str(p) for p in run.write(out)] if out is not None else []
@@ -212,6 +213,7 @@ def stability(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
+    read_dsn: ReadDsnOpt = None,
 ) -> None:
     """Retrieval Stability Index: mean top-k Jaccard over repeated runs (or between two configurations)."""
     from .eval.golden import load_queries
@@ -223,7 +225,7 @@ def stability(
         other = _parse_sets(compare_sets)
     except RanklockError as exc:
         raise fail(exc) from None
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, read_dsn) as eng:
         if compare_snapshot is not None or other:
             rep = compare_configurations(
                 eng,

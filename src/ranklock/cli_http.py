@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli import DsnOpt, HomeOpt, app, engine, fail
+from .cli import DsnOpt, HomeOpt, ReadDsnOpt, app, engine, fail
 from .errors import RanklockError
 
 __all__ = ["serve"]
@@ -20,6 +20,7 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).")] = 8000,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
+    read_dsn: ReadDsnOpt = None,
 ) -> None:
     """Serve the HTTP API (/api/search, /api/collections, /healthz, /readyz) and the search page (/)."""
     from ._extras import require
@@ -31,7 +32,7 @@ def serve(
         raise fail(exc) from None
     from .http import create_app
 
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, read_dsn) as eng:
         # Bring the query log within its retention policy without delaying start-up.
         threading.Thread(target=_prune_log, args=(eng,), name="ranklock-log-prune", daemon=True).start()
         uvicorn.run(create_app(eng), host=host, port=port, log_level="info")

@@ -161,7 +161,7 @@ def _branch(rank: int | None, value: float | None, label: str, fmt: str) -> str:
 def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") -> None:
     """Print a search result in ``fmt`` (see the module docstring)."""
     if fmt == "json":
-        sys.stdout.write(res.to_json(timings=timings) + "\n")
+        sys.stdout.write(res.to_json(timings=timings, served_by=True) + "\n")
         return
     if fmt == "jsonl":
         base = {"query": res.query, "collection": res.collection, "mode": res.mode, "snapshot": res.snapshot.id}

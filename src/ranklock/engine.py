@@ -78,8 +78,11 @@ class Engine:
         embedder: Embedder | None = None,
         tracer: Tracer | None = None,
         log_queries: bool | None = None,
+        read_dsns: Sequence[str] | None = None,
     ) -> None:
         settings = Settings()
+        if read_dsns is not None:
+            settings.read_dsns = list(read_dsns)
         if home is not None:
             settings.home = Path(home)
         if dsn is not None:
@@ -100,13 +103,29 @@ class Engine:
 
         timer = stderr_timer if settings.trace else None
         self.db = Database(uri, tracer=tracer, timer=timer, pool_timeout=settings.pool_timeout, restart=restart)
+        # Searches go to streaming replicas when there are any (ranklock.store.replicas); writes never do.
+        from .store.replicas import open_router
+
+        self.router = open_router(
+            self.db, settings.read_dsns, home=settings.home, embedded=restart is not None, wait=settings.replica_wait
+        )
         self._embedders: dict[str, Embedder] = {}
         if embedder is not None:
             self._embedders[embedder.id] = embedder
         self._default_embedder = embedder
 
     def close(self) -> None:
+        if self.router is not None:
+            self.router.close()
         self.db.close()
+
+    @property
+    def rdb(self) -> Database:
+        """Where this thread's reads go: the replica a routed search is bound to, else the primary."""
+        from .store.replicas import current_route
+
+        route = current_route()
+        return self.db if route is None else route.db
 
     def __enter__(self) -> Engine:
         return self
@@ -181,7 +200,7 @@ class Engine:
     def collection(self, name: str) -> CollectionInfo:
         from .collection import read_collection
 
-        return read_collection(self.db, name)
+        return read_collection(self.rdb, name)
 
     def collections(self) -> list[dict[str, Any]]:
         from .store.collections import list_collections
@@ -281,7 +300,7 @@ class Engine:
         sid = snapshot if snapshot is not None else coll.active_snapshot_id
         if sid is None:
             raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")
-        row = self.db.fetchone(
+        row = self.rdb.fetchone(
             "SELECT id, status, manifest_hash, manifest, stats FROM ranklock.snapshots "
             "WHERE id = %s AND collection_id = %s",
             [sid, coll.id],
@@ -394,6 +413,12 @@ class Engine:
         )
         return prune_all(self.db, policy)
 
+    def replica_status(self) -> list[dict[str, Any]]:
+        """The primary and each read replica: state, replay position, lag in bytes and seconds."""
+        from .store.replicas import ReadRouter
+
+        return (self.router or ReadRouter(self.db, [], wait=0)).status()
+
     def readiness(self) -> dict[str, Any]:
         """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
         from .snapshot.health import readiness
@@ -462,7 +487,7 @@ class Engine:
 
             # One round trip: is anything searchable, and (BM25) how many postings its terms have.
             count_sql, count_params = query_postings_sql(plan, int(snap["id"]), snap.get("stats") or {})
-            row = self.db.fetchone(
+            row = self.rdb.fetchone(
                 sql.SQL(
                     "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, "
                     "cardinality(ranklock.query_terms(%s::regconfig, %s, %s, %s)) AS positive, {} AS postings"
@@ -513,7 +538,7 @@ class Engine:
         # cached: a query must be refused with a model other than the snapshot's.
         emb = self._collection_embedder(coll)
         h = text_sha256(text)
-        row = self.db.fetchone(
+        row = self.rdb.fetchone(
             "SELECT embedding FROM ranklock.embedding_cache WHERE embedder_sha256 = %s AND text_sha256 = %s",
             [coll.embedder_sha256, h],
         )
@@ -560,7 +585,19 @@ class Engine:
         return text, p
 
     @refusals_as(QueryError)
-    def search(
+    def search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
+        """Search ``name`` and return the fused, tie-broken top ``k`` documents.
+
+        Keyword arguments: ``k`` (10), ``mode`` ("hybrid"), ``filter``,
+        ``snapshot``, ``as_of`` and any :class:`SearchParams` field.  With read
+        replicas the search runs on one that has replayed the primary's
+        position (ranklock.store.replicas); ``served_by`` says where.
+        """
+        if self.router is None:
+            return self._search(name, query, **kwargs)
+        return self.router.run(name, kwargs.get("snapshot"), lambda: self._search(name, query, **kwargs))
+
+    def _search(
         self,
         name: str,
         query: str,
@@ -572,7 +609,6 @@ class Engine:
         as_of: datetime | str | None = None,
         **params: Any,
     ) -> SearchResult:
-        """Search ``name`` and return the fused, tie-broken top ``k`` documents."""
         t0 = time.perf_counter()
         plan, coll, snap, sp, timings, warnings = self._plan(
             name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, params=params
@@ -582,7 +618,7 @@ class Engine:
         from .store.timeout import effective_timeout, statement_timeout
 
         timeout = effective_timeout(self.settings.statement_timeout)
-        scope = prepare_plan(self.db, plan, coll.index_kind, snap, sp, timeout=timeout)
+        scope = prepare_plan(self.rdb, plan, coll.index_kind, snap, sp, timeout=timeout)
         q, p = build_search_sql(plan)
         # Query log, replay capture and result cache (ranklock.snapshot.querylog).
         from .snapshot.querylog import SearchRecord
@@ -607,11 +643,11 @@ class Engine:
         )
         cached = record.cached(timings, t0)
         if cached is not None:
-            return cached
+            return cached  # the result cache lives on the primary: served_by stays "primary"
         t1 = time.perf_counter()
-        with self.db.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
+        with self.rdb.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
             # Index settings, the search, and an exact rescan if the index came back short.
-            run = execute_search(conn, self.db, plan, sp, scope)
+            run = execute_search(conn, self.rdb, plan, sp, scope)
             rows = run.rows
             record.capture_branches(rows)
         timings["sql_ms"] = (time.perf_counter() - t1) * 1000
@@ -671,6 +707,14 @@ class Engine:
             warnings=warnings + run.warnings,
             timings=timings,
         )
+        from .store.replicas import current_route
+
+        route = current_route()
+        result.served_by = "primary" if route is None else route.served_by
+        if route is not None:
+            result.timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
+            if route.warning:
+                result.warnings.append(route.warning)
         record.finish(result)  # after every field is final: the log and cache keep its digest
         return result
 

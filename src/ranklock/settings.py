@@ -87,6 +87,19 @@ ENV: tuple[EnvVar, ...] = (
         "how long a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the same "
         "collection before failing ([docs/snapshots.md](docs/snapshots.md#concurrent-writers))",
     ),
+    EnvVar(
+        "RANKLOCK_READ_DSNS",
+        None,
+        "streaming replicas (comma-separated DSNs) that serve searches; writes stay on the primary "
+        "([docs/scaling.md](docs/scaling.md)). Unset with the embedded server: the local replicas of "
+        "`ranklock replica create`",
+    ),
+    EnvVar(
+        "RANKLOCK_REPLICA_WAIT",
+        "0.5s",
+        "longest a search waits for a replica to replay the primary's position at request start, then another "
+        "node serves it",
+    ),
     EnvVar("RANKLOCK_TRACE", "0", "`1` prints every SQL statement with its timing on stderr"),
     EnvVar("RANKLOCK_LLM_URL", None, "OpenAI-compatible endpoint of the `openai` Ask generator"),
     EnvVar("RANKLOCK_LLM_MODEL", None, "model name sent to `RANKLOCK_LLM_URL`"),
@@ -197,6 +210,18 @@ class Settings(BaseModel):
         description="Longest a request waits for a pooled database connection, in seconds "
         "(RANKLOCK_POOL_TIMEOUT); then the server is checked, restarted (embedded) or reconnected.",
     )
+    read_dsns: list[str] = Field(
+        default_factory=lambda: [d.strip() for d in env("RANKLOCK_READ_DSNS").split(",") if d.strip()],
+        description="DSNs of streaming replicas (hot standbys) of the primary that serve searches "
+        "(RANKLOCK_READ_DSNS, comma-separated; `--read-dsn`, repeatable). Writes always go to the primary. "
+        "Unset with the embedded server: the local replicas of `ranklock replica create`.",
+    )
+    replica_wait: float = Field(
+        default_factory=lambda: parse_duration(env("RANKLOCK_REPLICA_WAIT"), what="RANKLOCK_REPLICA_WAIT"),
+        ge=0,
+        description="Longest a search waits for a replica to replay the primary's position at request start, "
+        "in seconds (RANKLOCK_REPLICA_WAIT); then another replica or the primary serves it.",
+    )
     log_retention: float = Field(
         default_factory=lambda: parse_duration(env("RANKLOCK_LOG_RETENTION"), what="RANKLOCK_LOG_RETENTION"),
         ge=0,
@@ -216,7 +241,7 @@ class Settings(BaseModel):
         "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
     )
     trace: bool = Field(
-        default_factory=lambda: os.environ.get("RANKLOCK_TRACE", "0") in ("1", "true", "yes"),
+        default_factory=lambda: env("RANKLOCK_TRACE") in ("1", "true", "yes"),
         description="Print every SQL statement with its duration and row count to stderr "
         "(RANKLOCK_TRACE=1; off by default).",
     )

@@ -214,7 +214,7 @@ def create_app(engine: Engine) -> FastAPI:
             **req.params,
         )
         # The engine's canonical JSON, byte for byte, so HTTP and CLI agree.
-        return Response(content=res.to_json(timings=True), media_type="application/json")
+        return Response(content=res.to_json(timings=True, served_by=True), media_type="application/json")
 
     @app.post("/api/search")
     def search_post(req: SearchRequest) -> Response:

@@ -49,8 +49,13 @@ class SearchResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     query_id: int | None = None
     timings: dict[str, float] = Field(default_factory=dict)
+    #: Where the search ran: "primary" or a read replica's host:port (ranklock.store.replicas).
+    served_by: str = "primary"
 
-    def to_json(self, *, timings: bool = False, indent: int | None = None) -> str:
-        """Canonical JSON.  Timings and the log id vary run to run, so they are left out by default."""
+    def to_json(self, *, timings: bool = False, indent: int | None = None, served_by: bool = False) -> str:
+        """Canonical JSON.  Timings, the log id and the serving node vary run to run, so they are left out
+        by default (every node serves the same bytes; the digest in the query log is of this JSON)."""
         exclude = set() if timings else {"timings", "query_id"}
+        if not served_by:
+            exclude.add("served_by")
         return self.model_dump_json(exclude=exclude, indent=indent)

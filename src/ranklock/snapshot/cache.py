@@ -111,7 +111,7 @@ def store(
     result: SearchResult,
     branches: dict[str, list[list[Any]]] | None,
 ) -> None:
-    payload = result.model_dump(mode="json", exclude={"timings", "query_id"})
+    payload = result.model_dump(mode="json", exclude={"timings", "query_id", "served_by"})
     for h in payload["hits"]:
         h.pop("text", None)
     # The snapshot may have been dropped while this search ran (foreign key

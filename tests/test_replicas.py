@@ -1,0 +1,323 @@
+"""Read replicas on real PostgreSQL streaming replication: one embedded primary, two local hot standbys.
+
+The standbys are made by ranklock itself (``LocalReplica.create``: ``pg_basebackup -R``), so these
+tests also cover the set-up a user runs with ``ranklock replica create``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from fakes import HashEmbedder
+from ranklock import Engine
+from ranklock.cli import app
+from ranklock.ingest.loaders import Document
+from ranklock.store.server import EmbeddedServer
+from ranklock.store.standby import LocalReplica, load_registry
+
+COLLECTION = "sci"
+_WORDS = [
+    "protein",
+    "cell",
+    "gene",
+    "mutation",
+    "tumor",
+    "immune",
+    "vaccine",
+    "receptor",
+    "enzyme",
+    "pathway",
+    "neuron",
+    "insulin",
+    "virus",
+    "antibody",
+    "dose",
+    "trial",
+    "cohort",
+    "mortality",
+    "risk",
+    "plasma",
+    "kinase",
+    "signal",
+    "membrane",
+    "stem",
+    "therapy",
+    "lesion",
+    "cortex",
+    "hormone",
+    "bacteria",
+    "infection",
+    "inflammation",
+    "lipid",
+    "glucose",
+    "oxygen",
+    "calcium",
+    "sodium",
+    "dna",
+    "rna",
+    "transcription",
+    "expression",
+]
+
+
+def _corpus(n: int, seed: int, prefix: str = "d") -> list[Document]:
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        title = " ".join(rng.choices(_WORDS, k=4))
+        body = ". ".join(" ".join(rng.choices(_WORDS, k=rng.randint(8, 16))) for _ in range(rng.randint(2, 5)))
+        docs.append(Document(f"{prefix}{i:04d}", title, body, {}, {}))
+    return docs
+
+
+def _queries(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(_WORDS, k=rng.randint(1, 5))) for _ in range(n)]
+
+
+@dataclass
+class Cluster:
+    home: Path
+    primary_dsn: str
+    replicas: list[LocalReplica]
+    emb: HashEmbedder
+
+    def engine(self, read: list[LocalReplica] | None, *, wait: float = 0.5, log: bool = True) -> Engine:
+        """An engine on the primary (external DSN: no local registry) reading from ``read``."""
+        prev = os.environ.get("RANKLOCK_REPLICA_WAIT")
+        os.environ["RANKLOCK_REPLICA_WAIT"] = str(wait)
+        try:
+            return Engine(
+                dsn=self.primary_dsn,
+                embedder=self.emb,
+                log_queries=log,
+                read_dsns=[r.dsn for r in read] if read is not None else None,
+            )
+        finally:
+            if prev is None:
+                os.environ.pop("RANKLOCK_REPLICA_WAIT")
+            else:
+                os.environ["RANKLOCK_REPLICA_WAIT"] = prev
+
+
+def _label(r: LocalReplica) -> str:
+    return f"127.0.0.1:{r.port}"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if os.environ.get("RANKLOCK_TEST_DSN"):
+        pytest.skip("local replicas are made of the embedded server; RANKLOCK_TEST_DSN points elsewhere")
+    # A directory of its own, not under pytest's shared basetemp: three servers live in it.
+    home = Path(tempfile.mkdtemp(prefix="ranklock-replicas-"))
+    emb = HashEmbedder()
+    with Engine(home=home, embedder=emb, log_queries=True) as eng:
+        eng.ingest(
+            COLLECTION,
+            _corpus(800, seed=13),
+            # exact_threshold 0: every search walks the HNSW graph, the part a rebuilt index would change.
+            create={"embedder": emb.id, "index": "hnsw", "search_defaults": {"exact_threshold": 0}},
+        )
+    replicas = [LocalReplica(home, "r1"), LocalReplica(home, "r2")]
+    with ThreadPoolExecutor(2) as pool:  # two base backups at once, each through its own slot
+        list(pool.map(LocalReplica.create, replicas))
+    yield Cluster(home, EmbeddedServer(home).uri(), replicas, emb)
+    for r in replicas:
+        r.drop()
+    EmbeddedServer(home).stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _primary_lsn(c: Cluster) -> str:
+    with psycopg.connect(c.primary_dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _wait_replayed(c: Cluster, r: LocalReplica, timeout: float = 30.0) -> None:
+    target = _primary_lsn(c)
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(r.dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [target]).fetchone()
+            if row is not None and row[0]:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"replica {r.name} did not replay {target} within {timeout} s")
+
+
+def test_create_registers_and_plain_engine_reads_from_replicas(cluster: Cluster) -> None:
+    assert load_registry(cluster.home) == {r.name: {"port": r.port} for r in cluster.replicas}
+    with Engine(home=cluster.home, embedder=cluster.emb) as eng:
+        served = {eng.search(COLLECTION, "protein kinase", k=5).served_by for _ in range(4)}
+    # Round robin over both registered replicas.
+    assert served == {_label(r) for r in cluster.replicas}
+
+
+def test_300_queries_byte_identical_hits_on_primary_and_each_replica(cluster: Cluster) -> None:
+    # Unlogged: the query log is tested below; here every search costs only the search.
+    engines = [cluster.engine([], log=False)] + [cluster.engine([r], log=False) for r in cluster.replicas]
+    labels = ["primary"] + [_label(r) for r in cluster.replicas]
+    for r in cluster.replicas:
+        _wait_replayed(cluster, r)
+    try:
+        for q in _queries(300, seed=7):
+            results = [e.search(COLLECTION, q, k=10) for e in engines]
+            assert [r.served_by for r in results] == labels
+            assert results[0].params["vector_strategy"] == "hnsw"
+            hits = [json.dumps([h.model_dump() for h in r.hits]) for r in results]
+            assert hits[1] == hits[0] and hits[2] == hits[0], q
+            # The whole canonical result too (served_by and timings are left out of it).
+            assert results[1].to_json() == results[0].to_json() == results[2].to_json()
+    finally:
+        for e in engines:
+            e.close()
+
+
+def _resume(r: LocalReplica) -> None:
+    with psycopg.connect(r.dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_wal_replay_resume()")
+
+
+def test_activation_is_served_by_a_replica_only_after_replay(cluster: Cluster) -> None:
+    r1, r2 = cluster.replicas
+    with psycopg.connect(r1.dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_wal_replay_pause()")
+        try:
+            with cluster.engine(None) as writer:
+                report = writer.ingest(COLLECTION, [Document("new0001", "zeppelin", "zeppelin protein", {}, {})])
+            # r1 has not replayed the activation; r2 may not have yet either: never the old snapshot.
+            with cluster.engine([r1, r2], wait=0.3) as eng:
+                for _ in range(4):
+                    res = eng.search(COLLECTION, "zeppelin", k=3, mode="lexical")
+                    assert res.snapshot.id == report.snapshot_id
+                    assert res.hits[0].doc_id == "new0001"
+                    assert res.served_by != _label(r1)
+                status = {n["name"]: n for n in eng.replica_status()}
+                assert status[_label(r1)]["paused"] is True
+                assert status[_label(r1)]["lag_bytes"] > 0
+            # Only r1 to read from: after waiting the bound it falls back to the primary.
+            with cluster.engine([r1], wait=0.3) as eng:
+                res = eng.search(COLLECTION, "zeppelin", k=3, mode="lexical")
+                assert (res.served_by, res.snapshot.id) == ("primary", report.snapshot_id)
+                assert res.timings["replica_wait_ms"] >= 300
+            # A replica that catches up within the bound serves after waiting for it.
+            with cluster.engine([r1], wait=20) as eng:
+                threading.Timer(0.4, _resume, [r1]).start()
+                t0 = time.monotonic()
+                res = eng.search(COLLECTION, "zeppelin", k=3, mode="lexical")
+                assert time.monotonic() - t0 >= 0.4
+                assert (res.served_by, res.snapshot.id) == (_label(r1), report.snapshot_id)
+                # The query log (on the primary) names the replica and its replay position.
+                row = eng.db.fetchone(
+                    "SELECT result -> 'node' AS node FROM ranklock.query_log WHERE id = %s", [res.query_id]
+                )
+                assert row is not None and row["node"]["served_by"] == _label(r1)
+                assert row["node"]["replay_lsn"] and row["node"]["waited_ms"] >= 300
+        finally:
+            conn.execute("SELECT pg_wal_replay_resume()")
+
+
+def test_kill_9_of_a_replica_under_4_clients_loses_no_request_and_it_rejoins(cluster: Cluster) -> None:
+    r2 = cluster.replicas[1]
+    queries = _queries(40, seed=99)
+    with cluster.engine([]) as primary:
+        expected = {q: primary.search(COLLECTION, q, k=10).to_json() for q in queries}
+    for r in cluster.replicas:
+        _wait_replayed(cluster, r)
+    # The registered replicas, with their restart hook, as plain `ranklock search` would use them.
+    with Engine(home=cluster.home, embedder=cluster.emb) as eng:
+        stop = threading.Event()
+        served: list[str] = []
+        errors: list[BaseException] = []
+
+        def client(seed: int) -> int:
+            rng, done = random.Random(seed), 0
+            while not stop.is_set() or done < 20:
+                q = rng.choice(queries)
+                try:
+                    res = eng.search(COLLECTION, q, k=10)
+                except BaseException as exc:  # every failure is a lost request
+                    errors.append(exc)
+                    raise
+                assert res.to_json() == expected[q]
+                served.append(res.served_by)
+                done += 1
+            return done
+
+        with ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(client, s) for s in range(4)]
+            time.sleep(1.0)
+            pid = r2._pid()
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(2.0)
+            stop.set()
+            counts = [f.result() for f in futures]
+        assert not errors and sum(counts) == len(served)
+        # The kill was noticed (r2 marked down), and both the survivor and r2 served before it.
+        assert {n.label: n.downs for n in eng.router.nodes}[_label(r2)] >= 1
+        assert {_label(r) for r in cluster.replicas} <= set(served)
+        # The router restarts the killed local replica in the background; it rejoins the rotation.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if eng.search(COLLECTION, queries[0], k=10).served_by == _label(r2):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"replica r2 did not rejoin: {eng.replica_status()}")
+        assert r2.running()
+        assert {n["node"]: n["state"] for n in eng.replica_status()}[_label(r2)] == "up"
+
+
+def test_dead_read_dsn_is_skipped_and_listed_down(cluster: Cluster) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = f"postgresql://postgres@127.0.0.1:{port}/ranklock"
+    with Engine(dsn=cluster.primary_dsn, embedder=cluster.emb, read_dsns=[dead]) as eng:
+        assert eng.search(COLLECTION, "protein", k=3).served_by == "primary"
+        node = {n["node"]: n for n in eng.replica_status()}[f"127.0.0.1:{port}"]
+        assert node["state"] == "down" and "cannot connect" in node["error"]
+
+
+def test_cli_replica_list_json_and_drop_unknown(cluster: Cluster) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["replica", "list", "--home", str(cluster.home), "--json"])
+    assert res.exit_code == 0, res.output
+    nodes = {n["name"]: n for n in json.loads(res.stdout)["nodes"]}
+    assert set(nodes) == {"primary", "r1", "r2"}
+    assert all(n["state"] in ("up", "lagging") and n["lag_bytes"] is not None for n in nodes.values())
+    res = runner.invoke(app, ["replica", "drop", "nope", "--home", str(cluster.home)])
+    assert res.exit_code == 2
+    assert "no local replica named 'nope'; registered: r1, r2." in res.stderr
+
+
+def test_cli_search_json_names_the_replica(cluster: Cluster) -> None:
+    r1 = cluster.replicas[0]
+    _wait_replayed(cluster, r1)
+    # Lexical mode: the CLI loads no embedder (the collection's is the tests' hash embedder).
+    args = ["search", COLLECTION, "protein", "--mode", "lexical", "--json", "--dsn", cluster.primary_dsn]
+    res = CliRunner().invoke(app, [*args, "--read-dsn", r1.dsn])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["served_by"] == _label(r1)
+    res = CliRunner().invoke(app, args)
+    assert json.loads(res.stdout)["served_by"] == "primary"
