@@ -1,4 +1,4 @@
-"""CLI commands for the filters area, registered on :data:`ranklock.cli.app`.
+"""CLI commands for the filters area, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
 
 ``ranklock collection create NAME --field years_exp:int! --field skills:keyword[] --index hnsw --m 16``
 declares a collection's typed fields and vector index up front (or from a
@@ -15,9 +15,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, fail, print_json
-from .errors import ConfigError
-from .settings import DEFAULT_EMBEDDER, search_param_help
+from ..errors import ConfigError
+from ..settings import DEFAULT_EMBEDDER, search_param_help
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["collection_app", "load_schema"]
 
@@ -54,7 +57,7 @@ def load_schema(path: Path) -> dict[str, Any]:
 
 
 def _field_text(f: Any) -> Any:
-    from .collection import FieldSpec
+    from ..collection import FieldSpec
 
     if isinstance(f, dict):
         try:
@@ -117,7 +120,7 @@ def create(
             kwargs[key] = value if value is not None else spec[key]
     with engine(dsn, home) as eng:
         if "chunker" in spec:
-            from .settings import ChunkerParams
+            from ..settings import ChunkerParams
 
             kwargs["chunker"] = ChunkerParams(**spec["chunker"])
         info = eng.create_collection(name, **kwargs)
