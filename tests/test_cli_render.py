@@ -110,7 +110,7 @@ def test_search_format_json_is_the_json_flag_and_jsonl_is_one_hit_per_line(
 ) -> None:
     _, by_flag, _ = cli(rl_home, "search", coll, "harbour", "--json")
     _, by_format, _ = cli(rl_home, "search", coll, "harbour", "--format", "json")
-    assert by_flag == by_format == engine.search(coll, "harbour").to_json() + "\n"
+    assert by_flag == by_format == engine.search(coll, "harbour").to_json(served_by=True) + "\n"
     rc, out, _ = cli(rl_home, "search", coll, "harbour", "--format", "jsonl")
     assert rc == 0
     rows = [json.loads(line) for line in out.splitlines()]
