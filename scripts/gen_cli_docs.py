@@ -1,7 +1,11 @@
-"""Generate docs/cli.md from the CLI's own declarations, so the reference cannot drift.
+"""Generate docs/cli.md and the README's settings table from their declarations, so neither can drift.
 
-python scripts/gen_cli_docs.py          # rewrite docs/cli.md
-python scripts/gen_cli_docs.py --check  # exit 1 if docs/cli.md is stale (tests run this)
+python scripts/gen_cli_docs.py          # rewrite docs/cli.md and README.md's settings table
+python scripts/gen_cli_docs.py --check  # exit 1 if either is stale (tests run this)
+
+docs/cli.md comes from the Typer commands (whose search options take their help from
+``SearchParams``); the README table, between ``<!-- settings:begin -->`` and
+``<!-- settings:end -->``, comes from ``ranklock.settings.ENV``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 DOC = ROOT / "docs" / "cli.md"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
 
 
 # Typer vendors its own click, so commands and parameters are read by duck typing.
@@ -23,7 +29,9 @@ def _param_line(p: Any) -> str:
     if p.param_type_name == "argument":
         return f"- `{p.name.upper()}` (argument{'' if p.required else ', optional'})"
     names = ", ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts])
-    default = "" if p.default in (None, False, ()) or p.is_flag else f" (default: `{p.default}`)"
+    # Identity checks: `0 in (None, False, ())` is true (0 == False), which hid zero defaults.
+    hidden = p.default is None or p.default is False or p.default == () or p.is_flag
+    default = "" if hidden else f" (default: `{p.default}`)"
     return f"- {names}: {(p.help or '').strip()}{default}"
 
 
@@ -54,16 +62,42 @@ def render() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def render_settings_table() -> str:
+    """The README's settings table: one row per declared environment variable."""
+    from ranklock.settings import ENV
+
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    rows += [f"| `{v.name}` | {'unset' if v.default is None else f'`{v.default}`'} | {v.meaning} |" for v in ENV]
+    return "\n".join(rows)
+
+
+def render_readme(current: str) -> str:
+    """``current`` (README.md's text) with the table between the settings markers regenerated."""
+    head, sep, rest = current.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise SystemExit(f"README.md lacks the {BEGIN} ... {END} markers around the settings table")
+    return f"{head}{BEGIN}\n{render_settings_table()}\n{END}{tail}"
+
+
 def main() -> None:
     text = render()
+    readme = README.read_text(encoding="utf-8")
+    new_readme = render_readme(readme)
     if "--check" in sys.argv:
+        stale = []
         if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
-            print("docs/cli.md is stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
+            stale.append("docs/cli.md")
+        if readme != new_readme:
+            stale.append("README.md's settings table")
+        if stale:
+            print(f"{' and '.join(stale)} stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
             sys.exit(1)
         return
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text, encoding="utf-8")
-    print(f"wrote {DOC}")
+    README.write_text(new_readme, encoding="utf-8")
+    print(f"wrote {DOC} and {README}'s settings table")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ranklock import Engine
-from ranklock.demo import demo_corpus_path
+from ranklock.cli.demo import demo_corpus_path
 from ranklock.http import create_app
 
 

@@ -111,7 +111,7 @@ def _stored(engine: Engine, name: str) -> list[tuple]:
 
 
 def test_ingesting_twice_gives_byte_identical_chunks_and_vectors(engine: Engine, cname: str) -> None:
-    from ranklock.demo import demo_corpus_path
+    from ranklock.cli.demo import demo_corpus_path
 
     engine.ingest(cname + "_a", demo_corpus_path(), replace=True)
     # Clear the embedding cache for these texts so the second ingest embeds again.

@@ -45,4 +45,4 @@ def test_domain_and_eval_modules_do_not_import_the_engine(package: str) -> None:
 
 def test_the_import_scan_sees_relative_imports() -> None:
     assert "ranklock.ingest.loaders.Document" in _imports(SRC / "domains" / "journal" / "generate.py")
-    assert "ranklock.ask.run" in _imports(SRC / "eval" / "answers.py")
+    assert "ranklock.settings.ASK_DEPTH" in _imports(SRC / "eval" / "answers.py")

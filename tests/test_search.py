@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ranklock import Document, Engine, NotFound, QueryError
-from ranklock.demo import demo_corpus_path
+from ranklock.cli.demo import demo_corpus_path
 from ranklock.snapshot.build import chunk_table
 
 RRF_K = 60

@@ -511,8 +511,11 @@ class Engine:
         snapshot: int | None = None,
         chunks: int = 8,
         generator: str | Generator = "extractive",
+        mode: str = "hybrid",
     ) -> Answer:
         """Answer ``question`` from the top ``chunks`` chunks of ``search``, with citations; logged for replay.
+
+        ``mode`` (evaluation only: ``eval --answers`` compares Ask over each retrieval mode) replaces hybrid.
 
         >>> eng.ask("journal", "who reviewed XJ-900?").to_json()   # doctest: +SKIP
         """
@@ -530,6 +533,7 @@ class Engine:
             chunks=chunks,
             generator=generator,
             log=bool(self.settings.log_queries),
+            mode=mode,
         )
 
     def replay_answer(self, answer_id: str) -> AnswerReplay:

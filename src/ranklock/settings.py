@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -16,7 +17,122 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .limits import MAX_K
 
-__all__ = ["SearchParams", "Settings", "ChunkerParams", "parse_duration", "parse_size"]
+__all__ = [
+    "ASK_DEPTH",
+    "ASK_RRF_K",
+    "DEFAULT_EMBEDDER",
+    "ENV",
+    "ChunkerParams",
+    "EnvVar",
+    "SearchParams",
+    "Settings",
+    "env",
+    "parse_duration",
+    "parse_size",
+    "search_param_help",
+]
+
+#: The embedder of a collection created without one (``--embedder`` unset).
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+#: Ask's retrieval: candidates per branch and the RRF constant, fixed whatever the collection's
+#: search defaults (so an answer's passages are reproducible).  eval --answers reads them here (its
+#: recall@8 must describe the chunks Ask hands over); ranklock.ask, which may import only the
+#: foundations, keeps them as ask.retrieve.DEPTH / RRF_K, and tests/test_settings_declared.py
+#: checks that the two agree.
+ASK_DEPTH = 40
+ASK_RRF_K = 60
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable ranklock reads: its name, default (``None``: unset) and meaning."""
+
+    name: str
+    default: str | None
+    meaning: str
+
+
+#: Every environment variable read anywhere in ``src/ranklock`` (tests/test_settings_env.py
+#: greps the source and fails on one missing here).  The README's settings table is generated
+#: from this tuple by scripts/gen_cli_docs.py.
+ENV: tuple[EnvVar, ...] = (
+    EnvVar("RANKLOCK_HOME", ".ranklock", "data directory of the embedded PostgreSQL"),
+    EnvVar("RANKLOCK_DSN", None, "external PostgreSQL >= 16 with pgvector >= 0.8 instead of the embedded one"),
+    EnvVar("RANKLOCK_LOG_QUERIES", "1", "record searches in the query log (`0` turns it off)"),
+    EnvVar(
+        "RANKLOCK_RESULT_CACHE",
+        "0",
+        "serve repeated searches of an immutable snapshot from the result cache (`1` turns it on)",
+    ),
+    EnvVar(
+        "RANKLOCK_STATEMENT_TIMEOUT",
+        "30s",
+        "PostgreSQL cancels a search's statements after this (`QueryTimeout`, HTTP 504); echoed as "
+        "`params.statement_timeout_s`",
+    ),
+    EnvVar(
+        "RANKLOCK_POOL_TIMEOUT",
+        "5s",
+        "longest wait for a pooled connection before the server is checked and restarted/reconnected",
+    ),
+    EnvVar("RANKLOCK_LOG_RETENTION", "30d", "query-log entries older than this are pruned (`0`: any age)"),
+    EnvVar("RANKLOCK_LOG_MAX_BYTES", "1GB", "the query log keeps at most this much, newest first (`0`: any size)"),
+    EnvVar(
+        "RANKLOCK_LOG_PRUNE_EVERY", "1000", "retention runs after every this many logged searches, one bounded batch"
+    ),
+    EnvVar(
+        "RANKLOCK_LOCK_WAIT",
+        "300s",
+        "how long a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the same "
+        "collection before failing ([docs/snapshots.md](docs/snapshots.md#concurrent-writers))",
+    ),
+    EnvVar(
+        "RANKLOCK_READ_DSNS",
+        None,
+        "streaming replicas (comma-separated DSNs) that serve searches; writes stay on the primary "
+        "([docs/scaling.md](docs/scaling.md)). Unset with the embedded server: the local replicas of "
+        "`ranklock replica create`",
+    ),
+    EnvVar(
+        "RANKLOCK_REPLICA_WAIT",
+        "0.5s",
+        "longest a search waits for a replica to replay the primary's position at request start, then another "
+        "node serves it",
+    ),
+    EnvVar("RANKLOCK_TRACE", "0", "`1` prints every SQL statement with its timing on stderr"),
+    EnvVar("RANKLOCK_LLM_URL", None, "OpenAI-compatible endpoint of the `openai` Ask generator"),
+    EnvVar("RANKLOCK_LLM_MODEL", None, "model name sent to `RANKLOCK_LLM_URL`"),
+    EnvVar("RANKLOCK_LLM_API_KEY", None, "bearer token sent to `RANKLOCK_LLM_URL`"),
+    EnvVar("RANKLOCK_PLAN_LLM_URL", None, "OpenAI-compatible endpoint of the LLM plan extractor"),
+    EnvVar("RANKLOCK_PLAN_LLM_MODEL", None, "model name sent to `RANKLOCK_PLAN_LLM_URL`"),
+    EnvVar("RANKLOCK_PLAN_LLM_KEY", None, "bearer token sent to `RANKLOCK_PLAN_LLM_URL`"),
+    EnvVar("OPENAI_API_KEY", None, "bearer token of an `openai:` HTTP embedder"),
+    EnvVar(
+        "RANKLOCK_EMBEDDER_REVISION",
+        None,
+        "revision recorded in an `openai:` embedder's id (the server's model version; changes the cache key)",
+    ),
+)
+_ENV_BY_NAME = {v.name: v for v in ENV}
+
+
+def env(name: str) -> str:
+    """The value of the declared environment variable ``name``: its setting, else its default (``""`` when none).
+
+    An empty setting counts as unset.  Reading an undeclared name is a programming error.
+    """
+    decl = _ENV_BY_NAME[name]  # KeyError: declare it in ENV first
+    return os.environ.get(name) or decl.default or ""
+
+
+def search_param_help(name: str) -> str:
+    """CLI help for the search parameter ``name``: its description and default, from :class:`SearchParams`."""
+    field = SearchParams.model_fields[name]
+    default = field.default
+    shown = str(default).lower() if isinstance(default, bool) else default
+    return f"{(field.description or name).rstrip('.')} (default {shown})."
+
 
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _SIZE_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
@@ -51,16 +167,12 @@ def parse_duration(text: str | float, *, what: str = "duration") -> float:
     return float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()]
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name) or default
-
-
-def _env_int(name: str, default: str) -> int:
-    text = _env(name, default)
+def _env_int(name: str) -> int:
+    text = env(name)
     if not text.strip().isdigit():
         from .errors import ConfigError
 
-        raise ConfigError(f"{name} {text!r} is not a whole number; set it to e.g. {default}.")
+        raise ConfigError(f"{name} {text!r} is not a whole number; set it to e.g. {_ENV_BY_NAME[name].default}.")
     return int(text)
 
 
@@ -68,75 +180,73 @@ class Settings(BaseModel):
     """Where ranklock keeps its data and which database it talks to."""
 
     home: Path = Field(
-        default_factory=lambda: Path(os.environ.get("RANKLOCK_HOME", ".ranklock")),
+        default_factory=lambda: Path(env("RANKLOCK_HOME")),
         description="Data directory for the embedded PostgreSQL and caches (RANKLOCK_HOME).",
     )
     dsn: str | None = Field(
-        default_factory=lambda: os.environ.get("RANKLOCK_DSN") or None,
+        default_factory=lambda: env("RANKLOCK_DSN") or None,
         description="DSN of an external PostgreSQL >= 16 with pgvector >= 0.8 (RANKLOCK_DSN). "
         "When unset, ranklock starts its own embedded server in `home`.",
     )
     log_queries: bool = Field(
-        default_factory=lambda: os.environ.get("RANKLOCK_LOG_QUERIES", "1") not in ("0", "false", "no"),
+        default_factory=lambda: env("RANKLOCK_LOG_QUERIES") not in ("0", "false", "no"),
         description="Record every search in the query log (RANKLOCK_LOG_QUERIES=0 turns it off).",
     )
     result_cache: bool = Field(
-        default_factory=lambda: os.environ.get("RANKLOCK_RESULT_CACHE", "0") in ("1", "true", "yes"),
+        default_factory=lambda: env("RANKLOCK_RESULT_CACHE") in ("1", "true", "yes"),
         description="Serve repeated searches of an immutable snapshot from the result cache "
         "(RANKLOCK_RESULT_CACHE=1 turns it on; off by default so latency benchmarks measure real searches).",
     )
     statement_timeout: float = Field(
-        default_factory=lambda: parse_duration(
-            _env("RANKLOCK_STATEMENT_TIMEOUT", "30s"), what="RANKLOCK_STATEMENT_TIMEOUT"
-        ),
+        default_factory=lambda: parse_duration(env("RANKLOCK_STATEMENT_TIMEOUT"), what="RANKLOCK_STATEMENT_TIMEOUT"),
         gt=0,
         description="Longest a search's statements may run before PostgreSQL cancels them, in seconds "
         "(RANKLOCK_STATEMENT_TIMEOUT, e.g. 30s or 2m). Set per search transaction (SET LOCAL); echoed in "
         "every result's params.",
     )
     pool_timeout: float = Field(
-        default_factory=lambda: parse_duration(_env("RANKLOCK_POOL_TIMEOUT", "5s"), what="RANKLOCK_POOL_TIMEOUT"),
+        default_factory=lambda: parse_duration(env("RANKLOCK_POOL_TIMEOUT"), what="RANKLOCK_POOL_TIMEOUT"),
         gt=0,
         description="Longest a request waits for a pooled database connection, in seconds "
         "(RANKLOCK_POOL_TIMEOUT); then the server is checked, restarted (embedded) or reconnected.",
     )
     read_dsns: list[str] = Field(
-        default_factory=lambda: [d.strip() for d in os.environ.get("RANKLOCK_READ_DSNS", "").split(",") if d.strip()],
+        default_factory=lambda: [d.strip() for d in env("RANKLOCK_READ_DSNS").split(",") if d.strip()],
         description="DSNs of streaming replicas (hot standbys) of the primary that serve searches "
         "(RANKLOCK_READ_DSNS, comma-separated; `--read-dsn`, repeatable). Writes always go to the primary. "
         "Unset with the embedded server: the local replicas of `ranklock replica create`.",
     )
     replica_wait: float = Field(
-        default_factory=lambda: parse_duration(_env("RANKLOCK_REPLICA_WAIT", "0.5s"), what="RANKLOCK_REPLICA_WAIT"),
+        default_factory=lambda: parse_duration(env("RANKLOCK_REPLICA_WAIT"), what="RANKLOCK_REPLICA_WAIT"),
         ge=0,
         description="Longest a search waits for a replica to replay the primary's position at request start, "
         "in seconds (RANKLOCK_REPLICA_WAIT); then another replica or the primary serves it.",
     )
     log_retention: float = Field(
-        default_factory=lambda: parse_duration(_env("RANKLOCK_LOG_RETENTION", "30d"), what="RANKLOCK_LOG_RETENTION"),
+        default_factory=lambda: parse_duration(env("RANKLOCK_LOG_RETENTION"), what="RANKLOCK_LOG_RETENTION"),
         ge=0,
         description="Query-log entries older than this are pruned, in seconds (RANKLOCK_LOG_RETENTION, "
         "e.g. 30d; 0 keeps entries of any age).",
     )
     log_max_bytes: int = Field(
-        default_factory=lambda: parse_size(_env("RANKLOCK_LOG_MAX_BYTES", "1GB"), what="RANKLOCK_LOG_MAX_BYTES"),
+        default_factory=lambda: parse_size(env("RANKLOCK_LOG_MAX_BYTES"), what="RANKLOCK_LOG_MAX_BYTES"),
         ge=0,
         description="The query log keeps at most this many bytes of entries, the newest ones "
         "(RANKLOCK_LOG_MAX_BYTES, e.g. 1GB or 500MB; 0 means no size limit).",
     )
     log_prune_every: int = Field(
-        default_factory=lambda: _env_int("RANKLOCK_LOG_PRUNE_EVERY", "1000"),
+        default_factory=lambda: _env_int("RANKLOCK_LOG_PRUNE_EVERY"),
         ge=1,
         description="Enforce the query-log retention after every this many logged searches "
         "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
     )
     trace: bool = Field(
-        default_factory=lambda: os.environ.get("RANKLOCK_TRACE", "0") in ("1", "true", "yes"),
+        default_factory=lambda: env("RANKLOCK_TRACE") in ("1", "true", "yes"),
         description="Print every SQL statement with its duration and row count to stderr "
         "(RANKLOCK_TRACE=1; off by default).",
     )
     lock_wait: float = Field(
-        default_factory=lambda: parse_duration(_env("RANKLOCK_LOCK_WAIT", "300s"), what="RANKLOCK_LOCK_WAIT"),
+        default_factory=lambda: parse_duration(env("RANKLOCK_LOCK_WAIT"), what="RANKLOCK_LOCK_WAIT"),
         ge=0,
         description="Longest a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the "
         "same collection before failing, in seconds (RANKLOCK_LOCK_WAIT, e.g. 300 or 5m; 0: do not wait). "
@@ -194,7 +304,7 @@ class SearchParams(BaseModel):
         "bm25", description="Lexical ranking function: bm25 (Okapi BM25, in the database) or ts_rank_cd."
     )
     k1: float = Field(1.2, ge=0, le=1000, description="BM25 term-frequency saturation.")
-    b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation.")
+    b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation, 0..1.")
     query_syntax: Literal["natural", "websearch"] = Field(
         "natural", description="Lexical query syntax: natural (OR of terms) or websearch."
     )

@@ -31,7 +31,7 @@ from ..errors import GenerationError, NotFound, QueryError
 from .generators import resolve_generator
 from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
 from .prompt import render_prompt
-from .run import SearchFn, number_chunks, retrieve
+from .retrieve import SearchFn, number_chunks, retrieve
 from .validate import validate_draft
 
 if TYPE_CHECKING:

@@ -15,15 +15,17 @@ def resolve_embedder(spec: str | None) -> Embedder:
     A local directory path: any sentence-transformers model.
     ``openai:<model>@<base_url>``: an OpenAI-compatible HTTP endpoint.
     """
-    from .sentence import MINILM_ID, SentenceTransformerEmbedder, default_embedder
-
-    if spec in (None, "", "default", MINILM_ID, "all-MiniLM-L6-v2"):
-        return default_embedder()
-    assert spec is not None
-    if spec.startswith("openai:"):
+    # An HTTP embedder needs none of ranklock[models]: resolve it before touching .sentence.
+    if spec is not None and spec.startswith("openai:"):
         from .http import OpenAIEmbedder
 
         return OpenAIEmbedder.from_spec(spec)
+    from ..settings import DEFAULT_EMBEDDER
+    from .sentence import MINILM_ID, SentenceTransformerEmbedder, default_embedder
+
+    if spec in (None, "", "default", MINILM_ID, DEFAULT_EMBEDDER):
+        return default_embedder()
+    assert spec is not None
     import os
 
     if os.path.isdir(spec):

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 
+import httpx
 import numpy as np
 
 from ..errors import EmbedderError
+from ..settings import env
 from .base import Matrix, normalize_rows
 
 __all__ = ["OpenAIEmbedder", "WhitespaceTokenizer"]
@@ -34,13 +33,18 @@ class WhitespaceTokenizer:
 
 
 class OpenAIEmbedder:
+    """Embeds through ``POST {base_url}/embeddings`` (httpx; one client per call, nothing left open)."""
+
+    #: Seconds for connecting and for each read.
+    timeout = 60.0
+
     def __init__(self, model: str, base_url: str, dim: int, api_key: str | None = None) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.dim = dim
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.api_key = api_key if api_key is not None else (env("OPENAI_API_KEY") or None)
         self.id = f"openai:{model}@{self.base_url}"
-        revision = os.environ.get("RANKLOCK_EMBEDDER_REVISION", "")
+        revision = env("RANKLOCK_EMBEDDER_REVISION")
         self.sha256 = hashlib.sha256(f"{self.id}#{revision}".encode()).hexdigest()
         self.tokenizer = WhitespaceTokenizer()
 
@@ -59,15 +63,17 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> Matrix:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        # The body is serialised here, not by httpx's json=, so the bytes sent stay what they were.
         body = json.dumps({"model": self.model, "input": list(texts)}).encode()
-        req = urllib.request.Request(f"{self.base_url}/embeddings", data=body, method="POST")
-        req.add_header("Content-Type", "application/json")
+        headers = {"Content-Type": "application/json"}
         if self.api_key:
-            req.add_header("Authorization", f"Bearer {self.api_key}")
+            headers["Authorization"] = f"Bearer {self.api_key}"
         try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                payload = json.loads(resp.read())
-        except (urllib.error.URLError, TimeoutError, json.JSONDecodeError) as exc:
+            with httpx.Client(timeout=self.timeout) as client:
+                resp = client.post(f"{self.base_url}/embeddings", content=body, headers=headers)
+                resp.raise_for_status()  # urllib raised on 4xx/5xx; httpx must be asked to
+                payload = json.loads(resp.content)
+        except (httpx.HTTPError, json.JSONDecodeError) as exc:
             raise EmbedderError(f"embedding endpoint {self.base_url} failed: {exc}; check the URL and key.") from exc
         rows = sorted(payload.get("data", []), key=lambda d: d["index"])
         m = np.array([r["embedding"] for r in rows], dtype=np.float32)

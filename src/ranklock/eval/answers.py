@@ -17,20 +17,19 @@ other metric is a mean over the answerable questions of the class.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..ask.run import DEPTH as ASK_DEPTH
-from ..ask.run import RRF_K as ASK_RRF_K
 from ..errors import ConfigError, QueryError
+from ..settings import ASK_DEPTH, ASK_RRF_K
 from .abstention import abstention_accuracy, false_abstention_rate
 from .answer_correctness import answer_correct
 from .citations import citation_precision, citation_recall, mean_defined
 from .metrics import mean, recall_at_k
 from .reranker_trigger import class_verdict, diagnose_question, explain_verdict, trigger_fires
 from .run import parse_modes, snapshot_info
+from .target import AskTarget
 
 __all__ = ["ANSWERS_SCHEMA", "RECALL_KS", "evaluate_answers", "markdown_answers"]
 
@@ -59,7 +58,7 @@ def _questions_digest(questions: Sequence[Any]) -> str:
 
 
 def evaluate_answers(
-    eng: Any,
+    target: AskTarget,
     collection: str,
     questions: Sequence[Any],
     *,
@@ -75,12 +74,12 @@ def evaluate_answers(
     With no generator, only retrieval (recall@8, recall@10 per class) is measured.
     """
     modes = parse_modes(modes)
-    if generators and not hasattr(eng, "ask"):
+    if generators and not hasattr(target, "ask"):
         raise ConfigError(
             "this ranklock has no Engine.ask, so answers cannot be scored; evaluate retrieval only "
             "(no generator) or install a ranklock with the ask command."
         )
-    snap = snapshot_info(eng, collection, snapshot)
+    snap = snapshot_info(target, collection, snapshot)
     report: dict[str, Any] = {
         "schema": ANSWERS_SCHEMA,
         "collection": collection,
@@ -95,7 +94,7 @@ def evaluate_answers(
         for i, q in enumerate(questions):
             try:
                 # Ask's own depth and RRF constant, so recall@8 describes the chunks Ask hands over.
-                res = eng.search(
+                res = target.search(
                     collection,
                     q.question,
                     k=max(RECALL_KS),
@@ -125,7 +124,7 @@ def evaluate_answers(
         for gen in generators:
             report["runs"].append(
                 _run(
-                    eng,
+                    target,
                     collection,
                     questions,
                     retrieved,
@@ -139,26 +138,12 @@ def evaluate_answers(
     return report
 
 
-def _ask(eng: Any, collection: str, q: Any, *, mode: str, generator: str, chunks: int, snapshot: int) -> Any:
-    """``Engine.ask`` with retrieval in ``mode``.
-
-    Ask's retrieval is hybrid ``search``; to compare modes, the search it runs
-    has its ``mode`` replaced.  When ``Engine.ask`` takes ``mode`` itself it is
-    passed there, otherwise Ask's runner is given that search directly.
-    """
+def _ask(target: AskTarget, collection: str, q: Any, *, mode: str, generator: str, chunks: int, snapshot: int) -> Any:
+    """``ask`` with retrieval in ``mode`` (Ask's own retrieval is hybrid; its ``mode`` keyword is for this)."""
     kwargs: dict[str, Any] = {"filter": q.filter, "snapshot": snapshot, "chunks": chunks, "generator": generator}
     if mode == "hybrid":
-        return eng.ask(collection, q.question, **kwargs)
-    if "mode" in inspect.signature(eng.ask).parameters:
-        return eng.ask(collection, q.question, mode=mode, **kwargs)
-    from ..ask.run import ask
-
-    def search_in_mode(*args: Any, **params: Any) -> Any:
-        # Ask's retrieval names mode="hybrid" itself; the mode under test replaces it.
-        return eng.search(*args, **{**params, "mode": mode})
-
-    log = bool(eng.settings.log_queries)
-    return ask(eng.db, eng.collection(collection), search_in_mode, q.question, as_of=None, log=log, **kwargs)
+        return target.ask(collection, q.question, **kwargs)
+    return target.ask(collection, q.question, mode=mode, **kwargs)
 
 
 def _by_class(questions: Sequence[Any]) -> dict[str, list[Any]]:
@@ -179,7 +164,7 @@ def _retrieval_means(questions: Sequence[Any], retrieved: Mapping[str, Mapping[s
 
 
 def _run(
-    eng: Any,
+    target: AskTarget,
     collection: str,
     questions: Sequence[Any],
     retrieved: Mapping[str, Mapping[str, Any]],
@@ -193,7 +178,7 @@ def _run(
     per_question: dict[str, dict[str, Any]] = {}
     for i, q in enumerate(questions):
         try:
-            ans = _ask(eng, collection, q, mode=mode, generator=generator, chunks=chunks, snapshot=snap["id"])
+            ans = _ask(target, collection, q, mode=mode, generator=generator, chunks=chunks, snapshot=snap["id"])
             text = str(_field(ans, "answer", ""))
             abstained = bool(_field(ans, "abstained", False))
             cited = [str(_field(c, "doc_id")) for c in _field(ans, "citations", []) or []]

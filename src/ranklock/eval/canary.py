@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import InputError
 from .run import snapshot_info
 from .stability import DEFAULT_THRESHOLD, Query, collect_runs, stability_of_runs
+from .target import EvalTarget
 
 __all__ = ["CANARY_SCHEMA", "CanaryReport", "default_record_path", "run_canary"]
 
@@ -55,13 +56,13 @@ class CanaryReport:
         return dict(self.__dict__)
 
 
-def default_record_path(eng: Any, collection: str, mode: str) -> Path:
+def default_record_path(target: EvalTarget, collection: str, mode: str) -> Path:
     """Where the last run is kept when no path is given: ``<home>/canary/<collection>-<mode>.json``."""
-    return Path(eng.settings.home) / "canary" / f"{collection}-{mode}.json"
+    return Path(target.settings.home) / "canary" / f"{collection}-{mode}.json"
 
 
 def run_canary(
-    eng: Any,
+    target: EvalTarget,
     collection: str,
     queries: Sequence[Query],
     *,
@@ -75,11 +76,20 @@ def run_canary(
     """Replay ``queries`` on the active snapshot and compare with the recorded previous run."""
     if not queries:
         raise InputError("no queries to replay; pass a query file with at least one query.")
-    path = Path(record) if record is not None else default_record_path(eng, collection, mode)
+    path = Path(record) if record is not None else default_record_path(target, collection, mode)
     previous = _read_record(path) if path.exists() else None
-    snap = snapshot_info(eng, collection, None)
+    snap = snapshot_info(target, collection, None)
     rankings, payloads, used = collect_runs(
-        eng, collection, queries, runs=1, concurrency=1, k=k, mode=mode, snapshot=snap["id"], params=dict(params or {})
+        target.search,
+        target.settings,
+        collection,
+        queries,
+        runs=1,
+        concurrency=1,
+        k=k,
+        mode=mode,
+        snapshot=snap["id"],
+        params=dict(params or {}),
     )
     current = {
         "schema": CANARY_SCHEMA,

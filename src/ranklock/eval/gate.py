@@ -29,6 +29,7 @@ from .compare import compare_reports
 from .golden import GoldenSet, load_golden
 from .run import ALL_MODES, DEFAULT_KS, evaluate
 from .stability import compare_configurations, measure_stability
+from .target import EvalTarget
 
 __all__ = ["GateReport", "promotion_gate"]
 
@@ -64,7 +65,7 @@ class GateReport:
 
 
 def promotion_gate(
-    eng: Any,
+    target: EvalTarget,
     collection: str,
     candidate_snapshot: int,
     golden: str | Path,
@@ -82,9 +83,9 @@ def promotion_gate(
     if not 0 <= rsi_threshold <= 1:
         raise InputError(f"rsi_threshold must be from 0 to 1, got {rsi_threshold}; the default is 0.9.")
     gs: GoldenSet = load_golden(golden)
-    coll = eng.collection(collection)
+    coll = target.collection(collection)
     active_id = coll.active_snapshot_id
-    cand = evaluate(eng, collection, gs, ks=ks, modes=modes, snapshot=candidate_snapshot)
+    cand = evaluate(target, collection, gs, ks=ks, modes=modes, snapshot=candidate_snapshot)
     rep = GateReport(
         passed=True,
         collection=collection,
@@ -94,7 +95,7 @@ def promotion_gate(
     )
     rep.metrics["candidate"] = cand.report["modes"]
     if active_id is not None and active_id != candidate_snapshot:
-        base = evaluate(eng, collection, gs, ks=ks, modes=modes, snapshot=active_id)
+        base = evaluate(target, collection, gs, ks=ks, modes=modes, snapshot=active_id)
         rep.active = dict(base.report["snapshot"])
         rep.metrics["active"] = base.report["modes"]
         verdict = compare_reports(base.report, cand.report, tolerance=tolerance)
@@ -104,7 +105,7 @@ def promotion_gate(
             rep.reasons.extend(verdict.failures)
     queries = [(q.qid, q.text, q.filter) for q in gs.queries]
     stab = measure_stability(
-        eng,
+        target,
         collection,
         queries,
         runs=max(2, runs),
@@ -122,7 +123,7 @@ def promotion_gate(
         )
     if active_id is not None and active_id != candidate_snapshot:
         cross = compare_configurations(
-            eng,
+            target,
             collection,
             queries,
             a={"snapshot": active_id},

@@ -20,6 +20,9 @@ def plot_report(report: dict[str, Any], path: str | Path) -> Path:
     per-query difference in nDCG at the smallest cutoff, sorted, so wins and
     losses hidden by the mean are visible.
     """
+    from .._extras import require
+
+    require("plots", "matplotlib", "--plot")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -32,11 +32,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, QueryError
 from .golden import GoldenSet, load_golden
 from .metrics import mean, ndcg_at_k, recall_at_k, reciprocal_rank
+from .target import EvalTarget
+
+if TYPE_CHECKING:
+    from ..collection import CollectionInfo
+    from ..store.database import Database
 
 __all__ = ["DEFAULT_KS", "REPORT_SCHEMA", "EvalRun", "evaluate", "parse_ks", "snapshot_info"]
 
@@ -72,15 +77,20 @@ def parse_modes(text: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def snapshot_info(eng: Any, collection: str, snapshot: int | None) -> dict[str, Any]:
+def snapshot_info(target: EvalTarget, collection: str, snapshot: int | None) -> dict[str, Any]:
     """``{"id", "manifest_hash", "manifest"}`` of ``snapshot`` (default: the active one)."""
+    return pinned_snapshot(target.db, target.collection(collection), snapshot)
+
+
+def pinned_snapshot(db: Database, coll: CollectionInfo, snapshot: int | None) -> dict[str, Any]:
+    """``{"id", "manifest_hash", "manifest"}`` of ``snapshot`` of ``coll`` (default: the active one)."""
     from ..errors import NotFound
 
-    coll = eng.collection(collection)
+    collection = coll.name
     sid = snapshot if snapshot is not None else coll.active_snapshot_id
     if sid is None:
         raise NotFound(f"collection {collection!r} has no active snapshot yet; ingest documents first.")
-    row = eng.db.fetchone(
+    row = db.fetchone(
         "SELECT id, manifest_hash, manifest FROM ranklock.snapshots WHERE id = %s AND collection_id = %s",
         [sid, coll.id],
     )
@@ -126,7 +136,7 @@ class EvalRun:
 
 
 def evaluate(
-    eng: Any,
+    target: EvalTarget,
     collection: str,
     golden: GoldenSet | str | Path,
     *,
@@ -141,7 +151,7 @@ def evaluate(
     ks = parse_ks(ks)
     modes = parse_modes(modes)
     depth = max(ks)
-    snap = snapshot_info(eng, collection, snapshot)
+    snap = snapshot_info(target, collection, snapshot)
     extra = dict(params or {})
     # Checked once, up front: below, a lexical QueryError is read as "no searchable words"
     # and would turn a mistyped override into an empty ranking for every query.
@@ -178,7 +188,9 @@ def evaluate(
         for i, q in enumerate(gs.queries):
             t = time.perf_counter()
             try:
-                res = eng.search(collection, q.text, k=depth, mode=mode, filter=q.filter, snapshot=snap["id"], **extra)
+                res = target.search(
+                    collection, q.text, k=depth, mode=mode, filter=q.filter, snapshot=snap["id"], **extra
+                )
             except QueryError as exc:
                 # A lexical search of a stop-word-only query is refused by the
                 # engine; for evaluation it is an empty ranking, and it is said.

@@ -30,12 +30,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, QueryError
 from .metrics import mean
 from .overlap import jaccard, rank_biased_overlap
 from .run import snapshot_info
+from .target import EvalTarget
+
+if TYPE_CHECKING:
+    from ..search.protocol import Searcher
+    from ..settings import Settings
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -132,13 +137,12 @@ def stability_of_runs(
 
 
 @contextmanager
-def real_searches(eng: Any) -> Iterator[None]:
-    """Turn the engine's result cache off for the duration.
+def real_searches(settings: Settings | None) -> Iterator[None]:
+    """Turn the result cache of ``settings`` (the searching engine's) off for the duration.
 
     A cached answer is the same bytes by construction, so measuring stability
     through the cache would measure the cache, not the search.
     """
-    settings = getattr(eng, "settings", None)
     before = getattr(settings, "result_cache", False)
     if settings is not None and before:
         settings.result_cache = False
@@ -150,7 +154,8 @@ def real_searches(eng: Any) -> Iterator[None]:
 
 
 def collect_runs(
-    eng: Any,
+    search: Searcher,
+    settings: Settings | None,
     collection: str,
     queries: Sequence[Query],
     *,
@@ -166,7 +171,7 @@ def collect_runs(
     def one(q: Query) -> tuple[list[str], bytes, dict[str, Any]]:
         _qid, text, flt = q
         try:
-            res = eng.search(collection, text, k=k, mode=mode, filter=flt, snapshot=snapshot, **params)
+            res = search(collection, text, k=k, mode=mode, filter=flt, snapshot=snapshot, **params)
         except QueryError as exc:
             # Refused the same way every time (a stop-word-only lexical query):
             # stable, and recorded as an empty ranking.
@@ -176,7 +181,7 @@ def collect_runs(
     tasks = [(r, q) for r in range(runs) for q in queries]
     rankings: list[dict[str, list[str]]] = [{} for _ in range(runs)]
     payloads: list[dict[str, bytes]] = [{} for _ in range(runs)]
-    with real_searches(eng), ThreadPoolExecutor(max_workers=concurrency) as pool:
+    with real_searches(settings), ThreadPoolExecutor(max_workers=concurrency) as pool:
         # One search before the threads start loads the embedding model once,
         # instead of several threads racing to load it.
         _, _, first_params = one(queries[0])
@@ -201,7 +206,7 @@ def _check_args(queries: Sequence[Query], runs: int, concurrency: int, k: int, t
 
 
 def measure_stability(
-    eng: Any,
+    target: EvalTarget,
     collection: str,
     queries: Sequence[Query],
     *,
@@ -217,10 +222,11 @@ def measure_stability(
     _check_args(queries, runs, concurrency, k, threshold)
     if runs < 2:
         raise InputError(f"stability needs at least 2 runs to compare, got {runs}; pass --runs 2 or more.")
-    snap = snapshot_info(eng, collection, snapshot)
+    snap = snapshot_info(target, collection, snapshot)
     t0 = time.perf_counter()
     rankings, payloads, used = collect_runs(
-        eng,
+        target.search,
+        target.settings,
         collection,
         queries,
         runs=runs,
@@ -235,7 +241,7 @@ def measure_stability(
 
 
 def compare_configurations(
-    eng: Any,
+    target: EvalTarget,
     collection: str,
     queries: Sequence[Query],
     *,
@@ -259,9 +265,18 @@ def compare_configurations(
     sides = []
     for cfg in (a, b):
         c = dict(cfg)
-        snap = snapshot_info(eng, collection, c.pop("snapshot", None))
+        snap = snapshot_info(target, collection, c.pop("snapshot", None))
         rankings, payloads, used = collect_runs(
-            eng, collection, queries, runs=1, concurrency=concurrency, k=k, mode=mode, snapshot=snap["id"], params=c
+            target.search,
+            target.settings,
+            collection,
+            queries,
+            runs=1,
+            concurrency=concurrency,
+            k=k,
+            mode=mode,
+            snapshot=snap["id"],
+            params=c,
         )
         sides.append((snap, rankings[0], payloads[0], used))
     # Two configurations echo different parameters in every response, so their

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
-from .app import create_app
+from .._extras import require
+
+require("server", "fastapi", "the HTTP API")  # before .app imports it, so a missing extra says which
+
+from .app import create_app  # noqa: E402
 
 __all__ = ["create_app"]

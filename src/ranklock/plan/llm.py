@@ -15,14 +15,13 @@ Configuration: ``RANKLOCK_PLAN_LLM_URL`` (base URL ending in ``/v1``),
 from __future__ import annotations
 
 import json
-import os
-import urllib.error
-import urllib.request
 from typing import Any
 
+import httpx
 from pydantic import ValidationError
 
 from ..errors import ConfigError, QueryError
+from ..settings import env
 from .model import OPS, Plan
 from .schema import PlanSchema
 
@@ -54,14 +53,14 @@ def build_prompt(request: str, schema: PlanSchema) -> list[dict[str, str]]:
 
 
 class LLMExtractor:
-    """Proposes plans through ``POST {url}/chat/completions``; urllib only, no client library."""
+    """Proposes plans through ``POST {url}/chat/completions``; httpx, one client per call."""
 
     def __init__(
         self, url: str | None = None, model: str | None = None, *, api_key: str | None = None, timeout: float = 30.0
     ) -> None:
-        self.url = (url or os.environ.get("RANKLOCK_PLAN_LLM_URL") or "").rstrip("/")
-        self.model = model or os.environ.get("RANKLOCK_PLAN_LLM_MODEL") or ""
-        self.api_key = api_key if api_key is not None else os.environ.get("RANKLOCK_PLAN_LLM_KEY")
+        self.url = (url or env("RANKLOCK_PLAN_LLM_URL")).rstrip("/")
+        self.model = model or env("RANKLOCK_PLAN_LLM_MODEL")
+        self.api_key = api_key if api_key is not None else (env("RANKLOCK_PLAN_LLM_KEY") or None)
         self.timeout = timeout
         if not self.url or not self.model:
             raise ConfigError(
@@ -77,11 +76,13 @@ class LLMExtractor:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(f"{self.url}/chat/completions", data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload: Any = json.loads(resp.read().decode("utf-8"))
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            # content=, not json=: the body is serialised above, so the bytes sent stay what they were.
+            with httpx.Client(timeout=self.timeout) as client:
+                resp = client.post(f"{self.url}/chat/completions", content=body, headers=headers)
+                resp.raise_for_status()  # urllib raised on 4xx/5xx; httpx must be asked to
+                payload: Any = json.loads(resp.content.decode("utf-8"))
+        except httpx.HTTPError as exc:
             raise ConfigError(
                 f"cannot reach the LLM endpoint {self.url}/chat/completions ({exc}); check "
                 "RANKLOCK_PLAN_LLM_URL, or plan without --llm."

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cli import console, err_console
-from .ingest.formats import FileLoad, handles, load_files
+from ..ingest.formats import FileLoad, handles, load_files
+from ._common import console, err_console
 
 __all__ = ["load_for_cli", "print_files_report"]
 

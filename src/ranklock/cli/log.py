@@ -6,8 +6,11 @@ from typing import Annotated
 
 import typer
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, fail, print_json
-from .errors import RanklockError
+from ..errors import RanklockError
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["log_app", "log_prune"]
 
@@ -35,7 +38,7 @@ def log_prune(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete query-log entries beyond the retention policy, oldest first; pruned ids can no longer be replayed."""
-    from .settings import parse_duration, parse_size
+    from ..settings import parse_duration, parse_size
 
     try:
         age = None if older_than is None else parse_duration(older_than, what="--older-than")

@@ -1,4 +1,4 @@
-"""CLI commands for the eval area, registered on :data:`ranklock.cli.app`.
+"""CLI commands for the eval area, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
 
 * ``ranklock eval COLLECTION --golden PATH`` (also ``ranklock eval run ...``)
 * ``ranklock eval compare BASE.json NEW.json``: the recall gate, exit 1 on a drop
@@ -16,9 +16,12 @@ import typer
 from rich.table import Table
 from typer.core import TyperGroup
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, app, console, engine, err_console, fail, print_json, progress_bar
-from .cli_render import FORMATS, FormatOpt, render_eval, resolve_format, table_box
-from .errors import InputError, RanklockError
+from ..errors import InputError, RanklockError
+from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, console, engine, err_console, fail, print_json, progress_bar
+from .render import FORMATS, FormatOpt, render_eval, resolve_format, table_box
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["eval_app"]
 
@@ -97,12 +100,12 @@ def eval_run(
 ) -> None:
     """Compute recall@k, nDCG@k and MRR of COLLECTION on a golden set, per mode, trec_eval-compatible."""
     if answers:
-        from .cli_eval_answers import eval_answers_command
+        from .eval_answers import eval_answers_command
 
         eval_answers_command(collection, golden, modes, snapshot, generators or ["extractive"], out, dsn, home, as_json)
         return
-    from .eval.golden import load_golden
-    from .eval.run import evaluate, parse_ks, parse_modes
+    from ..eval.golden import load_golden
+    from ..eval.run import evaluate, parse_ks, parse_modes
 
     try:
         out_format = resolve_format(fmt, as_json, FORMATS, "eval")
@@ -132,8 +135,8 @@ def eval_compare(
     as_json: JsonOpt = False,
 ) -> None:
     """The recall gate: exit 1 when recall at any gated k dropped beyond the tolerance, even if nDCG rose."""
-    from .eval.compare import compare_reports, load_report
-    from .eval.run import parse_ks, parse_modes
+    from ..eval.compare import compare_reports, load_report
+    from ..eval.run import parse_ks, parse_modes
 
     try:
         res = compare_reports(
@@ -216,8 +219,8 @@ def stability(
     read_dsn: ReadDsnOpt = None,
 ) -> None:
     """Retrieval Stability Index: mean top-k Jaccard over repeated runs (or between two configurations)."""
-    from .eval.golden import load_queries
-    from .eval.stability import compare_configurations, measure_stability
+    from ..eval.golden import load_queries
+    from ..eval.stability import compare_configurations, measure_stability
 
     try:
         qs = load_queries(queries)
@@ -286,8 +289,8 @@ def canary(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay saved queries on the active snapshot and compare with the last recorded run (for cron)."""
-    from .eval.canary import run_canary
-    from .eval.golden import load_queries
+    from ..eval.canary import run_canary
+    from ..eval.golden import load_queries
 
     try:
         qs = load_queries(queries)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .cli import console, engine, fail, print_json, progress_bar
-from .errors import RanklockError
+from ..errors import RanklockError
+from ._common import console, engine, fail, print_json, progress_bar
 
 __all__ = ["eval_answers_command"]
 
@@ -36,9 +36,9 @@ def eval_answers_command(
     as_json: bool,
 ) -> None:
     """Run the answer evaluation and print (or write) its report."""
-    from .domains.journal.questions import load_questions
-    from .eval.answers import evaluate_answers, markdown_answers
-    from .eval.run import parse_modes
+    from ..domains.journal.questions import load_questions
+    from ..eval.answers import evaluate_answers, markdown_answers
+    from ..eval.run import parse_modes
 
     try:
         questions = load_questions(golden)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+import typer.core
 from rich.console import Console
 from rich.table import Table
+
+# typer vendors its own click; its parser raises these.
+from ._common import DsnOpt, HomeOpt, console, engine, progress_bar
 
 __all__ = ["DEMO_QUERIES", "JOURNAL_QUERIES", "demo_corpus_path", "run_demo", "run_journal_demo"]
 
@@ -26,8 +31,8 @@ def demo_corpus_path() -> str:
 
 def run_journal_demo(eng: Any, console: Console, progress_bar: Any) -> None:
     """``ranklock demo journal``: generate the journal (ranklock.domains.journal), ingest it, search it."""
-    from .domains.journal import JOURNAL_COLLECTION, JOURNAL_CREATE, generate_journal
-    from .domains.journal.questions import shipped_questions_path
+    from ..domains.journal import JOURNAL_COLLECTION, JOURNAL_CREATE, generate_journal
+    from ..domains.journal.questions import shipped_questions_path
 
     journal = generate_journal()
     console.print(
@@ -82,3 +87,33 @@ def _print_searches(eng: Any, console: Console, collection: str, queries: list[s
                 h.text.replace("\n", " ")[:70],
             )
         console.print(table)
+
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
+
+
+@app.command()
+def demo(
+    which: Annotated[
+        str,
+        typer.Argument(help="docs (a small text corpus), resumes (synthetic resumes) or journal (a personal journal)."),
+    ] = "docs",
+    count: Annotated[int, typer.Option(help="resumes: how many synthetic resumes to generate.")] = 400,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+) -> None:
+    """Ingest a ready demo collection (docs, resumes or journal) and run a few searches on it."""
+
+    if which not in ("docs", "resumes", "journal"):
+        raise typer.BadParameter(f"unknown demo {which!r}; use docs, resumes or journal.")
+    with engine(dsn, home) as eng:
+        if which == "journal":
+            run_journal_demo(eng, console, progress_bar)
+            return
+        if which == "resumes":
+            from .plan import run_resume_demo
+
+            run_resume_demo(eng, count)
+            return
+        run_demo(eng, console, progress_bar)

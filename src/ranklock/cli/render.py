@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "FORMATS",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from .cli import DsnOpt, HomeOpt, app, engine
+from ._common import DsnOpt, HomeOpt, engine
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["mcp"]
 
@@ -12,7 +15,7 @@ __all__ = ["mcp"]
 @app.command()
 def mcp(dsn: DsnOpt = None, home: HomeOpt = None) -> None:
     """Run a read-only MCP server on stdin/stdout with the tools search, ask, list_collections, get_document."""
-    from .mcp_server import create_server
+    from ..mcp_server import create_server
 
     with engine(dsn, home) as eng:
         server = create_server(eng)

@@ -8,8 +8,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, app, console, engine, fail, print_json
-from .errors import RanklockError
+from ..errors import RanklockError
+from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, console, engine, fail, print_json
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["replica_create", "replica_drop", "replica_list"]
 
@@ -20,7 +23,7 @@ app.add_typer(replica_app, name="replica")
 
 
 def _home(home: Path | None) -> Path:
-    from .settings import Settings
+    from ..settings import Settings
 
     return home if home is not None else Settings().home
 
@@ -33,7 +36,7 @@ def replica_create(
     as_json: JsonOpt = False,
 ) -> None:
     """Make a hot standby of the embedded server with pg_basebackup -R, start it, and register it for searches."""
-    from .store.standby import LocalReplica
+    from ..store.standby import LocalReplica
 
     try:
         report = LocalReplica(_home(home), name, port).create()
@@ -58,7 +61,7 @@ def replica_drop(
     as_json: JsonOpt = False,
 ) -> None:
     """Stop a local replica, remove its data directory and replication slot, and unregister it."""
-    from .store.standby import LocalReplica
+    from ..store.standby import LocalReplica
 
     try:
         report = LocalReplica(_home(home), name).drop()

@@ -10,7 +10,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, app, console, engine, print_json
+from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, console, engine, print_json
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["ask", "replay_answer_cli"]
 

@@ -1,4 +1,4 @@
-"""CLI commands for the filters area, registered on :data:`ranklock.cli.app`.
+"""CLI commands for the filters area, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
 
 ``ranklock collection create NAME --field years_exp:int! --field skills:keyword[] --index hnsw --m 16``
 declares a collection's typed fields and vector index up front (or from a
@@ -15,8 +15,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, fail, print_json
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..settings import DEFAULT_EMBEDDER, search_param_help
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["collection_app", "load_schema"]
 
@@ -53,7 +57,7 @@ def load_schema(path: Path) -> dict[str, Any]:
 
 
 def _field_text(f: Any) -> Any:
-    from .collection import FieldSpec
+    from ..collection import FieldSpec
 
     if isinstance(f, dict):
         try:
@@ -75,11 +79,15 @@ def create(
         int | None, typer.Option("--ef-construction", help="HNSW: build candidate list.")
     ] = None,
     lists: Annotated[int | None, typer.Option("--lists", help="IVFFlat: number of lists.")] = None,
-    probes: Annotated[int | None, typer.Option("--probes", help="IVFFlat: lists probed per query (default).")] = None,
-    ef_search: Annotated[int | None, typer.Option("--ef-search", help="HNSW: ef_search per query (default).")] = None,
+    probes: Annotated[
+        int | None, typer.Option("--probes", help="Collection default: " + search_param_help("probes"))
+    ] = None,
+    ef_search: Annotated[
+        int | None, typer.Option("--ef-search", help="Collection default: " + search_param_help("ef_search"))
+    ] = None,
     language: Annotated[str | None, typer.Option(help="Text-search language (default english).")] = None,
     accent: Annotated[str | None, typer.Option(help="Accent policy: sensitive or insensitive.")] = None,
-    embedder: Annotated[str | None, typer.Option(help="Embedder (default all-MiniLM-L6-v2).")] = None,
+    embedder: Annotated[str | None, typer.Option(help=f"Embedder (default {DEFAULT_EMBEDDER}).")] = None,
     schema: Annotated[
         Path | None, typer.Option("--schema", help="JSON schema file; command-line options override it.")
     ] = None,
@@ -112,7 +120,7 @@ def create(
             kwargs[key] = value if value is not None else spec[key]
     with engine(dsn, home) as eng:
         if "chunker" in spec:
-            from .settings import ChunkerParams
+            from ..settings import ChunkerParams
 
             kwargs["chunker"] = ChunkerParams(**spec["chunker"])
         info = eng.create_collection(name, **kwargs)

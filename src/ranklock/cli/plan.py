@@ -1,4 +1,4 @@
-"""CLI commands for structured search, registered on :data:`ranklock.cli.app`.
+"""CLI commands for structured search, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
 
 ``ranklock plan COLLECTION "request"`` shows the plan; ``ranklock search
 COLLECTION --request "..."`` runs it (see :func:`search_request_command`);
@@ -15,7 +15,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, print_json, progress_bar
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json, progress_bar
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["render_parts", "render_plan", "run_resume_demo", "search_request_cli", "search_request_command"]
 
@@ -36,7 +39,7 @@ LlmOpt = Annotated[
 def _extractor(llm: bool) -> Any:
     if not llm:
         return None
-    from .plan.llm import LLMExtractor
+    from ..plan.llm import LLMExtractor
 
     return LLMExtractor()
 
@@ -167,7 +170,7 @@ def resumes_ingest(
     as_json: JsonOpt = False,
 ) -> None:
     """Parse resumes into typed fields, scrubbed free text and display-only identity, then ingest them."""
-    from .domains.resumes.load import load_resumes, resume_fields_for
+    from ..domains.resumes.load import load_resumes, resume_fields_for
 
     with engine(dsn, home) as eng:
         docs = load_resumes(path)  # inside the engine block: an IngestError becomes a clear message
@@ -191,7 +194,7 @@ def resumes_generate(
     seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same files.")] = 7,
 ) -> None:
     """Write COUNT synthetic resumes (names, contacts, skills, years, summaries) to OUT."""
-    from .domains.resumes.generate import generate_resumes
+    from ..domains.resumes.generate import generate_resumes
 
     out.mkdir(parents=True, exist_ok=True)
     for r in generate_resumes(count, seed):
@@ -209,9 +212,9 @@ DEMO_REQUESTS = (
 
 def run_resume_demo(eng: Any, count: int, seed: int = 7) -> None:
     """``ranklock demo resumes``: generate, parse and ingest resumes into ``resumes``, then plan a few requests."""
-    from .domains.resumes.generate import generate_resumes
-    from .domains.resumes.parse import parse_resume
-    from .domains.resumes.schema import RESUME_FIELDS
+    from ..domains.resumes.generate import generate_resumes
+    from ..domains.resumes.parse import parse_resume
+    from ..domains.resumes.schema import RESUME_FIELDS
 
     docs = [parse_resume(r.doc_id, r.content, r.format) for r in generate_resumes(count, seed)]
     console.print(f"[bold]ranklock demo resumes[/]: {count} synthetic resumes (seed {seed}) into collection 'resumes'")

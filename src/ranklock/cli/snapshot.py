@@ -1,4 +1,4 @@
-"""CLI commands for the snapshot area, registered on :data:`ranklock.cli.app`.
+"""CLI commands for the snapshot area, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
 
 ``ranklock snapshot list | show | activate | rollback | diff | drop | manifest``
 and ``ranklock replay QUERY_ID``.  Each is a thin shell over one Engine method.
@@ -14,9 +14,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli import DsnOpt, HomeOpt, JsonOpt, app, console, engine, err_console, fail, print_json
-from .cli_render import FormatOpt, render_snapshots, resolve_format
-from .errors import RanklockError
+from ..errors import RanklockError
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, fail, print_json
+from .render import FormatOpt, render_snapshots, resolve_format
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["snapshot_app"]
 
@@ -68,7 +71,7 @@ def snapshot_show(
     )
     console.print(f"corpus digest {info['corpus_digest']}\nmanifest {info['manifest_hash']}")
     if info["manifest"] is not None:
-        from .snapshot.manifest import manifest_json
+        from ..snapshot.manifest import manifest_json
 
         console.print(manifest_json(info["manifest"]), highlight=False, markup=False)
 
@@ -210,7 +213,7 @@ def snapshot_manifest(
     as_json: JsonOpt = False,
 ) -> None:
     """Print or write the manifest of a snapshot: everything that shapes its retrieval."""
-    from .snapshot.manifest import manifest_json, write_manifest
+    from ..snapshot.manifest import manifest_json, write_manifest
 
     with engine(dsn, home) as eng:
         m = eng.manifest(collection, snapshot_id)
@@ -236,7 +239,7 @@ def replay(
 ) -> None:
     """Re-run a logged query (or --answer) against its snapshot; exit 1 unless the result is identical."""
     if answer is not None or query_id is None:
-        from .cli_ask import replay_answer_cli
+        from .ask import replay_answer_cli
 
         if answer is None or query_id is not None:
             raise typer.BadParameter("give a query id or --answer ANSWER_ID, not both and not neither.")

@@ -8,8 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-from .cli import DsnOpt, HomeOpt, ReadDsnOpt, app, engine
-from .errors import RanklockError
+from ..errors import RanklockError
+from ._common import DsnOpt, HomeOpt, ReadDsnOpt, engine, fail
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
 
 __all__ = ["serve"]
 
@@ -23,9 +26,14 @@ def serve(
     read_dsn: ReadDsnOpt = None,
 ) -> None:
     """Serve the HTTP API (/api/search, /api/collections, /healthz, /readyz) and the search page (/)."""
-    import uvicorn
+    from .._extras import require
 
-    from .http import create_app
+    try:
+        uvicorn = require("server", "uvicorn", "`ranklock serve`")
+        require("server", "fastapi", "`ranklock serve`")
+    except RanklockError as exc:
+        raise fail(exc) from None
+    from ..http import create_app
 
     with engine(dsn, home, read_dsn) as eng:
         # Bring the query log within its retention policy without delaying start-up.

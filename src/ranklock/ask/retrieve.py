@@ -1,0 +1,68 @@
+"""The retrieval half of an ask: one search with Ask's fixed parameters, numbered [1]..[N].
+
+Separate from :mod:`ranklock.ask.run` so that :mod:`ranklock.ask.log` (whose replay
+re-runs the retrieval) and the runner (which logs) do not import each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ..errors import QueryError
+from .model import AskChunk
+
+if TYPE_CHECKING:
+    from ..search.results import Hit, SearchResult
+
+__all__ = ["DEFAULT_CHUNKS", "DEPTH", "MAX_CHUNKS", "RRF_K", "SearchFn", "number_chunks", "retrieve"]
+
+# ranklock.ask reaches only the foundations (tests/test_ask_rules.py), so these are literals here;
+# settings.ASK_DEPTH / ASK_RRF_K give eval --answers the same values, and a test checks they agree.
+DEPTH = 40
+RRF_K = 60
+DEFAULT_CHUNKS = 8
+MAX_CHUNKS = DEPTH  # more passages than one branch's candidates would not be "the top of the fusion"
+
+#: ``Engine.search``: (collection, query, *, k, mode, filter, snapshot, as_of, **params) -> SearchResult.
+SearchFn = Callable[..., "SearchResult"]
+
+
+def retrieve(
+    search: SearchFn,
+    collection: str,
+    question: str,
+    *,
+    filter: Any,
+    as_of: datetime | str | None,
+    snapshot: int | None,
+    chunks: int,
+    mode: str = "hybrid",
+) -> SearchResult:
+    """The search an ask runs: hybrid, depth 40, RRF k = 60, top ``chunks`` documents.
+
+    ``mode`` exists for evaluation and replay only: ``eval --answers`` runs Ask over
+    each retrieval mode, logs it, and the replay of such an answer must use it.
+    """
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_CHUNKS:
+        raise QueryError(f"chunks must be an integer from 1 to {MAX_CHUNKS}, got {chunks!r}; the default is 8.")
+    return search(
+        collection,
+        question,
+        k=chunks,
+        mode=mode,
+        filter=filter,
+        snapshot=snapshot,
+        as_of=as_of,
+        depth=DEPTH,
+        rrf_k=RRF_K,
+    )
+
+
+def number_chunks(hits: Sequence[Hit]) -> tuple[AskChunk, ...]:
+    """Hits in rank order as passages [1]..[N]."""
+    return tuple(
+        AskChunk(n=i, doc_id=h.doc_id, chunk=h.chunk, rank=h.rank, score=h.score, text=h.text)
+        for i, h in enumerate(hits, start=1)
+    )

@@ -1,0 +1,47 @@
+"""The ``ranklock`` command line: a thin shell over :class:`ranklock.Engine`.
+
+Each command builds an engine, calls one method, and prints a readable table
+or (``--json``) one stable JSON object.  Domain errors become a one-paragraph
+message on stderr and exit code 2; nothing here knows SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from . import ask, collection, db, demo, eval, ingest, log, mcp, plan, replica, search, serve, snapshot
+
+
+class _RootGroup(TyperGroup):
+    """Lists commands before groups, each in registration order, as the one-module CLI did."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        return [n for n in names if not hasattr(self.commands[n], "commands")] + [
+            n for n in names if hasattr(self.commands[n], "commands")
+        ]
+
+
+app = typer.Typer(
+    cls=_RootGroup,
+    name="ranklock",
+    help="Deterministic hybrid retrieval on PostgreSQL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def main() -> None:
+    app()
+
+
+# One registration mechanism: every command module has its own Typer `app`, merged into the root
+# (add_typer without a name merges its commands and groups), in the order they were added before.
+for _module in (db, ingest, search, demo, ask, eval, collection, serve, log, mcp, plan, replica, snapshot):
+    app.add_typer(_module.app)
+
+__all__ = ["app", "main"]

@@ -1,0 +1,158 @@
+"""What every command shares: the console, the common options, the engine context and the error exit.
+
+A command builds an engine, calls one method, and prints a readable table or (``--json``) one
+stable JSON object; a RanklockError becomes one message on stderr and exit code 2 (:func:`fail`)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+import typer.core
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+# typer vendors its own click; its parser raises these.
+from typer._click.core import Context as ClickContext
+from typer._click.exceptions import NoSuchOption
+
+from ..errors import RanklockError
+
+console = Console()
+
+err_console = Console(stderr=True)
+
+
+def env_default(name: str) -> str:
+    """The declared default of environment variable ``name`` (settings.ENV), for help texts."""
+    from ..settings import ENV
+
+    return next(v.default or "" for v in ENV if v.name == name)
+
+
+DsnOpt = Annotated[
+    str | None, typer.Option("--dsn", envvar="RANKLOCK_DSN", help="External PostgreSQL DSN (default: embedded).")
+]
+
+HomeOpt = Annotated[
+    Path | None,
+    typer.Option("--home", envvar="RANKLOCK_HOME", help=f"Data directory (default ./{env_default('RANKLOCK_HOME')})."),
+]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
+
+ReadDsnOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--read-dsn",
+        help="DSN of a streaming replica to search on (repeatable; RANKLOCK_READ_DSNS, comma-separated). "
+        "Default: the local replicas of `ranklock replica create`.",
+    ),
+]
+
+T = TypeVar("T")
+
+
+def fail(exc: RanklockError | str) -> typer.Exit:
+    # escape(): a message quotes user input, and "[/]" in a query must print, not parse as markup.
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+    return typer.Exit(2)
+
+
+class QueryCommand(typer.core.TyperCommand):
+    """A command whose positional text may start with '-': say how to pass it when click takes it for an option."""
+
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
+        given = list(args)  # the parser consumes `args`
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as exc:
+            token = next((a for a in given if a.startswith(exc.option_name)), exc.option_name)
+            first = given[0] if given and not given[0].startswith("-") else "COLLECTION"
+            hint = f" (did you mean {', '.join(sorted(exc.possibilities))}?)" if exc.possibilities else ""
+            raise fail(
+                f"no such option: {exc.option_name}{hint}; if {token!r} is the query, put -- before a query "
+                f"that starts with '-': ranklock {ctx.info_name} {shlex.quote(first)} -- {shlex.quote(token)}"
+            ) from None
+
+
+def parse_settings(pairs: list[str] | None, *, taken: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as typed search parameters, parsed by :class:`SearchParams`; exit 2 on a bad one."""
+    from ..settings import SearchParams
+    from ..validation import parse_search_params
+
+    raw: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise fail(
+                f"--set {pair!r} is not KEY=VALUE; e.g. --set ef_search=200. Keys: "
+                f"{', '.join(sorted(SearchParams.model_fields))}."
+            )
+        if key in raw:
+            raise fail(f"--set {key}=... is given twice ({raw[key]!r} and {value!r}); give it once.")
+        if (taken or {}).get(key) is not None:
+            raise fail(f"{key} is given both as an option and as --set {key}={value}; give it once.")
+        raw[key] = value
+    try:
+        parsed = parse_search_params(raw, strings=True)
+    except RanklockError as exc:
+        raise fail(exc) from None
+    return {key: getattr(parsed, key) for key in raw}
+
+
+@contextmanager
+def engine(dsn: str | None, home: Path | None, read_dsns: list[str] | None = None) -> Iterator[Any]:
+    from ..engine import Engine
+
+    try:
+        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None)
+    except RanklockError as exc:
+        raise fail(exc) from None
+    try:
+        yield eng
+    except RanklockError as exc:
+        raise fail(exc) from None
+    finally:
+        eng.close()
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
+    if not enabled:
+        yield lambda stage, done, total: None
+        return
+    labels = {"chunk": "chunking", "embed": "embedding", "write": "writing (COPY)", "index": "indexing"}
+    with Progress(
+        TextColumn("{task.description:<16}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=False,
+    ) as prog:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = prog.add_task(labels.get(stage, stage), total=max(total, 1), rate="")
+            task = tasks[stage]
+            prog.update(task, completed=done, total=max(total, 1))
+            speed = prog.tasks[task].speed
+            prog.update(task, rate=f"{speed:,.0f}/s" if speed else "")
+
+        yield update
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=False, default=str) + "\n")

@@ -1,0 +1,57 @@
+"""``ranklock db``: the embedded PostgreSQL server (stop, status)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+import typer.core
+
+# typer vendors its own click; its parser raises these.
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
+
+
+db_app = typer.Typer(help="The embedded PostgreSQL server.", no_args_is_help=True)
+
+
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("stop")
+def db_stop(home: HomeOpt = None) -> None:
+    """Stop the embedded PostgreSQL server."""
+    from ..settings import Settings
+    from ..store.server import EmbeddedServer
+
+    h = home or Settings().home
+    stopped = EmbeddedServer(h).stop()
+    console.print("stopped" if stopped else "not running")
+
+
+@db_app.command("status")
+def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Say whether the embedded server runs, and report the query log (size, oldest entry, retention)."""
+    from ..settings import Settings
+    from ..store.server import EmbeddedServer
+
+    h = home or Settings().home
+    server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
+    status: dict[str, Any] = {"server": server, "query_log": None}
+    if server != "not running":  # never start a stopped server just to report on it
+        with engine(dsn, home) as eng:
+            status["query_log"] = eng.log_status()
+    if as_json:
+        print_json(status)
+        return
+    console.print(server)
+    q = status["query_log"]
+    if q is not None:
+        console.print(
+            f"query log: {q['rows']} entries, {q['bytes']:,} bytes ({q['table_bytes']:,} on disk), oldest "
+            f"{q['oldest'] or '-'}; retention keeps {q['policy']['describe']}; ids up to {q['pruned_through']} "
+            f"pruned ({q['pruned_rows']} entries, last {q['last_pruned_at'] or 'never'})",
+            highlight=False,
+        )

@@ -1,0 +1,138 @@
+"""``ranklock ingest`` and ``ranklock collections``: build snapshots, list collections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import typer.core
+from rich.markup import escape
+from rich.table import Table
+
+# typer vendors its own click; its parser raises these.
+from ..settings import DEFAULT_EMBEDDER, ChunkerParams
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json, progress_bar
+
+#: This module's commands; cli/__init__.py merges them into the root app.
+app = typer.Typer()
+
+
+@app.command()
+def collections(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """List collections with their active snapshot."""
+    with engine(dsn, home) as eng:
+        rows = eng.collections()
+    if as_json:
+        print_json({"collections": rows})
+        return
+    table = Table("name", "language", "embedder", "dim", "index", "snapshot", "documents", "chunks")
+    for r in rows:
+        table.add_row(
+            r["name"],
+            r["language"],
+            r["embedder_id"],
+            str(r["dim"]),
+            r["index_kind"],
+            str(r["active_snapshot_id"] or "-"),
+            str(r["documents"] or 0),
+            str(r["chunks"] or 0),
+        )
+    console.print(table)
+
+
+@app.command()
+def ingest(
+    collection: Annotated[str, typer.Argument(help="Collection name (created if missing).")],
+    path: Annotated[Path, typer.Argument(help="corpus.jsonl, a BEIR folder, or a folder of .txt/.md files.")],
+    replace: Annotated[bool, typer.Option("--replace", help="The new snapshot holds exactly these documents.")] = False,
+    no_activate: Annotated[
+        bool, typer.Option("--no-activate", help="Build the snapshot but keep the old one active.")
+    ] = False,
+    allow_empty: Annotated[
+        bool,
+        typer.Option("--allow-empty", help="Allow a snapshot with no documents (e.g. --replace with an empty file)."),
+    ] = False,
+    language: Annotated[str, typer.Option(help="Text-search language for a new collection.")] = "english",
+    accent: Annotated[
+        str, typer.Option(help="Accent policy for a new collection: sensitive or insensitive.")
+    ] = "sensitive",
+    field: Annotated[
+        list[str] | None, typer.Option("--field", help="Typed field for a new collection, name:type[!].")
+    ] = None,
+    index: Annotated[str, typer.Option(help="Vector index for a new collection: hnsw, ivfflat or exact.")] = "hnsw",
+    window: Annotated[
+        int, typer.Option(help="Chunk window in embedder tokens (new collection).")
+    ] = ChunkerParams.model_fields["window"].default,
+    overlap: Annotated[
+        int, typer.Option(help="Chunk overlap in tokens (new collection).")
+    ] = ChunkerParams.model_fields["overlap"].default,
+    embedder: Annotated[
+        str | None, typer.Option(help=f"Embedder for a new collection (default {DEFAULT_EMBEDDER}).")
+    ] = None,
+    skip_unreadable: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unreadable", help="Leave out (and name) files that cannot be read instead of failing the ingest."
+        ),
+    ] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest a corpus into a new snapshot of COLLECTION and activate it.
+
+    PATH may be a folder of .txt, .md (front matter, wiki links, #tags), .pdf, .docx and .html files:
+    each is read by the loader for its extension. Notes' date, tags, people and links become typed
+    fields of a new collection unless --field is given.
+    """
+    from .files import load_for_cli, print_files_report
+
+    with engine(dsn, home) as eng:
+        loaded = load_for_cli(path, skip_unreadable)
+        create = {
+            "language": language,
+            "accent": accent,
+            "fields": field or (loaded.suggested_fields() if loaded else []),
+            "index": index,
+            "chunker": ChunkerParams(window=window, overlap=overlap),
+            "embedder": embedder,
+        }
+        with progress_bar(not as_json) as prog:
+            report = eng.ingest(
+                collection,
+                loaded.documents if loaded else path,
+                replace=replace,
+                activate=not no_activate,
+                allow_empty=allow_empty,
+                progress=prog,
+                create=create,
+            )
+    d = report.as_dict()
+    if loaded:
+        d["files"] = loaded.as_dict()
+    if as_json:
+        print_json(d)
+        return
+    if loaded:
+        print_files_report(loaded)
+    s = report.seconds
+    console.print(
+        f"[bold]{collection}[/]: snapshot {report.snapshot_id} "
+        f"({'active' if report.activated else 'not activated'}), {report.documents} documents, "
+        f"{report.chunks} chunks; added {report.added}, changed {report.changed}, removed {report.removed}, "
+        f"unchanged {report.unchanged}; embedded {report.embedded}, reused {report.reused} cached vectors; "
+        f"{s.get('total', 0):.1f}s (embedding {s.get('embed', 0):.1f}s, database "
+        f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
+    )
+    console.print(f"corpus digest {report.corpus_digest[:16]}…  manifest {report.manifest_hash[:16]}…")
+    if report.skipped:
+        shown = ", ".join(report.skipped[:10]) + (
+            f" and {len(report.skipped) - 10} more" if len(report.skipped) > 10 else ""
+        )
+        err_console.print(
+            f"[bold yellow]skipped {len(report.skipped)} document(s) with empty text[/] "
+            f"(not in the snapshot): {escape(shown)}",
+            highlight=False,
+            soft_wrap=True,
+        )
