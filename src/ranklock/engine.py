@@ -22,7 +22,7 @@ import numpy as np
 
 from .collection import CollectionInfo, FieldSpec
 from .embed import Embedder, resolve_embedder
-from .errors import EmbedderError, IngestError, NotFound, QueryError, SnapshotError
+from .errors import EmbedderError, IngestError, NotFound, QueryError
 from .ingest.loaders import Document, load_corpus
 from .ingest.normalize import NORMALIZATION
 from .search.results import SearchResult
@@ -295,19 +295,10 @@ class Engine:
         return lifecycle.activate(self.db, self.collection(name), snapshot_id, self.settings.lock_wait)
 
     def _snapshot_for(self, coll: CollectionInfo, snapshot: int | None) -> dict[str, Any]:
-        sid = snapshot if snapshot is not None else coll.active_snapshot_id
-        if sid is None:
-            raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")
-        row = self.rdb.fetchone(
-            "SELECT id, status, manifest_hash, manifest, stats FROM ranklock.snapshots "
-            "WHERE id = %s AND collection_id = %s",
-            [sid, coll.id],
-        )
-        if row is None:
-            raise NotFound(f"collection {coll.name!r} has no snapshot {sid}; see `ranklock snapshot list {coll.name}`.")
-        if row["status"] != "ready":
-            raise SnapshotError(f"snapshot {sid} of {coll.name!r} is {row['status']}; it cannot be searched.")
-        return row
+        # Read where the search reads (a replica once it has replayed the request's position).
+        from .snapshot.lifecycle import resolve
+
+        return resolve(self.rdb, coll, snapshot)
 
     def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> dict[str, Any]:
         """The stored version of ``doc_id`` in ``snapshot`` (default: the active one); read-only."""
