@@ -34,9 +34,14 @@ def require(module: str, extra: str) -> ModuleType:
     """Import an optional dependency, or say which ``ranklock[extra]`` installs it."""
     try:
         return importlib.import_module(module)
-    except ImportError:
+    except ImportError as exc:
+        # A package that is installed but fails to import (a missing dependency of its own) must not be
+        # reported as absent: say what the import said.
+        top = module.split(".")[0]
+        absent = isinstance(exc, ModuleNotFoundError) and exc.name == top
+        why = "which is not installed" if absent else f"which is installed but cannot be imported ({exc})"
         raise ConfigError(
-            f"reading these files needs the optional package {module.split('.')[0]!r}, which is not installed; "
+            f"reading these files needs the optional package {top!r}, {why}; "
             f"install it with: pip install 'ranklock[{extra}]'"
         ) from None
 
