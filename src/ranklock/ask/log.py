@@ -32,7 +32,7 @@ from .generators import resolve_generator
 from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
 from .prompt import render_prompt
 from .retrieve import SearchFn, number_chunks, retrieve
-from .validate import validate_draft
+from .validate import cited_answer
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -201,16 +201,13 @@ def replay_answer(
     replayed: str | dict[str, str]
     try:
         draft = gen.generate(GenerationRequest(req["question"], numbered, prompt, coll.language))
-        text, citations, abstained = validate_draft(draft, numbered)
-        replayed = Answer(
+        replayed = cited_answer(
+            draft,
             question=req["question"],
             collection=coll.name,
-            answer=text,
-            citations=citations,
             chunks=numbered,
-            abstained=abstained,
             generator=info,
-            prompt_sha256=prompt.sha256,
+            prompt=prompt,
             snapshot_id=res.snapshot.id,
             manifest_hash=res.snapshot.manifest_hash,
         ).to_json()

@@ -22,7 +22,7 @@ from .prompt import render_prompt
 
 # The retrieval half lives in .retrieve (ask/log.py's replay needs it too, and must not import this module).
 from .retrieve import DEFAULT_CHUNKS, DEPTH, MAX_CHUNKS, RRF_K, SearchFn, number_chunks, retrieve
-from .validate import validate_draft
+from .validate import cited_answer
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -71,26 +71,23 @@ def ask(
     draft = None
     try:
         draft = gen.generate(GenerationRequest(question, numbered, prompt, coll.language))
-        text, citations, abstained = validate_draft(draft, numbered)
+        answer = cited_answer(
+            draft,
+            question=question,
+            collection=coll.name,
+            chunks=numbered,
+            generator=info,
+            prompt=prompt,
+            snapshot_id=res.snapshot.id,
+            manifest_hash=res.snapshot.manifest_hash,
+            query_id=res.query_id,
+        )
     except GenerationError as exc:
         if log:
             log_rejected(
                 db, coll.name, res, request, numbered, prompt, info, error=str(exc), raw=draft.raw if draft else None
             )
         raise
-    answer = Answer(
-        question=question,
-        collection=coll.name,
-        answer=text,
-        citations=citations,
-        chunks=numbered,
-        abstained=abstained,
-        generator=info,
-        prompt_sha256=prompt.sha256,
-        snapshot_id=res.snapshot.id,
-        manifest_hash=res.snapshot.manifest_hash,
-        query_id=res.query_id,
-    )
     if not log:
         return answer
     log_id = log_answer(db, answer, res, request, prompt, raw=draft.raw)

@@ -18,9 +18,9 @@ import re
 from collections.abc import Sequence
 
 from ..errors import CitationError
-from .model import ABSTAIN, AskChunk, Citation, Draft
+from .model import ABSTAIN, Answer, AskChunk, Citation, Draft, GeneratorInfo, Prompt
 
-__all__ = ["MARKER", "validate_draft"]
+__all__ = ["MARKER", "cited_answer", "validate_draft"]
 
 MARKER = re.compile(r"\[(\d+)\]")
 
@@ -120,3 +120,35 @@ def validate_draft(draft: Draft, chunks: Sequence[AskChunk]) -> tuple[str, tuple
             "Every answer must cite the passages it relies on."
         )
     return answer, tuple(citations), abstained
+
+
+def cited_answer(
+    draft: Draft,
+    *,
+    question: str,
+    collection: str,
+    chunks: Sequence[AskChunk],
+    generator: GeneratorInfo,
+    prompt: Prompt,
+    snapshot_id: int,
+    manifest_hash: str | None,
+    query_id: int | None = None,
+) -> Answer:
+    """The :class:`Answer` for a validated ``draft``; raises :class:`CitationError` as :func:`validate_draft` does.
+
+    One constructor for the live ask and its replay, so the two cannot drift apart.
+    """
+    text, citations, abstained = validate_draft(draft, chunks)
+    return Answer(
+        question=question,
+        collection=collection,
+        answer=text,
+        citations=citations,
+        chunks=tuple(chunks),
+        abstained=abstained,
+        generator=generator,
+        prompt_sha256=prompt.sha256,
+        snapshot_id=snapshot_id,
+        manifest_hash=manifest_hash,
+        query_id=query_id,
+    )
