@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
-    from ..search.results import SearchResult
+    from ..search.protocol import Searcher
     from ..settings import Settings
     from ..store.database import Database
 
@@ -30,18 +30,10 @@ class EvalTarget(Protocol):
 
     def collection(self, name: str) -> CollectionInfo: ...
 
-    def search(
-        self,
-        name: str,
-        query: str,
-        *,
-        k: int = 10,
-        mode: str = "hybrid",
-        filter: Any = None,
-        snapshot: int | None = None,
-        as_of: datetime | str | None = None,
-        **params: Any,
-    ) -> SearchResult: ...
+    @property
+    def search(self) -> Searcher:
+        """``Engine.search`` (see :class:`ranklock.search.protocol.Searcher` for its signature)."""
+        ...
 
 
 class AskTarget(EvalTarget, Protocol):
