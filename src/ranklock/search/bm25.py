@@ -232,7 +232,7 @@ seed AS MATERIALIZED (
         SELECT p.row_id FROM {postings} AS p WHERE p.term_id = qt.term_id
         ORDER BY p.w DESC, p.row_id LIMIT %(bm25_seed)s::bigint) AS s
 ),
-seed_docs AS ({seed_docs}),
+seed_docs AS MATERIALIZED ({seed_docs}),
 theta AS MATERIALIZED (
     -- Fewer than depth seed documents pass the filter: theta = 0, every posting is summed.
     SELECT th.theta, th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
@@ -278,7 +278,7 @@ cand AS MATERIALIZED (
     HAVING fs.fsum + sum(e.w - thr.f) >= (SELECT cut FROM theta)
 ),
 probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s::bigint),
-probe_docs AS ({probe_docs}),
+probe_docs AS MATERIALIZED ({probe_docs}),
 theta2 AS MATERIALIZED (
     SELECT th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
         SELECT greatest((SELECT theta FROM theta),
