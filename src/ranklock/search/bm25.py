@@ -314,8 +314,12 @@ def _summed_ctes(
     """CTEs ``summed``, ``summed_cut`` and ``scored``: every posting of the query's terms summed (when ``when``)."""
     impact_rows = (
         sql.SQL(
-            "SELECT f.row_id, {score} AS score FROM cand JOIN {forward} AS f ON f.row_id = cand.row_id "
-            "WHERE cand.bound >= (SELECT cut FROM theta2)\n    UNION ALL\n    "
+            # = ANY of an array: the index scan visits the survivors in row_id
+            # order (one pass over the forward table) instead of one random
+            # probe each, which the planner would pick for a CTE it thinks small.
+            "SELECT f.row_id, {score} AS score FROM {forward} AS f "
+            "WHERE f.row_id = ANY (ARRAY(SELECT cand.row_id FROM cand WHERE cand.bound >= (SELECT cut FROM theta2)))"
+            "\n    UNION ALL\n    "
         ).format(score=_forward_score(), forward=forward)
         if impact
         else sql.SQL("")
