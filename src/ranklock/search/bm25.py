@@ -194,13 +194,15 @@ def _doc_best(plan: SearchPlan, rows: str, forward: sql.Composable, where: sql.C
     """(doc, best): each document's exact best score over the chunks in CTE ``rows`` passing ``where``."""
     if _unfiltered(plan):
         # doc_no orders like doc_id; no need to read the chunk rows.
+        # = ANY of an array: one ordered pass over the forward table (see _summed_ctes).
         return sql.SQL(
-            "SELECT f.doc_no AS doc, max({score}) AS best FROM {rows} AS r JOIN {forward} AS f ON f.row_id = r.row_id "
-            "GROUP BY f.doc_no"
+            "SELECT f.doc_no AS doc, max({score}) AS best FROM {forward} AS f "
+            "WHERE f.row_id = ANY (ARRAY(SELECT r.row_id FROM {rows} AS r)) GROUP BY f.doc_no"
         ).format(score=_forward_score(), rows=sql.Identifier(rows), forward=forward)
     return sql.SQL(
-        "SELECT c.doc_id AS doc, max({score}) AS best FROM {rows} AS r JOIN {forward} AS f ON f.row_id = r.row_id "
-        "JOIN {table} AS c ON c.row_id = r.row_id WHERE {where} GROUP BY c.doc_id"
+        "SELECT c.doc_id AS doc, max({score}) AS best FROM {forward} AS f "
+        "JOIN {table} AS c ON c.row_id = f.row_id "
+        "WHERE f.row_id = ANY (ARRAY(SELECT r.row_id FROM {rows} AS r)) AND {where} GROUP BY c.doc_id"
     ).format(score=_forward_score(), rows=sql.Identifier(rows), forward=forward, table=plan.table, where=where)
 
 
