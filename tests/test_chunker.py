@@ -6,12 +6,14 @@ from functools import cache
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
-from fakes import SpaceTok, use_hash_embedder
-from ranklock import Document, Engine
+from fakes import HashEmbedder, SpaceTok, use_hash_embedder
+from ranklock import ChunkerParams, Document, Engine
 from ranklock.embed.base import token_capacity
 from ranklock.embed.sentence import HFTokenizer, default_embedder
 from ranklock.ingest.chunker import BOUNDARY_RULES, Chunk, boundaries, chunk_text, effective_window
+from ranklock.snapshot.build import chunk_table
 
 
 @cache
@@ -232,3 +234,30 @@ def test_boundary_rules_and_effective_window_are_recorded_in_the_snapshot_manife
     assert (chunker["window"], chunker["overlap"]) == (256, 32)
     # The test tokenizer states no model limit: the configured window is the one cut.
     assert chunker["effective"] == {"window": 256, "overlap": 32}
+
+
+def test_a_model_limit_lowers_the_window_of_every_stored_chunk(engine: Engine, cname: str) -> None:
+    """A tokenizer that states the model's limit (``max_tokens``) caps the collection's window, end to end."""
+
+    class CappedTok(SpaceTok):
+        id = "space-capped"
+        max_tokens = 10
+
+    class CappedEmbedder(HashEmbedder):
+        tokenizer = CappedTok()
+
+    emb = CappedEmbedder("test:hash-capped")
+    engine._embedders[emb.id] = emb
+    body = " ".join(f"w{i}" for i in range(40))
+    engine.ingest(
+        cname,
+        [Document("d1", "", body)],
+        create={"embedder": emb.id, "chunker": ChunkerParams(window=24, overlap=4)},
+    )
+    chunker = engine.manifest(cname)["chunker"]
+    assert (chunker["window"], chunker["overlap"]) == (24, 4)
+    assert chunker["effective"] == {"window": 10, "overlap": 4}
+    sid = int(engine.collection(cname).active_snapshot_id or 0)
+    rows = engine.db.fetchall(sql.SQL("SELECT text FROM {} ORDER BY chunk").format(chunk_table(sid)))
+    # 40 words, 10 a chunk, 4 shared: chunks start at w0, w6, ... w30.
+    assert [r["text"] for r in rows] == [" ".join(f"w{i}" for i in range(a, a + 10)) for a in range(0, 31, 6)]
