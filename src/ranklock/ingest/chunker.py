@@ -1,4 +1,4 @@
-"""A deterministic token-window chunker that cuts between words, at sentence ends when it can.
+"""A deterministic token-window chunker that cuts between whole words, in windows the model reads whole.
 
 Windows are counted in the embedder's own tokens (a window only means
 something in the model's units): a chunk holds at most ``window`` tokens and
