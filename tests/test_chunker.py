@@ -1,4 +1,4 @@
-"""The chunker's cut rules (ranklock.ingest.chunker): exact offsets, full coverage, whole words."""
+"""The chunker's cut rules (ranklock.ingest.chunker): exact offsets, full coverage, whole words, full overlaps."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ from functools import cache
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
-from fakes import SpaceTok, use_hash_embedder
-from ranklock import Document, Engine
+from fakes import HashEmbedder, SpaceTok, use_hash_embedder
+from ranklock import ChunkerParams, Document, Engine
+from ranklock.embed.base import token_capacity
 from ranklock.embed.sentence import HFTokenizer, default_embedder
-from ranklock.ingest.chunker import BOUNDARY_RULES, Chunk, boundaries, chunk_text
+from ranklock.ingest.chunker import BOUNDARY_RULES, Chunk, boundaries, chunk_text, effective_window
+from ranklock.snapshot.build import chunk_table
 
 
 @cache
@@ -41,6 +44,12 @@ _WORDS = st.sampled_from(
         "日本語",
         "THE",
         "a",
+        # Long words, URLs and hyphenation: many word pieces, no whitespace inside.
+        "pneumonoultramicroscopicsilicovolcanoconiosis",
+        "https://example.org/a/b_c?d=e&f=g#h",
+        "state-of-the-art",
+        "anti-\ninflammatory",
+        "10.1016/j.cell.2009.01.042",
     ]
 )
 _SEPS = st.sampled_from([" ", " ", " ", "  ", ". ", "! ", "? ", ".\n\n", "\n", ", ", "\t", "\u00a0", '." '])
@@ -53,39 +62,60 @@ def texts(draw: st.DrawFn) -> str:
     return "".join(w + s for w, s in zip(words, seps, strict=True)).strip()
 
 
+def _words(strength: list[int]) -> list[int]:
+    """For each token, the number of tokens of the word it belongs to (a run with no boundary inside)."""
+    sizes: list[int] = []
+    run = 0
+    for i, s in enumerate(strength):
+        if i and s:
+            sizes += [run] * run
+            run = 0
+        run += 1
+    return sizes + [run] * run
+
+
 def _check(text: str, chunks: list[Chunk], spans: list[tuple[int, int]], window: int, overlap: int) -> None:
+    """Exact offsets, full coverage, within the window, whole words, at least ``overlap`` shared tokens."""
     assert [c.number for c in chunks] == list(range(len(chunks)))
     strength = boundaries(text, spans)
+    word = _words(strength)
     starts = {a: i for i, (a, _) in enumerate(spans)}
     ends = {b: i for i, (_, b) in enumerate(spans)}
     covered = [False] * len(spans)
-    # Tokens of the longest word (a run of tokens with no boundary between them).
-    longest_word = run = 1
-    for s in strength[1:]:
-        run = 1 if s else run + 1
-        longest_word = max(longest_word, run)
-    for prev, c in zip([None, *chunks], chunks, strict=False):
+    prev: tuple[int, int] | None = None
+    for c in chunks:
         # Offsets are exact and fall on token edges.
         assert c.text == text[c.start : c.end]
         first, last = starts[c.start], ends[c.end]
         assert last - first + 1 <= window
         for i in range(first, last + 1):
             covered[i] = True
+        # Whole words: a chunk starts and ends at a word boundary, unless it cuts a word longer than the window.
+        assert strength[first] > 0 or word[first] > window
+        assert last + 1 == len(spans) or strength[last + 1] > 0 or word[last] > window
         if prev is not None:
-            # Consecutive chunks share at most `overlap` tokens, and always move forward.
-            assert c.start > prev.start
-            assert ends[prev.end] - first + 1 <= max(overlap, 0) or c.start >= prev.end
-        if longest_word <= window // 2:
-            # Whole words: a chunk starts after whitespace and ends before whitespace (or the text's edges).
-            assert strength[first] > 0
-            assert last + 1 == len(spans) or strength[last + 1] > 0
+            p_first, p_last = prev
+            assert first > p_first  # always forward
+            assert first <= p_last + 1  # no token skipped
+            assert last > p_last or last + 1 == len(spans)  # no chunk lies inside the one before it
+            point = p_last + 1 - overlap  # `overlap` tokens back from the previous end
+            # The start is the last word boundary at or before that point, so at least `overlap` tokens are
+            # shared; it lies after the point only when a single word forbids it: a word spans the point, or
+            # the word after the previous chunk would not fit whole from there.
+            if first <= point:
+                assert not any(strength[i] for i in range(first + 1, point + 1))
+            else:
+                prior = [i for i in range(p_first + 1, point + 1) if strength[i]]
+                next_word_end = p_last + 1 + word[p_last + 1]
+                assert not prior or (strength[p_last + 1] > 0 and prior[-1] + window < next_word_end)
+        prev = (first, last)
     # Every token of the document is in some chunk.
     assert all(covered)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(texts(), st.integers(min_value=2, max_value=40), st.integers(min_value=0, max_value=39))
-def test_chunks_cover_every_token_with_exact_offsets_and_whole_words_space_tokens(
+def test_chunks_cover_every_token_with_exact_offsets_whole_words_and_full_overlap_space_tokens(
     text: str, window: int, overlap: int
 ) -> None:
     overlap = min(overlap, window - 1)
@@ -95,9 +125,9 @@ def test_chunks_cover_every_token_with_exact_offsets_and_whole_words_space_token
     assert chunks == chunk_text(text, tok, window, overlap)  # deterministic
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(texts(), st.integers(min_value=16, max_value=64), st.integers(min_value=0, max_value=15))
-def test_chunks_cover_every_token_with_exact_offsets_and_whole_words_minilm(
+def test_chunks_cover_every_token_with_exact_offsets_whole_words_and_full_overlap_minilm(
     text: str, window: int, overlap: int
 ) -> None:
     tok = minilm()
@@ -126,17 +156,20 @@ def test_any_text_is_covered_within_the_window_minilm(text: str, window: int) ->
     assert covered == set(range(len(spans)))
 
 
-def test_cut_prefers_a_sentence_end_then_a_word_end() -> None:
+def test_cut_at_the_last_word_end_in_the_window_and_start_a_full_overlap_back() -> None:
     tok = SpaceTok()
     text = "Alpha beta gamma. Delta epsilon zeta eta theta iota kappa"
-    # Window 6: "Alpha .. gamma." (3 tokens) keeps half the window, so the cut is the sentence end.
-    assert [c.text for c in chunk_text(text, tok, 6, 0)] == [
-        "Alpha beta gamma.",
-        "Delta epsilon zeta eta theta iota",
-        "kappa",
+    # Window 6: the fullest whole-word window, not the sentence end; the next start is 2 words back.
+    assert [c.text for c in chunk_text(text, tok, 6, 2)] == [
+        "Alpha beta gamma. Delta epsilon zeta",
+        "epsilon zeta eta theta iota kappa",
     ]
-    # Window 8: the sentence end would keep 3 tokens, less than half the window: the last word end instead.
-    assert chunk_text(text, tok, 8, 0)[0].text == "Alpha beta gamma. Delta epsilon zeta eta theta"
+    # No overlap: consecutive chunks meet.
+    assert [c.text for c in chunk_text(text, tok, 4, 0)] == [
+        "Alpha beta gamma. Delta",
+        "epsilon zeta eta theta",
+        "iota kappa",
+    ]
 
 
 def test_abbreviation_before_a_lowercase_word_is_not_a_sentence_end() -> None:
@@ -144,25 +177,87 @@ def test_abbreviation_before_a_lowercase_word_is_not_a_sentence_end() -> None:
     assert boundaries(text, SpaceTok().offsets(text)) == [2, 1, 1, 1, 1, 2, 1, 1]
 
 
-def test_real_tokenizer_cuts_at_sentence_ends_and_overlaps_from_a_word_start_minilm() -> None:
+def test_real_tokenizer_cuts_at_word_ends_and_overlaps_from_a_word_start_minilm() -> None:
     tok = minilm()
-    sentence = "The glass absorbs ultraviolet B radiation. "  # 8 MiniLM tokens
-    text = sentence * 3 + "Estimating optimal intakes of vitamin D is hard."
-    assert [c.text for c in chunk_text(text, tok, 16, 6)] == [
-        # 16 tokens: two whole sentences.
-        "The glass absorbs ultraviolet B radiation. The glass absorbs ultraviolet B radiation.",
-        # 6 tokens back is "absorbs", a word start; the next sentence end in reach is before "Estimating".
-        "absorbs ultraviolet B radiation. The glass absorbs ultraviolet B radiation.",
-        # No sentence end leaves half the window: the last word end that fits.
-        "absorbs ultraviolet B radiation. Estimating optimal intakes of vitamin D is",
-        "intakes of vitamin D is hard.",
+    # MiniLM splits "absorbs" into absorb ##s, "Estimating" into est ##imating, "intakes" into intake ##s.
+    text = "The glass absorbs ultraviolet B radiation. " * 2 + "Estimating optimal intakes of vitamin D is hard."
+    assert [c.text for c in chunk_text(text, tok, 12, 3)] == [
+        # 12 tokens end before "ultraviolet", a word start: a full window.
+        "The glass absorbs ultraviolet B radiation. The glass absorbs",
+        # 3 tokens back is "glass", a word start: exactly 3 tokens shared.
+        "glass absorbs ultraviolet B radiation. Estimating optimal intakes",
+        "optimal intakes of vitamin D is hard.",
+    ]
+    # 1 token back is ##s, inside "absorbs": the next chunk starts at the word's start and shares 2 tokens.
+    assert [c.text for c in chunk_text(text, tok, 12, 1)][
+        1
+    ] == "absorbs ultraviolet B radiation. Estimating optimal intakes of"
+
+
+def test_a_word_longer_than_the_window_is_cut_and_the_words_around_it_are_whole_minilm() -> None:
+    tok = minilm()
+    url = "https://example.org/" + "/".join(f"segment{i}" for i in range(12))  # 43 MiniLM tokens, no space
+    text = f"See the archive at {url} for the raw data of every patient."
+    chunks = chunk_text(text, tok, 24, 4)
+    _check(text, chunks, tok.offsets(text), 24, 4)
+    assert [c.text for c in chunks] == [
+        # The URL does not fit after "at": the cut falls before it.
+        "See the archive at",
+        # Only the URL itself is cut inside, with `overlap` tokens shared (segment4).
+        "https://example.org/segment0/segment1/segment2/segment3/segment4/segment",
+        "segment4/segment5/segment6/segment7/segment8/segment9/segment10/segment11 for",
+        # 4 tokens back lies inside the URL: the first word start after it.
+        "for the raw data of every patient.",
     ]
 
 
-def test_boundary_rules_are_recorded_in_the_snapshot_manifest(engine: Engine, cname: str) -> None:
+def test_the_window_fits_what_the_model_reads_minilm() -> None:
+    """all-MiniLM-L6-v2 reads 256 tokens with [CLS] and [SEP]: a 256-token chunk would lose its last two."""
+    tok = minilm()
+    assert token_capacity(tok) == 254
+    assert effective_window(256, 32, tok) == (254, 32)
+    assert effective_window(128, 32, tok) == (128, 32)
+    assert effective_window(512, 300, tok) == (254, 253)
+    assert token_capacity(SpaceTok()) is None and effective_window(512, 32, SpaceTok()) == (512, 32)
+    text = " ".join(["The glass absorbs ultraviolet B radiation."] * 200)
+    chunks = chunk_text(text, tok, 256, 32)
+    assert max(len(tok.offsets(c.text)) for c in chunks) == 254
+    _check(text, chunks, tok.offsets(text), 254, 32)
+
+
+def test_boundary_rules_and_effective_window_are_recorded_in_the_snapshot_manifest(engine: Engine, cname: str) -> None:
     emb = use_hash_embedder(engine)
     engine.ingest(cname, [Document("d1", "Title", "One sentence. Another one here.")], create={"embedder": emb})
     chunker = engine.manifest(cname)["chunker"]
-    assert chunker["boundaries"] == BOUNDARY_RULES == "ranklock-boundaries/1"
+    assert chunker["boundaries"] == BOUNDARY_RULES == "ranklock-boundaries/2"
     assert chunker["tokenizer"] == "space"
     assert (chunker["window"], chunker["overlap"]) == (256, 32)
+    # The test tokenizer states no model limit: the configured window is the one cut.
+    assert chunker["effective"] == {"window": 256, "overlap": 32}
+
+
+def test_a_model_limit_lowers_the_window_of_every_stored_chunk(engine: Engine, cname: str) -> None:
+    """A tokenizer that states the model's limit (``max_tokens``) caps the collection's window, end to end."""
+
+    class CappedTok(SpaceTok):
+        id = "space-capped"
+        max_tokens = 10
+
+    class CappedEmbedder(HashEmbedder):
+        tokenizer = CappedTok()
+
+    emb = CappedEmbedder("test:hash-capped")
+    engine._embedders[emb.id] = emb
+    body = " ".join(f"w{i}" for i in range(40))
+    engine.ingest(
+        cname,
+        [Document("d1", "", body)],
+        create={"embedder": emb.id, "chunker": ChunkerParams(window=24, overlap=4)},
+    )
+    chunker = engine.manifest(cname)["chunker"]
+    assert (chunker["window"], chunker["overlap"]) == (24, 4)
+    assert chunker["effective"] == {"window": 10, "overlap": 4}
+    sid = int(engine.collection(cname).active_snapshot_id or 0)
+    rows = engine.db.fetchall(sql.SQL("SELECT text FROM {} ORDER BY chunk").format(chunk_table(sid)))
+    # 40 words, 10 a chunk, 4 shared: chunks start at w0, w6, ... w30.
+    assert [r["text"] for r in rows] == [" ".join(f"w{i}" for i in range(a, a + 10)) for a in range(0, 31, 6)]

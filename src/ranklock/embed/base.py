@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "Tokenizer", "normalize_rows", "vector_digest"]
+__all__ = ["Embedder", "Tokenizer", "normalize_rows", "token_capacity", "vector_digest"]
 
 Matrix = npt.NDArray[np.float32]
 
@@ -27,6 +27,19 @@ class Tokenizer(Protocol):
     def offsets(self, text: str) -> list[tuple[int, int]]:
         """Character spans of the tokens of ``text`` (no special tokens)."""
         ...
+
+
+def token_capacity(tokenizer: Tokenizer) -> int | None:
+    """How many of a text's own tokens the model reads, or None when the tokenizer does not say.
+
+    A tokenizer may carry ``max_tokens`` (the model's input limit less its
+    special tokens); tokenizers of endpoints and tests need not.
+
+    >>> token_capacity(default_embedder().tokenizer)  # doctest: +SKIP
+    254
+    """
+    cap = getattr(tokenizer, "max_tokens", None)
+    return cap if isinstance(cap, int) and cap > 0 else None
 
 
 @runtime_checkable

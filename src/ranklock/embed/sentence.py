@@ -32,9 +32,15 @@ BATCH_SIZE = 32
 
 
 class HFTokenizer:
-    """A Hugging Face ``tokenizer.json`` used for counting and offsets only."""
+    """A Hugging Face ``tokenizer.json`` used for counting and offsets only.
 
-    def __init__(self, path: Path, id: str) -> None:
+    ``max_seq_length`` is the model's input limit, special tokens included;
+    :attr:`max_tokens` is what is left of it for a chunk's own tokens
+    (all-MiniLM-L6-v2: 256 - [CLS] - [SEP] = 254).  The model silently drops
+    whatever lies beyond, so the chunker never makes a longer chunk.
+    """
+
+    def __init__(self, path: Path, id: str, max_seq_length: int | None = None) -> None:
         _Tok = require("models", "tokenizers", "the embedder's tokenizer").Tokenizer
 
         self.id = id
@@ -44,6 +50,9 @@ class HFTokenizer:
             raise EmbedderError(f"cannot read tokenizer {path}: {exc}; reinstall the model package.") from exc
         self._tok.no_truncation()
         self._tok.no_padding()
+        self.max_tokens: int | None = None
+        if max_seq_length is not None:
+            self.max_tokens = max_seq_length - int(self._tok.num_special_tokens_to_add(False))
 
     def offsets(self, text: str) -> list[tuple[int, int]]:
         enc = self._tok.encode(text, add_special_tokens=False)
@@ -94,9 +103,23 @@ class SentenceTransformerEmbedder:
             )
         return digest
 
+    def _read_max_seq_length(self) -> int | None:
+        """The input limit sentence-transformers truncates at (``sentence_bert_config.json``), if the model sets one."""
+        import json
+
+        cfg = self.model_dir / "sentence_bert_config.json"
+        if cfg.exists():
+            value = json.loads(cfg.read_text()).get("max_seq_length")
+            return int(value) if value else None
+        return None
+
     @cached_property
     def tokenizer(self) -> HFTokenizer:
-        return HFTokenizer(self.model_dir / "tokenizer.json", id=f"{self.id}#tokenizer.json")
+        return HFTokenizer(
+            self.model_dir / "tokenizer.json",
+            id=f"{self.id}#tokenizer.json",
+            max_seq_length=self._read_max_seq_length(),
+        )
 
     def _load(self) -> Any:
         if self._model is None:

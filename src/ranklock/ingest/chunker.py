@@ -1,4 +1,4 @@
-"""A deterministic token-window chunker that cuts between words, at sentence ends when it can.
+"""A deterministic token-window chunker that cuts between whole words, in windows the model reads whole.
 
 Windows are counted in the embedder's own tokens (a window only means
 something in the model's units): a chunk holds at most ``window`` tokens and
@@ -8,10 +8,16 @@ chunk is always ``text[start:end]``.
 
 Where a window is cut follows a pinned rule set, :data:`BOUNDARY_RULES`,
 recorded in every snapshot manifest (a change of rules shows up as a
-manifest difference).  It depends on nothing but the text and the token
-spans: no locale, no language model.
+manifest difference; a snapshot keeps the id it was built with).  It depends
+on nothing but the text and the token spans: no locale, no language model.
 
-``ranklock-boundaries/1``
+``ranklock-boundaries/2``
+    * The window is the collection's ``window``, lowered to what the model
+      reads of one text when its tokenizer says (``max_tokens``: the input
+      limit less the special tokens; all-MiniLM-L6-v2 reads 256 - 2 = 254).
+      A longer chunk would be cut silently by the model, and its vector
+      would not describe its last tokens.  The overlap is lowered with it
+      only if it would no longer be smaller than the window.
     * A *word boundary* lies before token ``i`` when ``i`` is the first token
       or the characters between token ``i-1`` and token ``i`` contain
       whitespace (``str.isspace``: Unicode's White_Space, the same on every
@@ -21,16 +27,24 @@ spans: no locale, no language model.
       break (the gap holds two or more line breaks), or follows one of
       ``. ! ? … 。 ！ ？`` (then optionally closing quotes and brackets) and
       precedes a character that is not a lowercase letter (so "e.g. the"
-      is not a sentence end).
-    * A chunk ends at the last sentence boundary that keeps at least half
-      the window, else at the last word boundary, else (one "word" longer
-      than the window, e.g. a long URL or unspaced script) after
-      ``window`` tokens.
-    * The next chunk starts at the first sentence boundary in the last
-      ``overlap`` tokens of the previous chunk, else the first word
-      boundary there, else (no boundary there) exactly ``overlap`` tokens
-      back, and always at least one token after the previous start.  The
-      last chunk ends with the last token.
+      is not a sentence end).  Version 2 does not cut at them: see below.
+    * A chunk ends at the last word boundary that keeps it within the
+      window, else (one "word" longer than the window, e.g. a long URL or
+      unspaced script) after ``window`` tokens.
+    * The next chunk starts at the last word boundary at or before
+      ``overlap`` tokens back from the previous chunk's end, so consecutive
+      chunks share at least ``overlap`` tokens and a seam never loses
+      context; else (a single word reaches back past that point) at the
+      first word boundary after it; else (no boundary at all) exactly
+      ``overlap`` tokens back.  It is always at least one token after the
+      previous start.  The last chunk ends with the last token.
+
+Version 1 (``ranklock-boundaries/1``) cut at a sentence end when one kept
+half the window and started the next chunk at the first boundary *within*
+the overlap: its chunks were shorter and shared less, and nDCG@10 dropped on
+SciFact and NFCorpus in every mode (docs/benchmarks.md).  Whole words keep
+every lexeme intact; full windows and full overlaps keep what a mid-word
+window had.
 
 So every token of the document is in some chunk (each chunk starts at or
 before the previous one's end), and no chunk starts or ends inside a word
@@ -44,12 +58,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..embed.base import Tokenizer
+from ..embed.base import Tokenizer, token_capacity
 
-__all__ = ["BOUNDARY_RULES", "Chunk", "chunk_text", "document_text"]
+__all__ = ["BOUNDARY_RULES", "Chunk", "chunk_text", "document_text", "effective_window"]
 
 #: Version of the cut rules (see the module docstring); recorded in snapshot manifests.
-BOUNDARY_RULES = "ranklock-boundaries/1"
+BOUNDARY_RULES = "ranklock-boundaries/2"
 
 _WORD, _SENTENCE = 1, 2
 #: A sentence-final mark, then optional closing quotes/brackets, at the end of the text before a gap.
@@ -105,12 +119,45 @@ def _first(strength: list[int], lo: int, hi: int, at_least: int) -> int | None:
     return None
 
 
-def chunk_text(text: str, tokenizer: Tokenizer, window: int, overlap: int) -> list[Chunk]:
-    """Cut ``text`` into chunks of at most ``window`` tokens by :data:`BOUNDARY_RULES`.
+def _next_start(strength: list[int], start: int, end: int, window: int, overlap: int) -> int:
+    """Where the chunk after ``[start, end)`` starts (token index; ``end`` < the token count)."""
+    back = max(start + 1, end - overlap)
+    # At or before `overlap` tokens back, so consecutive chunks share at least `overlap` tokens.
+    nxt = _last(strength, start + 1, back, _WORD)
+    if nxt is None:
+        # One word spans that point: start after it (less overlap), or mid-word if it never ends.
+        nxt = _first(strength, back + 1, end, _WORD)
+        if nxt is None:
+            return back
+    if strength[end]:
+        # The word at `end` must fit whole in the next chunk, or that chunk would end where this one does:
+        # a word longer than `window - overlap` costs overlap, one longer than the window gets a chunk of its own.
+        word_end = _first(strength, end + 1, len(strength) - 1, _WORD) or len(strength)
+        if nxt < word_end - window:
+            fits = _first(strength, word_end - window, end, _WORD)
+            return end if fits is None else fits
+    return nxt
 
-    >>> [c.text for c in chunk_text("One two. Three four.", SpaceTok(), window=3, overlap=1)]  # doctest: +SKIP
-    ['One two.', 'two. Three four.']
+
+def effective_window(window: int, overlap: int, tokenizer: Tokenizer) -> tuple[int, int]:
+    """The ``(window, overlap)`` the chunker uses: the window within what the model reads of one text.
+
+    >>> effective_window(256, 32, default_embedder().tokenizer)  # doctest: +SKIP
+    (254, 32)
     """
+    cap = token_capacity(tokenizer)
+    if cap is not None and window > cap:
+        window = cap
+    return window, min(overlap, window - 1)
+
+
+def chunk_text(text: str, tokenizer: Tokenizer, window: int, overlap: int) -> list[Chunk]:
+    """Cut ``text`` into whole-word chunks of at most ``window`` tokens by :data:`BOUNDARY_RULES`.
+
+    >>> [c.text for c in chunk_text("One two. Three four five.", SpaceTok(), window=3, overlap=1)]  # doctest: +SKIP
+    ['One two. Three', 'Three four five.']
+    """
+    window, overlap = effective_window(window, overlap, tokenizer)
     spans = tokenizer.offsets(text)
     if not spans:
         return [Chunk(0, 0, len(text), text)] if text.strip() else []
@@ -121,10 +168,8 @@ def chunk_text(text: str, tokenizer: Tokenizer, window: int, overlap: int) -> li
     while True:
         end = min(start + window, n)  # exclusive token index
         if end < n:
-            # Cut before token `end`: a boundary in (start, end], sentence first if the chunk keeps half its window.
-            cut = _last(strength, start + max(1, window // 2), end, _SENTENCE)
-            if cut is None:
-                cut = _last(strength, start + 1, end, _WORD)
+            # Cut before token `end` at the last word boundary in (start, end]: the fullest whole-word window.
+            cut = _last(strength, start + 1, end, _WORD)
             end = end if cut is None else cut
         a, b = spans[start][0], spans[end - 1][1]
         if strength[start] == 0 or (end < n and strength[end] == 0):
@@ -135,10 +180,5 @@ def chunk_text(text: str, tokenizer: Tokenizer, window: int, overlap: int) -> li
         chunks.append(Chunk(len(chunks), a, b, text[a:b]))
         if end >= n:
             break
-        lo = max(start + 1, end - overlap)
-        nxt = _first(strength, lo, end, _SENTENCE)
-        if nxt is None or (nxt == end and overlap > 0):
-            word = _first(strength, lo, end, _WORD)
-            nxt = word if word is not None else lo
-        start = nxt
+        start = _next_start(strength, start, end, window, overlap)
     return chunks

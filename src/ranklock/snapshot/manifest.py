@@ -17,7 +17,7 @@ from typing import Any
 from ..collection import CollectionInfo
 from ..embed.base import Embedder
 from ..errors import ConfigError
-from ..ingest.chunker import BOUNDARY_RULES
+from ..ingest.chunker import BOUNDARY_RULES, effective_window
 from ..ingest.normalize import NORMALIZATION, canonical_json
 from ..settings import SearchParams
 
@@ -66,6 +66,7 @@ def build_manifest(
     index_build: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     search = SearchParams(**coll.search_defaults).model_dump()
+    window, overlap = effective_window(coll.chunker.window, coll.chunker.overlap, embedder.tokenizer)
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "collection": coll.name,
@@ -78,7 +79,13 @@ def build_manifest(
             "lexical_stats": lexical_stats,
         },
         # The cut rules are the code's, not the collection's: a new rule set shows up as a manifest difference.
-        "chunker": {"tokenizer": embedder.tokenizer.id, **coll.chunker.model_dump(), "boundaries": BOUNDARY_RULES},
+        # The window actually cut is also recorded: the model's own limit can lower the configured one.
+        "chunker": {
+            "tokenizer": embedder.tokenizer.id,
+            **coll.chunker.model_dump(),
+            "boundaries": BOUNDARY_RULES,
+            "effective": {"window": window, "overlap": overlap},
+        },
         "embedder": {
             "id": coll.embedder_id,
             "weights_sha256": coll.embedder_sha256,
