@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import NotFound, QueryError, RanklockError
 from ..ingest.normalize import normalize
+from ..store.steps import Fetch, Offload, Steps, run_steps
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -167,13 +168,17 @@ class SearchRecord:
 
     def cached(self, timings: dict[str, float], t0: float) -> SearchResult | None:
         """The cached result of this exact request, or None (then search runs)."""
+        return run_steps(self.db, self.cached_steps(timings, t0))
+
+    def cached_steps(self, timings: dict[str, float], t0: float) -> Steps[SearchResult | None]:
+        """:meth:`cached` as steps (ranklock.store.steps)."""
         if not self.caching:
             return None
-        from .cache import cache_key, lookup
+        from .cache import cache_key, lookup_steps
 
         t = time.perf_counter()
         self.cache_key = cache_key(self)
-        found = lookup(self.db, self, self.cache_key[0])
+        found = yield from lookup_steps(self, self.cache_key[0])
         if found is None:
             return None
         result, branches = found
@@ -185,7 +190,7 @@ class SearchRecord:
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         result.timings = timings
         if self.logging:
-            result.query_id = self._log(result, cached=True)
+            result.query_id = yield from self._log(result, cached=True)
         return result
 
     def capture_branches(self, rows: Sequence[Sequence[Any]]) -> None:
@@ -209,18 +214,22 @@ class SearchRecord:
 
     def finish(self, result: SearchResult) -> None:
         """Log the finished result (sets ``result.query_id``) and store it in the cache."""
+        run_steps(self.db, self.finish_steps(result))
+
+    def finish_steps(self, result: SearchResult) -> Steps[None]:
+        """:meth:`finish` as steps (ranklock.store.steps)."""
         if self._capture is not None:
             self._capture.append(self.entry(result))
             return
         if self.logging:
-            result.query_id = self._log(result, cached=False)
+            result.query_id = yield from self._log(result, cached=False)
             if result.query_id is None:
                 return  # the logging warning belongs to this answer only: never cache it
         if self.caching:
-            from .cache import cache_key, store
+            from .cache import cache_key, store_steps
 
             key = self.cache_key or cache_key(self)
-            store(self.db, self.snapshot_id, key, result, self.branches)
+            yield from store_steps(self.snapshot_id, key, result, self.branches)
 
     # -- log rows ---------------------------------------------------------------
 
@@ -232,7 +241,7 @@ class SearchRecord:
             "manifest_hash": self.manifest_hash,
         }
 
-    def _log(self, result: SearchResult, *, cached: bool) -> int | None:
+    def _log(self, result: SearchResult, *, cached: bool) -> Steps[int | None]:
         """Insert the log row and return its id; on failure warn (result and logger) and return None.
 
         A full disk or any other failure of the log write must not cost the
@@ -244,7 +253,7 @@ class SearchRecord:
         route = current_route()  # the replica that served it and its replay position (None: the primary)
         body["node"] = {"served_by": "primary"} if route is None else route.as_log()
         try:
-            row = self.db.fetchone(
+            rows = yield Fetch(
                 "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
                 "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                 [
@@ -257,6 +266,7 @@ class SearchRecord:
                     Jsonb(body),
                     Jsonb(result.timings),
                 ],
+                primary=True,
             )
         except (psycopg.Error, RanklockError) as exc:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -268,11 +278,11 @@ class SearchRecord:
             log.warning(message)
             result.warnings.append(message)
             return None
-        assert row is not None  # INSERT … RETURNING always returns the row
-        query_id = int(row["id"])
+        query_id = int(rows[0]["id"])  # INSERT … RETURNING always returns the row
         every = int(self.settings.log_prune_every)
         if query_id % every == 0:
-            self._enforce_retention(batch=2 * every)
+            # A bounded batch of deletes on the sync pool: in a worker thread when the search is async.
+            yield Offload(lambda: self._enforce_retention(batch=2 * every))
         return query_id
 
     def _enforce_retention(self, *, batch: int) -> None:
