@@ -74,6 +74,22 @@ class SearchRequest:
     as_of: datetime | str | None = None
     params: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(
+        cls,
+        collection: str,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        filter: Any = None,
+        snapshot: int | None = None,
+        as_of: datetime | str | None = None,
+        **params: Any,
+    ) -> SearchRequest:
+        """The request of a call with ``Engine.search``'s keywords (``AsyncEngine`` takes the same)."""
+        return cls(collection, query, k, mode, filter, snapshot, as_of, params)
+
     def check(self) -> None:
         """Refuse a bad query, mode, k or snapshot id before any SQL (ranklock.search.inputs)."""
         from .inputs import check_query, check_request

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .protocol import Searcher
     from .results import SearchResult
 
-__all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "result_digest"]
+__all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "replay_steps", "result_digest"]
 
 log = logging.getLogger("ranklock.querylog")
 
@@ -336,13 +336,28 @@ def _diff_lists(where: str, logged: list[Any], replayed: list[Any]) -> list[dict
 
 def replay(db: Database, settings: Settings, search: Searcher, query_id: int) -> ReplayReport:
     """Re-run logged query ``query_id`` against its snapshot (through ``search``) and compare it with the log."""
+
+    def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
+        result: SearchResult = yield Offload(lambda: search(name, query, **kwargs))
+        return result
+
+    return run_steps(db, replay_steps(db, settings, searched, query_id))
+
+
+def replay_steps(
+    db: Database, settings: Settings, search: Callable[..., Steps[SearchResult]], query_id: int
+) -> Steps[ReplayReport]:
+    """:func:`replay` as steps (ranklock.store.steps); ``search`` is the search as steps.
+
+    ``db`` (the sync primary) only serves the rare message of a pruned entry, off the event loop.
+    """
     if not isinstance(query_id, int) or query_id < 1:
         raise QueryError(f"query id must be a positive integer, got {query_id!r}.")
-    row = db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id])
-    if row is None:
+    rows = yield Fetch("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id], primary=True)
+    if not rows:
         from ..snapshot.retention import RetentionPolicy, pruned_through
 
-        watermark = pruned_through(db)
+        watermark: int = yield Offload(lambda: pruned_through(db))
         if query_id <= watermark:
             policy = RetentionPolicy.from_settings(settings).describe()
             raise NotFound(
@@ -351,15 +366,16 @@ def replay(db: Database, settings: Settings, search: Searcher, query_id: int) ->
                 "stored, so it cannot be replayed or compared. Run the search again to log it anew; raise "
                 "RANKLOCK_LOG_RETENTION or RANKLOCK_LOG_MAX_BYTES to keep entries longer."
             )
-        last = db.fetchone("SELECT max(id) AS m FROM ranklock.query_log")
+        last = yield Fetch("SELECT max(id) AS m FROM ranklock.query_log", primary=True)
         raise NotFound(
-            f"no logged query with id {query_id} (the log holds ids up to {last['m'] if last else None}); "
+            f"no logged query with id {query_id} (the log holds ids up to {last[0]['m'] if last else None}); "
             "searches are logged unless log_queries is off."
         )
+    row = rows[0]
     req: dict[str, Any] = row["request"]
     sid = row["snapshot_id"]
-    exists = db.fetchone("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid])
-    if exists is None:
+    exists = yield Fetch("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid], primary=True)
+    if not exists:
         raise NotFound(
             f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped; "
             "a replay needs the snapshot it ran against."
@@ -367,8 +383,9 @@ def replay(db: Database, settings: Settings, search: Searcher, query_id: int) ->
     from ..store.timeout import timeout_override
 
     logged_timeout = ((row["result"] or {}).get("params") or {}).get("statement_timeout_s")
+    # The context variables are set while the generator runs: in the driver's thread or task.
     with replaying() as captured, timeout_override(logged_timeout):
-        search(
+        yield from search(
             row["collection"],
             req["query"],
             k=req["k"],

@@ -138,8 +138,12 @@ class AsyncDatabase:
         return pool, conns
 
     async def close(self) -> None:
-        """Close this loop's pool (other loops' connections are closed without awaiting)."""
+        """Close this loop's pool (other loops' connections are closed without awaiting); no use after."""
         self._closed = True
+        await self.release()
+
+    async def release(self) -> None:
+        """Close the pool and its connections; a later use opens a new pool (a server's shutdown hook)."""
         current, self._current = self._current, None
         if current is None:
             return
@@ -152,12 +156,12 @@ class AsyncDatabase:
         else:
             current.abandon()
 
-    def open_connections(self) -> int:
-        """Connections this database holds open now (0 after :meth:`close`)."""
+    def backend_pids(self) -> list[int]:
+        """The server process ids of the connections this database holds open now (none after :meth:`close`)."""
         current = self._current
         if current is None:
-            return 0
-        return sum(1 for c in current.conns if not c.closed)
+            return []
+        return sorted(c.info.backend_pid for c in list(current.conns) if not c.closed)
 
     # -- connections ---------------------------------------------------------------
 
