@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -218,12 +218,6 @@ class AsyncEngine:
         eng, adb = await self._ready()
         return await adb.run(readiness_steps(eng.settings.statement_timeout, lambda: adb.recoveries))
 
-    async def _embedder_for(self, coll: CollectionInfo) -> Callable[[CollectionInfo], Embedder]:
-        # Loading a model takes seconds and checks its weights: in a worker thread, once per search.
-        eng, _ = await self._ready()
-        emb = await asyncio.to_thread(eng._collection_embedder, coll)
-        return lambda _coll: emb
-
     async def search_sql(self, name: str, query: str, **kwargs: Any) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`search` would run, without running it; writes nothing."""
         from .search.execute import SearchRequest, search_sql_steps
@@ -234,7 +228,8 @@ class AsyncEngine:
             req.check()
             coll = await self.collection(name)
             snap = await self._snapshot_for(coll, req.snapshot)
-            steps = search_sql_steps(adb.dsn, eng.settings, coll, snap, req, await self._embedder_for(coll))
+            # The embedder is resolved (a model loaded) only for a vector branch, in a worker thread.
+            steps = search_sql_steps(adb.dsn, eng.settings, coll, snap, req, eng._collection_embedder)
             q, p = await adb.run(steps)
             async with adb.connection() as conn:
                 return q.as_string(conn), p
@@ -259,8 +254,8 @@ class AsyncEngine:
         req.check()
         coll = await self.collection(name)
         snap = await self._snapshot_for(coll, req.snapshot)
-        embedder = await self._embedder_for(coll)
-        return await adb.run(search_steps(adb.dsn, eng.db, eng.settings, coll, snap, req, embedder, started=t0))
+        steps = search_steps(adb.dsn, eng.db, eng.settings, coll, snap, req, eng._collection_embedder, started=t0)
+        return await adb.run(steps)
 
     async def replay(self, query_id: int) -> ReplayReport:
         """Re-run logged query ``query_id`` on its snapshot (:meth:`Engine.replay`); async I/O throughout."""
@@ -275,15 +270,13 @@ class AsyncEngine:
         def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
             from .collection import read_collection_steps
             from .snapshot.lifecycle import resolve_steps
-            from .store.steps import Offload
 
             req = SearchRequest.of(name, query, **kwargs)
             req.check()
             coll = yield from read_collection_steps(name)
             snap = yield from resolve_steps(coll, req.snapshot)
-            emb: Embedder = yield Offload(lambda: eng._collection_embedder(coll))
             result: SearchResult = yield from search_steps(
-                adb.dsn, eng.db, eng.settings, coll, snap, req, lambda _c: emb
+                adb.dsn, eng.db, eng.settings, coll, snap, req, eng._collection_embedder
             )
             return result
 

@@ -34,7 +34,7 @@ from ..embed.base import Embedder
 from ..errors import QueryError
 from ..settings import SearchParams, Settings
 from ..store.database import Database
-from ..store.steps import Block, Fetch, Steps, drive, fetch_on, run_steps
+from ..store.steps import Block, Fetch, Offload, Steps, drive, fetch_on, run_steps
 from ..store.tables import snapshot_table
 from .completeness import Scope, judge, prepare_plan_steps
 from .fusion import build_search_sql
@@ -253,7 +253,9 @@ def build_plan_steps(
         prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, postings, collection=coll.name)
     if plan.uses_semantic:
         t = time.perf_counter()
-        qvec = yield from query_vector_steps(coll, embedder(coll), q, store=store_vector)
+        # Resolving the embedder may load a model (seconds of CPU): off the event loop when async.
+        emb: Embedder = yield Offload(lambda: embedder(coll))
+        qvec = yield from query_vector_steps(coll, emb, q, store=store_vector)
         timings["embed_ms"] = (time.perf_counter() - t) * 1000
         setup_semantic(plan, coll, snap, qvec)
     return PlannedSearch(plan, sp, timings, warnings)
