@@ -18,7 +18,16 @@ import numpy as np
 import pytest
 
 from fakes import HashEmbedder, use_hash_embedder
-from ranklock import AsyncEngine, DatabaseUnavailable, Document, Engine, NotFound, QueryError, RanklockError
+from ranklock import (
+    AsyncEngine,
+    DatabaseUnavailable,
+    Document,
+    Engine,
+    NotFound,
+    QueryError,
+    RanklockError,
+    SearchResult,
+)
 
 T = TypeVar("T")
 
@@ -246,3 +255,49 @@ def test_constructor_takes_the_engines_arguments_and_opens_off_the_loop(engine: 
     # log_queries=False: no query id, so compare with a sync search made the same way.
     with Engine(dsn=engine.db.dsn, embedder=HashEmbedder(), log_queries=False) as plain:
         assert got == plain.search(coll, "lava volcano", k=2, mode="hybrid").to_json()
+
+
+def test_both_engines_send_the_same_statements(engine: Engine, coll: str) -> None:
+    """One search path: a tracer hears the same statements, in the same order, from either engine."""
+    heard: list[str] = []
+    with Engine(
+        dsn=engine.db.dsn, embedder=HashEmbedder(), log_queries=False, tracer=lambda q, _p: heard.append(q)
+    ) as eng:
+        kwargs: dict[str, Any] = {"k": 3, "mode": "hybrid", "filter": "years_exp >= 3"}
+        eng.search(coll, "volcano craters", **kwargs)  # warm: the query vector and value counts now exist
+        heard.clear()
+        sync = eng.search(coll, "volcano craters", **kwargs)
+        sync_statements = list(heard)
+
+        async def body(aeng: AsyncEngine) -> SearchResult:
+            await aeng.ping()  # the new pool's connection set-up (pgvector types, plan_cache_mode) is not the search
+            heard.clear()
+            return await aeng.search(coll, "volcano craters", **kwargs)
+
+        got = run_async(eng, body)
+    assert got.to_json() == sync.to_json()
+    assert len(sync_statements) > 3 and heard == sync_statements
+
+
+def test_http_server_keeps_one_pool_for_its_lifespan_and_closes_it(engine: Engine, coll: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from ranklock.http import create_app
+
+    aeng = AsyncEngine.over(engine)
+    params = {"collection": coll, "q": "lava volcano", "k": 2, "mode": "lexical"}
+    with TestClient(create_app(aeng)) as client:  # runs the lifespan, as uvicorn does
+        first = client.get("/api/search", params=params)
+        pids = aeng.adb.backend_pids()
+        second = client.get("/api/search", params=params)
+        assert aeng.adb.backend_pids() == pids and pids  # the same pooled connections served both
+    assert first.status_code == second.status_code == 200
+    assert [h["doc_id"] for h in first.json()["hits"]] == [h.doc_id for h in engine.search(coll, **_q(params)).hits]
+    assert aeng.adb.backend_pids() == []  # shutdown closed the pool
+    # Without a lifespan (an in-process client without `with`), each request's loop gets its own pool.
+    r = TestClient(create_app(aeng)).get("/api/search", params=params)
+    assert r.status_code == 200 and aeng.adb.backend_pids() == []
+
+
+def _q(params: dict[str, Any]) -> dict[str, Any]:
+    return {"query": params["q"], "k": params["k"], "mode": params["mode"]}

@@ -78,7 +78,6 @@ class AsyncEngine:
             "log_queries": log_queries,
             "read_dsns": read_dsns,
         }
-        self._tracer = tracer
         self._engine: Engine | None = None
         self._adb: AsyncDatabase | None = None
         self._owns_engine = True
@@ -93,7 +92,6 @@ class AsyncEngine:
         """
         eng = cls()
         eng._engine, eng._owns_engine = engine, False
-        eng._tracer = engine.db.tracer
         eng._adb = eng._async_database(engine)
         return eng
 

@@ -92,6 +92,9 @@ class AsyncDatabase:
         self._current: _LoopPool | None = None
         self._closed = False
         self.recoveries = 0
+        # Closing a replaced pool runs in the background (as the sync Database's thread does);
+        # kept here so the task is neither garbage-collected nor left running when we release.
+        self._closing: set[asyncio.Task[None]] = set()
 
     # -- the pool of this loop ----------------------------------------------------
 
@@ -145,12 +148,16 @@ class AsyncDatabase:
     async def release(self) -> None:
         """Close the pool and its connections; a later use opens a new pool (a server's shutdown hook)."""
         current, self._current = self._current, None
-        if current is None:
-            return
         try:
-            running = asyncio.get_running_loop()
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        mine = [t for t in self._closing if t.get_loop() is running]
+        self._closing.clear()  # another loop's tasks cannot be awaited here; that loop ends them
+        if mine:
+            await asyncio.gather(*mine, return_exceptions=True)
+        if current is None:
+            return
         if current.loop is running:
             await current.pool.close()
         else:
@@ -258,7 +265,9 @@ class AsyncDatabase:
             lp.generation += 1
             self.recoveries += 1
             # Tasks still waiting on the old pool get PoolClosed and move to the new one.
-            asyncio.get_running_loop().create_task(old.close(timeout=2.0))
+            task = asyncio.get_running_loop().create_task(old.close(timeout=2.0))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     def _what_recovery_did(self) -> str:
         if self._restart is not None:
