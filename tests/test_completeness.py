@@ -53,6 +53,23 @@ def test_strategy_follows_selectivity(engine: Engine, hnsw_coll: str) -> None:
     assert unfiltered.matching_count == 120 and unfiltered.complete is True
 
 
+def test_ef_search_is_chosen_from_the_filters_selectivity(engine: Engine, hnsw_coll: str) -> None:
+    # The candidate list is sized so the chunks passing the filter alone can fill
+    # the branch's fetch (depth 40 here): ef = max(100, ceil(40 / selectivity)), at most 1000.
+    def ef(flt: str | None, **kw: object) -> object:
+        res = engine.search(hnsw_coll, "item", k=5, mode="semantic", filter=flt, exact_threshold=0, **kw)
+        assert res.params["vector_strategy"] == "hnsw"
+        return res.params["ef_search"]
+
+    assert ef(None) == 100  # unfiltered: the base list
+    assert ef("n < 100") == 100  # 100 of 120 pass: 40 / 0.83 = 48, below the base
+    assert ef("n < 10") == 480  # 10 of 120: 40 / (10 / 120)
+    assert ef("n < 2") == 1000  # 40 / (2 / 120) = 2400, capped at pgvector's maximum
+    assert ef("n < 10", ef_search=50) == 50  # an explicit value is the caller's
+    # the same query always gets the same list: the count that sizes it is exact
+    assert {ef("n < 10") for _ in range(3)} == {480}
+
+
 def test_short_index_is_flagged_or_rescanned(engine: Engine, big_hnsw: str) -> None:
     hnsw_coll = big_hnsw
     # iterative scan off and ef_search 1: the index hands over one candidate,

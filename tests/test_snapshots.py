@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from ranklock import Document, Engine, NotFound, SnapshotError
 from ranklock.snapshot.build import reap_dead_builds
+from ranklock.snapshot.manifest import diff_manifests
 
 QUERY = "how does the immune system respond to a vaccine"
 #: Most tests share one text variant, so its embeddings are computed once per session.
@@ -383,3 +384,22 @@ def test_snapshot_commands_print_readable_tables(engine: Engine, cname: str, rl_
     assert "logged as query" in outputs[6] and "ranklock replay" in outputs[6]
     code, out = cli(rl_home, engine, "snapshot", "drop", cname, str(r1.snapshot_id))
     assert code == 2 and "is the active snapshot" in out
+
+
+def test_manifest_records_the_vector_index_build(engine: Engine, cname: str) -> None:
+    # An HNSW graph is drawn at random: two builds of one corpus are two different
+    # indexes, so the manifest says when and how this one was built.
+    engine.ingest(cname, docs(TAG))
+    first = engine.manifest(cname)
+    build = first["index"]["build"]
+    assert build["type"] == "hnsw" and build["params"] == {"m": 32, "ef_construction": 128}
+    assert build["bytes"] > 0 and build["seconds"] >= 0 and build["deterministic"] is False
+    assert build["pgvector"].count(".") == 2 and build["postgres"][:2].isdigit()
+    assert build["built_at"].endswith("+00:00")
+    time.sleep(1.1)  # a rebuild at least a second later: built_at differs
+    engine.ingest(cname, docs(TAG), replace=True)
+    second = engine.manifest(cname)
+    changed = {k for k in diff_manifests(first, second) if not k.startswith("index.build.")}
+    assert changed == set()  # the same corpus and settings ...
+    assert second["manifest_hash"] != first["manifest_hash"]  # ... but another index, and the hash says so
+    assert second["index"]["build"]["built_at"] > build["built_at"]

@@ -283,7 +283,13 @@ class SearchParams(BaseModel):
     rrf_k: int = Field(
         60, ge=1, le=1_000_000, description="Reciprocal Rank Fusion constant: score = sum 1/(rrf_k + rank)."
     )
-    ef_search: int = Field(100, ge=1, le=1000, description="HNSW candidate list size (hnsw.ef_search).")
+    ef_search: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="HNSW candidate list size (hnsw.ef_search); unset: chosen per query from the filter's "
+        "selectivity, max(100, ceil(fetched chunks / selectivity)) up to 1000.",
+    )
     iterative_scan: Literal["off", "strict_order", "relaxed_order"] = Field(
         "strict_order", description="pgvector iterative index scan mode: off, strict_order or relaxed_order."
     )

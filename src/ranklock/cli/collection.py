@@ -36,7 +36,7 @@ def load_schema(path: Path) -> dict[str, Any]:
     ``fields`` is a list of ``"name:type[!]"`` strings or ``{"name", "type", "required"}`` objects::
 
         {"fields": ["years_exp:int!", "skills:keyword[]"], "index": "hnsw",
-         "index_params": {"m": 16, "ef_construction": 64}, "language": "english"}
+         "index_params": {"m": 32, "ef_construction": 128}, "language": "english"}
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

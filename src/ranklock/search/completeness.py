@@ -288,6 +288,11 @@ def prepare_plan_steps(
     scope: Scope = yield Block(_scope(dsn, plan, snap, timeout, build_counts=build_counts), transaction=False)
     if plan.uses_semantic:
         plan.vector_strategy = choose_strategy(index_kind, scope, sp)
+        if plan.vector_strategy == "hnsw":
+            from .semantic import choose_ef_search
+
+            total = int((snap.get("stats") or {}).get("chunks") or snap.get("chunk_count") or scope.chunks)
+            plan.ef_search = choose_ef_search(plan, sp, scope.chunks, total)
     return scope
 
 

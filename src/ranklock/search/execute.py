@@ -440,7 +440,7 @@ def search_steps(
         "language": coll.language,
         "accent": coll.accent,
         "vector_strategy": plan.vector_strategy if plan.uses_semantic else None,
-        "ef_search": sp.ef_search if plan.vector_strategy == "hnsw" else None,
+        "ef_search": plan.ef_search if plan.vector_strategy == "hnsw" else None,
         "iterative_scan": sp.iterative_scan if plan.vector_strategy in ("hnsw", "ivfflat") else None,
         "max_scan_tuples": sp.max_scan_tuples if plan.vector_strategy == "hnsw" else None,
         "probes": sp.probes if plan.vector_strategy == "ivfflat" else None,

@@ -34,6 +34,8 @@ class SearchPlan:
     #: "hnsw"/"ivfflat": index scan with over-fetch; "exact": full scan of the filtered set.
     vector_strategy: str = "exact"
     sem_fetch: int = 40
+    #: hnsw.ef_search for this query (ranklock.search.semantic.choose_ef_search); None: not an HNSW scan.
+    ef_search: int | None = None
     #: Most chunks any document of the snapshot has (from the snapshot's stats).
     max_chunks_per_doc: int = 1
     qvec: Any = None

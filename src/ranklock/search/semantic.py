@@ -9,6 +9,7 @@ completeness count (ranklock.search.completeness.choose_strategy).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import psycopg
@@ -18,7 +19,20 @@ from ..collection import CollectionInfo
 from ..settings import SearchParams
 from .plan import SearchPlan, where_sql
 
-__all__ = ["apply_index_settings", "index_settings_sql", "semantic_cte", "setup_semantic"]
+__all__ = [
+    "EF_SEARCH_BASE",
+    "EF_SEARCH_MAX",
+    "apply_index_settings",
+    "choose_ef_search",
+    "index_settings_sql",
+    "semantic_cte",
+    "setup_semantic",
+]
+
+#: hnsw.ef_search of an unfiltered query (and the least of any query).
+EF_SEARCH_BASE = 100
+#: pgvector's largest hnsw.ef_search.
+EF_SEARCH_MAX = 1000
 
 
 def setup_semantic(plan: SearchPlan, coll: CollectionInfo, snap: dict[str, Any], qvec: Any) -> None:
@@ -31,6 +45,26 @@ def setup_semantic(plan: SearchPlan, coll: CollectionInfo, snap: dict[str, Any],
     max_chunks = int((snap.get("stats") or {}).get("max_chunks_per_doc", 1) or 1)
     plan.sem_fetch = max(plan.depth, plan.depth * min(max_chunks, 4))
     plan.max_chunks_per_doc = max_chunks
+
+
+def choose_ef_search(plan: SearchPlan, sp: SearchParams, matching_chunks: int, total_chunks: int) -> int:
+    """hnsw.ef_search for this query: the caller's, else sized from the filter's measured selectivity.
+
+    HNSW walks the whole graph whatever the filter, so of the ``ef`` nearest
+    candidates it keeps only a fraction ``s`` (the share of chunks the filter
+    and ``as_of`` admit, counted exactly before the search) pass.  The list is
+    made wide enough that the passing candidates alone can fill the branch's
+    fetch: ``ef = max(EF_SEARCH_BASE, ceil(sem_fetch / s))``, at most
+    ``EF_SEARCH_MAX``; the iterative scan goes on past that when it must.  An
+    unfiltered query keeps ``EF_SEARCH_BASE``.  The same count always gives the
+    same ``ef``, so the choice is as deterministic as the count.
+    """
+    if sp.ef_search is not None:
+        return sp.ef_search
+    if matching_chunks <= 0 or total_chunks <= 0:
+        return EF_SEARCH_BASE
+    selectivity = min(1.0, matching_chunks / total_chunks)
+    return int(min(EF_SEARCH_MAX, max(EF_SEARCH_BASE, math.ceil(plan.sem_fetch / selectivity))))
 
 
 def semantic_cte(plan: SearchPlan) -> sql.Composable:
@@ -92,7 +126,7 @@ def index_settings_sql(plan: SearchPlan, sp: SearchParams) -> tuple[sql.Composed
     settings: list[tuple[str, str]] = [("jit", "off"), ("work_mem", "64MB")]
     if plan.uses_semantic and plan.vector_strategy == "hnsw":
         settings += [
-            ("hnsw.ef_search", str(sp.ef_search)),
+            ("hnsw.ef_search", str(plan.ef_search or EF_SEARCH_BASE)),
             ("hnsw.iterative_scan", sp.iterative_scan),
             ("hnsw.max_scan_tuples", str(sp.max_scan_tuples)),
         ]

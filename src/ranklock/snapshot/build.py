@@ -100,6 +100,8 @@ class BuildReport:
     seconds: dict[str, float] = field(default_factory=dict)
     #: The manifest written when the snapshot was marked ready.
     manifest: dict[str, Any] = field(default_factory=dict)
+    #: How the vector index was built (ranklock.snapshot.indexes.create_indexes), for the manifest.
+    index_build: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -232,6 +234,7 @@ def build_snapshot(
                 documents=report.documents,
                 chunks=report.chunks,
                 stats={"embedded": report.embedded, "reused": report.reused, "seconds": seconds},
+                index_build=report.index_build,
             )
         except BaseException as exc:
             try:
@@ -435,7 +438,7 @@ def _build(
     # 4. indexes, built once
     t2 = time.perf_counter()
     progress("index", 0, 1)
-    create_indexes(db, coll, sid)
+    index_build = create_indexes(db, coll, sid)
     progress("index", 1, 1)
     seconds["index"] = time.perf_counter() - t2
 
@@ -452,7 +455,7 @@ def _build(
         for step, secs in prepared.seconds.items():
             seconds[step] = seconds.get(step, 0.0) + secs
     reused = max(len(texts) - embedded, 0)
-    return BuildReport(sid, len(docs), len(rows), embedded, reused)
+    return BuildReport(sid, len(docs), len(rows), embedded, reused, index_build=index_build)
 
 
 def _ts(value: Any) -> Any:

@@ -31,6 +31,7 @@ def finish_snapshot(
     documents: int,
     chunks: int,
     stats: dict[str, Any],
+    index_build: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the vectors digest and the manifest and mark the snapshot ready, if it is still building.
 
@@ -61,6 +62,7 @@ def finish_snapshot(
         chunks=chunks,
         vectors_digest=digest_row["d"],
         lexical_stats=stats_row["stats"],
+        index_build=index_build,
     )
     query = (
         "UPDATE ranklock.snapshots SET status = 'ready', manifest = %s, manifest_hash = %s, doc_count = %s, "

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+from typing import Any
+
 from psycopg import sql
 
-from ..collection import CollectionInfo
+from ..collection import HNSW_DEFAULTS, CollectionInfo
 from ..store.database import Database
-from ..store.tables import snapshot_table, snapshot_table_name
+from ..store.tables import SCHEMA, snapshot_table, snapshot_table_name
 
 __all__ = ["create_indexes"]
 
 
-def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
-    """Build the chunk table's indexes once: full text (gin), vectors (hnsw/ivfflat), one per typed field."""
+def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> dict[str, Any]:
+    """Build the chunk table's indexes once: full text (gin), vectors (hnsw/ivfflat), one per typed field.
+
+    Returns how the vector index was built, for the manifest (``index.build``):
+    an HNSW graph (and IVFFlat's k-means) draws random numbers, so two builds of
+    the same corpus hold different indexes; the build record makes a rebuilt
+    index visible as a manifest difference even when its parameters are equal.
+    """
+    build: dict[str, Any] = {"type": coll.index_kind}
     table = snapshot_table("chunks", sid)
     name = snapshot_table_name("chunks", sid)  # index names: <table>_<purpose>
     # One transaction, so the settings below are SET LOCAL: the connection goes
@@ -24,20 +35,44 @@ def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
         conn.execute("SET LOCAL maintenance_work_mem = '3GB'")
         conn.execute("SET LOCAL max_parallel_maintenance_workers = 1")
         conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{name}_tsv"), table))
+        t0 = time.perf_counter()
+        vector_index: str | None = None
         if coll.index_kind == "hnsw":
-            m = int(coll.index_params.get("m", 16))
-            efc = int(coll.index_params.get("ef_construction", 64))
+            vector_index = f"{name}_hnsw"
+            m = int(coll.index_params.get("m", HNSW_DEFAULTS["m"]))
+            efc = int(coll.index_params.get("ef_construction", HNSW_DEFAULTS["ef_construction"]))
             conn.execute(
                 sql.SQL(
                     "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = {}, ef_construction = {})"
                 ).format(sql.Identifier(f"{name}_hnsw"), table, sql.Literal(m), sql.Literal(efc))
             )
         elif coll.index_kind == "ivfflat":
+            vector_index = f"{name}_ivf"
             lists = int(coll.index_params.get("lists", 100))
             conn.execute(
                 sql.SQL("CREATE INDEX {} ON {} USING ivfflat (embedding vector_cosine_ops) WITH (lists = {})").format(
                     sql.Identifier(f"{name}_ivf"), table, sql.Literal(lists)
                 )
+            )
+        if vector_index is not None:
+            row = conn.execute(
+                "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+                "current_setting('server_version'), pg_relation_size(%s::regclass), "
+                "current_setting('max_parallel_maintenance_workers')::int",
+                [sql.Identifier(SCHEMA, vector_index).as_string(None)],
+            ).fetchone()
+            assert row is not None  # a SELECT of scalars always returns one row
+            build.update(
+                {
+                    "params": dict(coll.index_params),
+                    "pgvector": row[0],
+                    "postgres": row[1],
+                    "bytes": int(row[2]),
+                    "seconds": round(time.perf_counter() - t0, 1),
+                    "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "parallel_maintenance_workers": int(row[3]),
+                    "deterministic": False,
+                }
             )
         for f in coll.fields:
             method = sql.SQL("gin") if f.type == "keyword[]" else sql.SQL("btree")
@@ -47,3 +82,4 @@ def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> None:
                 )
             )
         conn.execute(sql.SQL("ANALYZE {}").format(table))
+    return build

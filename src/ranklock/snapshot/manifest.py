@@ -63,6 +63,7 @@ def build_manifest(
     chunks: int,
     vectors_digest: str,
     lexical_stats: dict[str, Any],
+    index_build: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     search = SearchParams(**coll.search_defaults).model_dump()
     manifest: dict[str, Any] = {
@@ -85,7 +86,10 @@ def build_manifest(
             "normalization": "l2, float32, at write time",
             "vectors_digest": vectors_digest,
         },
-        "index": {"type": coll.index_kind, "params": coll.index_params},
+        # ``build``: when and how the vector index was built.  An HNSW graph is
+        # drawn at random, so a rebuild of the same corpus is a different index:
+        # the build record makes that a visible manifest difference.
+        "index": {"type": coll.index_kind, "params": coll.index_params, "build": index_build or {}},
         "search": search,
         "time_policy": "as_of is an explicit query parameter; documents carry effective_from/effective_to; "
         "ranking never calls now()",
