@@ -21,6 +21,7 @@ def test_cli_reference_is_current() -> None:
 def test_public_api_is_pinned() -> None:
     assert sorted(ranklock.__all__) == sorted(
         [
+            "AsyncEngine",
             "ChunkerParams",
             "CollectionInfo",
             "ConfigError",

@@ -188,18 +188,26 @@ filter_nodes = st.recursive(
     ),
     max_leaves=6,
 )
+
+
+def _param_values(annotation: Any) -> st.SearchStrategy[Any]:
+    """A value of roughly ``annotation``'s type, bounds and beyond included; None too for an optional one."""
+    args = typing.get_args(annotation)
+    if type(None) in args and len(args) == 2:  # `int | None` (ef_search): the type's values, or None
+        (inner,) = (a for a in args if a is not type(None))
+        return st.one_of(_param_values(inner), st.none())
+    if annotation is int:
+        return st.one_of(st.integers(1, 100), st.integers(1, 100), st.integers(min_value=-1, max_value=2**64))
+    if annotation is float:
+        return st.one_of(st.floats(0, 1), st.floats(0, 1), st.floats(allow_nan=True, allow_infinity=True))
+    if annotation is bool:
+        return st.booleans()
+    return st.sampled_from([*args, "nope"])
+
+
 #: A value of roughly the right type for each search parameter, bounds and beyond included.
 param_values: dict[str, st.SearchStrategy[Any]] = {
-    name: (
-        st.one_of(st.integers(1, 100), st.integers(1, 100), st.integers(min_value=-1, max_value=2**64))
-        if field.annotation is int
-        else st.one_of(st.floats(0, 1), st.floats(0, 1), st.floats(allow_nan=True, allow_infinity=True))
-        if field.annotation is float
-        else st.booleans()
-        if field.annotation is bool
-        else st.sampled_from([*typing.get_args(field.annotation), "nope"])
-    )
-    for name, field in SearchParams.model_fields.items()
+    name: _param_values(field.annotation) for name, field in SearchParams.model_fields.items()
 }
 typed_params = st.sampled_from(sorted(param_values)).flatmap(
     lambda name: st.tuples(

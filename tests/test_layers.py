@@ -75,8 +75,8 @@ LAYERS: list[Layer] = [
     # Framework adapters (LangChain, LlamaIndex) wrap an Engine, like the CLI and HTTP shells.
     Layer("interfaces: integrations", ("integrations",)),
     Layer("interfaces: http", ("http",)),
-    # The facade and the public surface that re-exports it.
-    Layer("facade", ("__init__", "engine")),
+    # The facade and the public surface that re-exports it (AsyncEngine runs the Engine's writes).
+    Layer("facade", ("__init__", "engine", "async_engine")),
     # Domain packs build a plan.DomainPack (and use plan.vocab): above the planner, which
     # receives a pack and never imports one. `resumes` is today's name of domains/resumes.
     Layer("domain packs", ("domains", "resumes"), independent=True),

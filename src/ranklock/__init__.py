@@ -7,6 +7,7 @@ every time, and never silently returns less than it should.
 from __future__ import annotations
 
 from ._version import __version__
+from .async_engine import AsyncEngine
 from .collection import CollectionInfo, FieldSpec
 from .engine import Engine, IngestReport
 from .errors import (
@@ -29,6 +30,7 @@ from .search.results import Hit, SearchResult
 from .settings import ChunkerParams, SearchParams, Settings
 
 __all__ = [
+    "AsyncEngine",
     "ChunkerParams",
     "CollectionInfo",
     "ConfigError",

@@ -15,6 +15,7 @@ from .store.tables import CHUNK_COLUMNS
 if TYPE_CHECKING:
     from .embed.base import Embedder
     from .store.database import Database
+    from .store.steps import Steps
 
 __all__ = [
     "CollectionInfo",
@@ -26,6 +27,7 @@ __all__ = [
     "new_collection_values",
     "parse_field_spec",
     "read_collection",
+    "read_collection_steps",
     "validate_name",
 ]
 
@@ -214,12 +216,20 @@ def insert_new_collection(db: Database, values: dict[str, Any], *, if_missing: b
 
 def read_collection(db: Database, name: str) -> CollectionInfo:
     """The collection record of ``name``; NotFound lists the collections that exist."""
-    from .store.collections import collection_names, collection_row
+    from .store.steps import run_steps
 
-    row = collection_row(db, name)
+    return run_steps(db, read_collection_steps(name))
+
+
+def read_collection_steps(name: str) -> Steps[CollectionInfo]:
+    """:func:`read_collection` as steps (ranklock.store.steps), for the sync and the async engine."""
+    from .store.collections import collection_names_steps, collection_row_steps
+
+    row = yield from collection_row_steps(name)
     if row is None:
+        names = yield from collection_names_steps()
         raise NotFound(
-            f"no collection named {name!r}; existing: {', '.join(collection_names(db)) or '(none)'}. "
+            f"no collection named {name!r}; existing: {', '.join(names) or '(none)'}. "
             "Create one with `ranklock ingest NAME PATH`."
         )
     row.pop("created_at", None)

@@ -1,7 +1,10 @@
-"""FastAPI application over one :class:`ranklock.Engine`.
+"""FastAPI application over one :class:`ranklock.Engine`, served through :class:`ranklock.AsyncEngine`.
 
-Every route calls one engine method.  Every error, whatever raised it, is
-JSON of one shape, ``{"error": {"type": ..., "message": ...}}``:
+Every route is an ``async def`` that awaits one AsyncEngine method: reads run on
+psycopg's async pool without blocking the event loop (``ask`` runs the sync
+engine in a worker thread).  The server's shutdown closes the async pool.
+Every error, whatever raised it, is JSON of one shape,
+``{"error": {"type": ..., "message": ...}}``:
 
 * domain errors with the status their class declares (400 bad input, 404
   unknown collection or snapshot, 409 embedder or snapshot conflicts, 503
@@ -16,6 +19,8 @@ JSON of one shape, ``{"error": {"type": ..., "message": ...}}``:
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any
 
@@ -24,7 +29,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..async_engine import AsyncEngine
 from ..engine import Engine
 from ..errors import InputError, RanklockError
 from ..validation import describe_errors
@@ -125,8 +132,64 @@ def _validation_message(request: Request, exc: RequestValidationError) -> str:
     return " ".join(parts)
 
 
-def create_app(engine: Engine) -> FastAPI:
-    app = FastAPI(title="ranklock", version="0.1.0", description="Deterministic hybrid retrieval on PostgreSQL.")
+class _PoolScope:
+    """Whether a server's lifespan holds the async pool open, and how many requests run now."""
+
+    def __init__(self, aeng: AsyncEngine) -> None:
+        self.aeng = aeng
+        self.server_running = False
+        self.in_flight = 0
+
+
+class _ReleaseWithoutLifespan:
+    """Close the async pool after the last running request when no server lifespan owns it.
+
+    An asyncio pool belongs to the event loop that opened it and must be closed
+    before that loop ends.  uvicorn runs the lifespan, so its one loop keeps one
+    pool.  An in-process client without ``with`` (``TestClient(app).get(...)``)
+    runs each request in a fresh loop and no lifespan: the pool lives as long as
+    the request's loop.
+    """
+
+    def __init__(self, app: ASGIApp, scope: _PoolScope) -> None:
+        self.app = app
+        self.pool_scope = scope
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ps = self.pool_scope
+        if scope["type"] != "http" or ps.server_running:
+            await self.app(scope, receive, send)
+            return
+        ps.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            ps.in_flight -= 1
+            if ps.in_flight == 0 and not ps.server_running:
+                await ps.aeng.release()
+
+
+def create_app(engine: Engine | AsyncEngine) -> FastAPI:
+    """The HTTP API over ``engine`` (an Engine is wrapped in an AsyncEngine sharing its pool and models)."""
+    aeng = engine if isinstance(engine, AsyncEngine) else AsyncEngine.over(engine)
+    pool_scope = _PoolScope(aeng)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool_scope.server_running = True
+        try:
+            yield
+        finally:
+            pool_scope.server_running = False
+            await aeng.release()  # the async pool's connections end with the server
+
+    app = FastAPI(
+        title="ranklock",
+        version="0.1.0",
+        description="Deterministic hybrid retrieval on PostgreSQL.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(_ReleaseWithoutLifespan, scope=pool_scope)
 
     @app.exception_handler(RanklockError)
     async def ranklock_error(request: Request, exc: RanklockError) -> JSONResponse:
@@ -167,8 +230,8 @@ def create_app(engine: Engine) -> FastAPI:
         return (resources.files("ranklock.http") / "static" / "index.html").read_text(encoding="utf-8")
 
     @app.get("/api/health")
-    def health() -> dict[str, str]:
-        engine.db.fetchone("SELECT 1 AS ok")
+    async def health() -> dict[str, str]:
+        await aeng.ping()
         return {"status": "ok"}
 
     @app.get("/healthz")
@@ -177,21 +240,21 @@ def create_app(engine: Engine) -> FastAPI:
         return {"status": "ok"}
 
     @app.get("/readyz")
-    def readyz() -> JSONResponse:
+    async def readyz() -> JSONResponse:
         """Readiness: the database answers and every active snapshot can be read; 503 names the failing part."""
-        report = engine.readiness()
+        report = await aeng.readiness()
         ready = report.pop("ready")
         body = {"status": "ready" if ready else "not_ready", **report}
         return JSONResponse(status_code=200 if ready else 503, content=body)
 
     @app.get("/api/collections")
-    def collections() -> dict[str, Any]:
-        return {"collections": engine.collections()}
+    async def collections() -> dict[str, Any]:
+        return {"collections": await aeng.collections()}
 
     @app.get("/api/collections/{name}")
-    def collection_detail(name: str) -> dict[str, Any]:
+    async def collection_detail(name: str) -> dict[str, Any]:
         """One collection for the page: its typed fields (for the filter box) and its snapshots."""
-        coll = engine.collection(name)
+        coll = await aeng.collection(name)
         return {
             "name": coll.name,
             "language": coll.language,
@@ -199,11 +262,11 @@ def create_app(engine: Engine) -> FastAPI:
             "index_kind": coll.index_kind,
             "fields": [{"name": f.name, "type": f.type, "required": f.required} for f in coll.fields],
             "active_snapshot_id": coll.active_snapshot_id,
-            "snapshots": engine.list_snapshots(name),
+            "snapshots": await aeng.list_snapshots(name),
         }
 
-    def run(req: SearchRequest) -> Response:
-        res = engine.search(
+    async def run(req: SearchRequest) -> Response:
+        res = await aeng.search(
             req.collection,
             req.query,
             k=req.k,
@@ -217,12 +280,12 @@ def create_app(engine: Engine) -> FastAPI:
         return Response(content=res.to_json(timings=True, served_by=True), media_type="application/json")
 
     @app.post("/api/search")
-    def search_post(req: SearchRequest) -> Response:
-        return run(req)
+    async def search_post(req: SearchRequest) -> Response:
+        return await run(req)
 
     @app.get("/api/search")
-    def search_get(query: Annotated[SearchQuery, Query()]) -> Response:
-        return run(
+    async def search_get(query: Annotated[SearchQuery, Query()]) -> Response:
+        return await run(
             SearchRequest(
                 collection=query.collection,
                 query=query.q,
@@ -235,8 +298,8 @@ def create_app(engine: Engine) -> FastAPI:
         )
 
     @app.post("/api/ask")
-    def ask(req: AskRequest) -> Response:
-        ans = engine.ask(
+    async def ask(req: AskRequest) -> Response:
+        ans = await aeng.ask(
             req.collection,
             req.question,
             filter=req.filter,

@@ -27,6 +27,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ..store.steps import Fetch, Steps, run_steps
 from ..store.tables import snapshot_table
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ..store.database import Database
     from .results import SearchResult
 
-__all__ = ["CachedSearch", "cache_key", "clear", "lookup", "store"]
+__all__ = ["CachedSearch", "cache_key", "clear", "lookup", "lookup_steps", "store", "store_steps"]
 
 
 class CachedSearch(Protocol):
@@ -92,27 +93,35 @@ def lookup(
     db: Database, rec: CachedSearch, key_hash: str
 ) -> tuple[SearchResult, dict[str, list[list[Any]]] | None] | None:
     """The cached result with its texts rehydrated, and the branch candidates if stored."""
+    return run_steps(db, lookup_steps(rec, key_hash))
+
+
+def lookup_steps(
+    rec: CachedSearch, key_hash: str
+) -> Steps[tuple[SearchResult, dict[str, list[list[Any]]] | None] | None]:
+    """:func:`lookup` as steps (ranklock.store.steps), on the primary: the cache lives there."""
     from .results import SearchResult
 
-    row = db.fetchone(
+    found = yield Fetch(
         "SELECT payload, branches FROM ranklock.result_cache WHERE snapshot_id = %s AND cache_key = %s",
         [rec.snapshot_id, key_hash],
+        primary=True,
     )
-    if row is None:
+    if not found:
         return None
+    row = found[0]
     payload: dict[str, Any] = json.loads(row["payload"])
     hits: list[dict[str, Any]] = payload["hits"]
     if hits:
-        texts = {
-            (r["doc_id"], int(r["chunk"])): r["text"]
-            for r in db.fetchall(
-                sql.SQL(
-                    "SELECT c.doc_id, c.chunk, c.text FROM {} AS c JOIN unnest(%s::text[], %s::int[]) "
-                    "AS p(doc_id, chunk) ON c.doc_id = p.doc_id AND c.chunk = p.chunk"
-                ).format(snapshot_table("chunks", rec.snapshot_id)),
-                [[h["doc_id"] for h in hits], [h["chunk"] for h in hits]],
-            )
-        }
+        rows = yield Fetch(
+            sql.SQL(
+                "SELECT c.doc_id, c.chunk, c.text FROM {} AS c JOIN unnest(%s::text[], %s::int[]) "
+                "AS p(doc_id, chunk) ON c.doc_id = p.doc_id AND c.chunk = p.chunk"
+            ).format(snapshot_table("chunks", rec.snapshot_id)),
+            [[h["doc_id"] for h in hits], [h["chunk"] for h in hits]],
+            primary=True,
+        )
+        texts = {(r["doc_id"], int(r["chunk"])): r["text"] for r in rows}
         for h in hits:
             h["text"] = texts[(h["doc_id"], h["chunk"])]
     # The echo of the request is this request's, not the one that filled the
@@ -131,13 +140,24 @@ def store(
     result: SearchResult,
     branches: dict[str, list[list[Any]]] | None,
 ) -> None:
+    """Store ``result`` (texts left out: they are read back from the snapshot) under ``key``."""
+    run_steps(db, store_steps(snapshot_id, key, result, branches))
+
+
+def store_steps(
+    snapshot_id: int,
+    key: tuple[str, dict[str, Any]],
+    result: SearchResult,
+    branches: dict[str, list[list[Any]]] | None,
+) -> Steps[None]:
+    """:func:`store` as steps (ranklock.store.steps), on the primary."""
     payload = result.model_dump(mode="json", exclude={"timings", "query_id", "served_by"})
     for h in payload["hits"]:
         h.pop("text", None)
     # The snapshot may have been dropped while this search ran (foreign key
     # violation): then there is nothing to cache for.
     with contextlib.suppress(psycopg.errors.ForeignKeyViolation):
-        db.execute(
+        yield Fetch(
             "INSERT INTO ranklock.result_cache (snapshot_id, cache_key, key, payload, branches) "
             "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (snapshot_id, cache_key) DO UPDATE SET "
             "payload = EXCLUDED.payload, branches = coalesce(EXCLUDED.branches, ranklock.result_cache.branches)",
@@ -148,6 +168,7 @@ def store(
                 json.dumps(payload, ensure_ascii=False),
                 None if branches is None else json.dumps(branches),
             ],
+            primary=True,
         )
 
 

@@ -39,8 +39,8 @@ from psycopg import sql
 from ..settings import SearchParams
 from ..store import locks
 from ..store.database import Database
+from ..store.steps import Block, Fetch, Steps, run_steps
 from ..store.tables import snapshot_table
-from ..store.timeout import statement_timeout
 from .plan import SearchPlan, time_predicate
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "count_matching_sql",
     "judge",
     "prepare_plan",
+    "prepare_plan_steps",
 ]
 
 #: Why a response is not complete.
@@ -103,99 +104,112 @@ def _counts_table(snapshot_id: int) -> sql.Identifier:
     return snapshot_table("valuecounts", snapshot_id)
 
 
-def _value_counts_ready(
-    conn: psycopg.Connection[Any], db: Database, plan: SearchPlan, sid: int, name: str, one_chunk: bool
-) -> bool:
+def _value_counts_ready(dsn: str, plan: SearchPlan, sid: int, name: str, one_chunk: bool) -> Steps[bool]:
     """Make sure the snapshot's per-value counts of ``name`` exist; False when the field has too many values.
 
     A snapshot never changes, so how many documents hold each value of a
     field is computed once (an index-only GROUP BY) and every later count of
     a predicate on that field alone is a sum over its distinct values.
     """
-    key = (db.dsn, sid, name)
+    key = (dsn, sid, name)
     if key in _READY:
         return _READY[key]
-    table = _counts_table(sid)
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.VALUE_COUNTS, sid])
-        # Pin the snapshot row until commit, so a drop cannot delete it while the
-        # counts table is made; nothing would ever drop a table created for a
-        # snapshot that is gone.  SKIP LOCKED: a drop in progress holds the row,
-        # and waiting for it could deadlock with our lock on its chunk table;
-        # counting rows instead gives the same number.
-        alive = conn.execute(
-            "SELECT 1 FROM ranklock.snapshots WHERE id = %s FOR KEY SHARE SKIP LOCKED", [sid]
-        ).fetchone()
-        if alive is None:
-            return False
-        conn.execute(
-            sql.SQL('CREATE TABLE IF NOT EXISTS {} ("#field" text NOT NULL, "#docs" bigint, "#chunks" bigint)').format(
-                table
-            )
-        )
-        row = conn.execute(sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name]).fetchone()
-        if row is not None and row[0] is not None:
-            _READY[key] = int(row[0]) >= 0
-            return _READY[key]
-        chunks = plan.table
-        info = conn.execute(
-            "SELECT format_type(a.atttypid, a.atttypmod), s.n_distinct, c.reltuples "
-            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-            "LEFT JOIN pg_stats s ON s.schemaname = 'ranklock_data' AND s.tablename = c.relname "
-            "AND s.attname = a.attname WHERE a.attrelid = %s::regclass AND a.attname = %s",
-            [chunks.as_string(None), name],
-        ).fetchone()
-        if info is None:
-            return False
-        sql_type, n_distinct, reltuples = info
-        distinct = None if n_distinct is None else (n_distinct if n_distinct >= 0 else -n_distinct * reltuples)
-        col = sql.Identifier(name)
-        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(table, col, sql.SQL(sql_type)))
-        if distinct is None or distinct > MAX_VALUE_COUNTS:
-            # No statistics, or too many values for a sum to beat counting rows.
-            conn.execute(sql.SQL('INSERT INTO {} ("#field", "#docs") VALUES (%s, -1)').format(table), [name])
-            _READY[key] = False
-            return False
-        # A document's fields are the same on all its chunks, so distinct
-        # documents per value sum to the distinct documents of any set of
-        # values.  With one chunk per document count(*) is that number and
-        # the field's btree answers alone (an index-only scan).
-        docs = sql.SQL("count(*)") if one_chunk else sql.SQL("count(DISTINCT c.doc_id)")
-        q = sql.SQL(
-            'INSERT INTO {table} ("#field", {col}, "#docs", "#chunks") '
-            "SELECT %s, c.{col}, {docs}, count(*) FROM {chunks} AS c GROUP BY c.{col}"
-        ).format(table=table, col=col, chunks=chunks, docs=docs)
-        conn.execute(q, [name])
+    known = yield Block(_make_value_counts(key, plan, sid, name, one_chunk))
+    if known is not None:
+        return bool(known)
     # Remembered only once committed: snapshots never change, so neither do their counts.
     _READY[key] = True
     return True
 
 
-def _value_counts_exist(conn: psycopg.Connection[Any], db: Database, sid: int, name: str) -> bool:
+def _make_value_counts(
+    key: tuple[str, int, str], plan: SearchPlan, sid: int, name: str, one_chunk: bool
+) -> Steps[bool | None]:
+    """In one transaction: the counts table of ``name`` made; None when just built, else whether usable."""
+    table = _counts_table(sid)
+    yield Fetch("SELECT pg_advisory_xact_lock(%s, %s)", [locks.VALUE_COUNTS, sid])
+    # Pin the snapshot row until commit, so a drop cannot delete it while the
+    # counts table is made; nothing would ever drop a table created for a
+    # snapshot that is gone.  SKIP LOCKED: a drop in progress holds the row,
+    # and waiting for it could deadlock with our lock on its chunk table;
+    # counting rows instead gives the same number.
+    alive = yield Fetch("SELECT 1 FROM ranklock.snapshots WHERE id = %s FOR KEY SHARE SKIP LOCKED", [sid])
+    if not alive:
+        return False
+    yield Fetch(
+        sql.SQL('CREATE TABLE IF NOT EXISTS {} ("#field" text NOT NULL, "#docs" bigint, "#chunks" bigint)').format(
+            table
+        )
+    )
+    rows = yield Fetch(sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name], dicts=False)
+    if rows and rows[0][0] is not None:
+        _READY[key] = int(rows[0][0]) >= 0
+        return _READY[key]
+    chunks = plan.table
+    info = yield Fetch(
+        "SELECT format_type(a.atttypid, a.atttypmod), s.n_distinct, c.reltuples "
+        "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+        "LEFT JOIN pg_stats s ON s.schemaname = 'ranklock_data' AND s.tablename = c.relname "
+        "AND s.attname = a.attname WHERE a.attrelid = %s::regclass AND a.attname = %s",
+        [chunks.as_string(None), name],
+        dicts=False,
+    )
+    if not info:
+        return False
+    sql_type, n_distinct, reltuples = info[0]
+    distinct = None if n_distinct is None else (n_distinct if n_distinct >= 0 else -n_distinct * reltuples)
+    col = sql.Identifier(name)
+    yield Fetch(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(table, col, sql.SQL(sql_type)))
+    if distinct is None or distinct > MAX_VALUE_COUNTS:
+        # No statistics, or too many values for a sum to beat counting rows.
+        yield Fetch(sql.SQL('INSERT INTO {} ("#field", "#docs") VALUES (%s, -1)').format(table), [name])
+        _READY[key] = False
+        return False
+    # A document's fields are the same on all its chunks, so distinct
+    # documents per value sum to the distinct documents of any set of
+    # values.  With one chunk per document count(*) is that number and
+    # the field's btree answers alone (an index-only scan).
+    docs = sql.SQL("count(*)") if one_chunk else sql.SQL("count(DISTINCT c.doc_id)")
+    q = sql.SQL(
+        'INSERT INTO {table} ("#field", {col}, "#docs", "#chunks") '
+        "SELECT %s, c.{col}, {docs}, count(*) FROM {chunks} AS c GROUP BY c.{col}"
+    ).format(table=table, col=col, chunks=chunks, docs=docs)
+    yield Fetch(q, [name])
+    return None
+
+
+def _value_counts_exist(dsn: str, sid: int, name: str) -> Steps[bool]:
     """Read only: whether the snapshot's value counts of ``name`` were already made (and are usable).
 
     Creates nothing and remembers nothing: only the building path memoises.
     """
-    key = (db.dsn, sid, name)
+    key = (dsn, sid, name)
     if key in _READY:
         return _READY[key]
     table = _counts_table(sid)
-    reg = conn.execute("SELECT to_regclass(%s)", [table.as_string(None)]).fetchone()
-    if reg is None or reg[0] is None:
+    reg = yield Fetch("SELECT to_regclass(%s)", [table.as_string(None)], dicts=False)
+    if not reg or reg[0][0] is None:
         return False
-    row = conn.execute(sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name]).fetchone()
-    return row is not None and row[0] is not None and int(row[0]) >= 0
+    rows = yield Fetch(sql.SQL('SELECT min("#docs") FROM {} WHERE "#field" = %s').format(table), [name], dicts=False)
+    return bool(rows) and rows[0][0] is not None and int(rows[0][0]) >= 0
+
+
+def _one_row(q: sql.Composable, p: dict[str, Any], *, jit_off: bool = False) -> Steps[tuple[Any, ...]]:
+    if jit_off:
+        # JIT compilation costs tens of milliseconds, more than this count.
+        yield Fetch("SELECT set_config('jit', 'off', true)")
+    rows = yield Fetch(q, p, dicts=False)
+    return tuple(rows[0])  # an aggregate always returns one row
 
 
 def _scope(
-    conn: psycopg.Connection[Any],
-    db: Database,
+    dsn: str,
     plan: SearchPlan,
     snap: dict[str, Any],
     timeout: float | None = None,
     *,
     build_counts: bool = True,
-) -> Scope:
+) -> Steps[Scope]:
     stats = snap.get("stats") or {}
     if _unconstrained(plan) and "documents" in stats and "chunks" in stats:
         # No hard constraint: every document of the snapshot matches, and the
@@ -209,14 +223,14 @@ def _scope(
         one_chunk = int(stats.get("max_chunks_per_doc", 2) or 2) <= 1
         try:
             if build_counts:
-                ready = _value_counts_ready(conn, db, plan, int(snap["id"]), name, one_chunk)
+                ready = yield from _value_counts_ready(dsn, plan, int(snap["id"]), name, one_chunk)
             else:
-                ready = _value_counts_exist(conn, db, int(snap["id"]), name)
+                ready = yield from _value_counts_exist(dsn, int(snap["id"]), name)
         except psycopg.Error:
             # A read-only role or replica cannot create the counts table;
             # counting rows gives the same number, only slower.
             if build_counts:
-                _READY[(db.dsn, int(snap["id"]), name)] = False
+                _READY[(dsn, int(snap["id"]), name)] = False
             ready = False
         if ready:
             q = sql.SQL(
@@ -224,16 +238,10 @@ def _scope(
                 'WHERE c."#field" = %(rl_count_field)s AND ({})'
             ).format(_counts_table(int(snap["id"])), plan.filter_sql)
             p = {**plan.filter_params, "rl_count_field": name}
-            with conn.transaction(), statement_timeout(conn, timeout):
-                row = conn.execute(q, p).fetchone()
-            assert row is not None  # an aggregate always returns one row
+            row = yield Block(_one_row(q, p), timeout=timeout)
             return Scope(int(row[0]), int(row[1]))
     q, p = count_matching_sql(plan, stats)
-    with conn.transaction(), statement_timeout(conn, timeout):
-        # JIT compilation costs tens of milliseconds, more than this count.
-        conn.execute("SELECT set_config('jit', 'off', true)")
-        row = conn.execute(q, p).fetchone()
-    assert row is not None  # an aggregate always returns one row
+    row = yield Block(_one_row(q, p, jit_off=True), timeout=timeout)
     return Scope(int(row[0]), int(row[1]))
 
 
@@ -262,8 +270,22 @@ def prepare_plan(
     (``search_sql``) writes nothing: it uses value counts only if they exist, else
     counts rows, which gives the same numbers and so the same strategy.
     """
-    with db.connection() as conn:
-        scope = _scope(conn, db, plan, snap, timeout, build_counts=build_counts)
+    steps = prepare_plan_steps(db.dsn, plan, index_kind, snap, sp, timeout=timeout, build_counts=build_counts)
+    return run_steps(db, steps)
+
+
+def prepare_plan_steps(
+    dsn: str,
+    plan: SearchPlan,
+    index_kind: str,
+    snap: dict[str, Any],
+    sp: SearchParams,
+    *,
+    timeout: float | None = None,
+    build_counts: bool = True,
+) -> Steps[Scope]:
+    """:func:`prepare_plan` as steps (ranklock.store.steps); ``dsn`` names the database read, for memos."""
+    scope: Scope = yield Block(_scope(dsn, plan, snap, timeout, build_counts=build_counts), transaction=False)
     if plan.uses_semantic:
         plan.vector_strategy = choose_strategy(index_kind, scope, sp)
         if plan.vector_strategy == "hnsw":

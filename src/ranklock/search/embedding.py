@@ -15,8 +15,9 @@ from ..embed.base import Embedder
 from ..errors import EmbedderError
 from ..ingest.normalize import text_sha256
 from ..store.database import Database
+from ..store.steps import Fetch, Offload, Steps, run_steps
 
-__all__ = ["query_vector"]
+__all__ = ["query_vector", "query_vector_steps"]
 
 
 def query_vector(
@@ -27,22 +28,29 @@ def query_vector(
     The cache is read on ``db``; a new vector is stored on ``primary`` (default ``db``): ``db`` may be a
     read replica, which cannot write.
     """
+    return run_steps(db, query_vector_steps(coll, emb, text, store=store), primary=primary)
+
+
+def query_vector_steps(coll: CollectionInfo, emb: Embedder, text: str, *, store: bool = True) -> Steps[np.ndarray]:
+    """:func:`query_vector` as steps (ranklock.store.steps): the model runs off the event loop when async."""
     h = text_sha256(text)
-    row = db.fetchone(
+    rows = yield Fetch(
         "SELECT embedding FROM ranklock.embedding_cache WHERE embedder_sha256 = %s AND text_sha256 = %s",
         [coll.embedder_sha256, h],
     )
-    if row is not None:
-        return np.asarray(row["embedding"].to_numpy(), dtype=np.float32)
-    vec = emb.embed([text])[0]
+    if rows:
+        return np.asarray(rows[0]["embedding"].to_numpy(), dtype=np.float32)
+    # Embedding is CPU-bound (torch): an Offload step, so AsyncEngine runs it in a worker thread.
+    vec = yield Offload(lambda: emb.embed([text])[0])
     if vec.shape != (coll.dim,):
         raise EmbedderError(f"query vector has dimension {vec.shape[0]}, collection {coll.name!r} expects {coll.dim}.")
     if store:
         from pgvector import Vector
 
-        (primary or db).execute(
+        yield Fetch(
             "INSERT INTO ranklock.embedding_cache (embedder_sha256, text_sha256, embedding) VALUES (%s, %s, %s) "
             "ON CONFLICT DO NOTHING",
             [coll.embedder_sha256, h, Vector(vec)],
+            primary=True,
         )
     return np.asarray(vec, dtype=np.float32)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import sql
@@ -34,22 +34,27 @@ from ..embed.base import Embedder
 from ..errors import QueryError
 from ..settings import SearchParams, Settings
 from ..store.database import Database
+from ..store.steps import Block, Fetch, Offload, Steps, drive, fetch_on, run_steps
 from ..store.tables import snapshot_table
-from .completeness import Scope, judge, prepare_plan
+from .completeness import Scope, judge, prepare_plan_steps
 from .fusion import build_search_sql
 from .plan import SearchPlan
 from .results import Hit, SearchResult, SnapshotRef
-from .semantic import apply_index_settings, setup_semantic
+from .semantic import index_settings_sql, setup_semantic
 
 __all__ = [
     "PlannedSearch",
     "SearchRequest",
     "SearchRun",
     "build_plan",
+    "build_plan_steps",
     "execute_search",
+    "execute_search_steps",
     "parse_as_of",
     "run_search",
     "search_sql",
+    "search_sql_steps",
+    "search_steps",
 ]
 
 #: The collection's embedder, checked against its weights (the facade owns the loaded models).
@@ -68,6 +73,22 @@ class SearchRequest:
     snapshot: int | None = None
     as_of: datetime | str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        collection: str,
+        query: str,
+        *,
+        k: int = 10,
+        mode: str = "hybrid",
+        filter: Any = None,
+        snapshot: int | None = None,
+        as_of: datetime | str | None = None,
+        **params: Any,
+    ) -> SearchRequest:
+        """The request of a call with ``Engine.search``'s keywords (``AsyncEngine`` takes the same)."""
+        return cls(collection, query, k, mode, filter, snapshot, as_of, params)
 
     def check(self) -> None:
         """Refuse a bad query, mode, k or snapshot id before any SQL (ranklock.search.inputs)."""
@@ -123,8 +144,8 @@ def parse_as_of(value: datetime | str | None) -> datetime | None:
 
 
 def _probe(
-    db: Database, plan: SearchPlan, coll: CollectionInfo, snap: dict[str, Any], query: str
-) -> tuple[int | None, str | None]:
+    plan: SearchPlan, coll: CollectionInfo, snap: dict[str, Any], query: str
+) -> Steps[tuple[int | None, str | None]]:
     """Is anything searchable, and (BM25) how many postings its terms have: one round trip.
 
     When the query has only stop words or only exclusions, lexical mode is
@@ -135,13 +156,14 @@ def _probe(
     from .bm25 import query_postings_sql
 
     count_sql, count_params = query_postings_sql(plan, int(snap["id"]), snap.get("stats") or {})
-    row = db.fetchone(
+    rows = yield Fetch(
         sql.SQL(
             "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, "
             "cardinality(ranklock.query_terms(%s::regconfig, %s, %s, %s)) AS positive, {} AS postings"
         ).format(count_sql),
         [*(2 * [coll.language, coll.accent, plan.syntax, plan.query]), *count_params],
     )
+    row = rows[0] if rows else None
     if row is None or row["n"] == 0:
         if plan.mode == "lexical":
             raise QueryError(
@@ -177,9 +199,21 @@ def build_plan(
     Reads go to ``db``; a new query vector is stored on ``primary`` (default ``db``), or nowhere
     with ``store_vector=False``.
     """
+    return run_steps(db, build_plan_steps(coll, snap, req, embedder, store_vector=store_vector), primary=primary)
+
+
+def build_plan_steps(
+    coll: CollectionInfo,
+    snap: dict[str, Any],
+    req: SearchRequest,
+    embedder: EmbedderFor,
+    *,
+    store_vector: bool = True,
+) -> Steps[PlannedSearch]:
+    """:func:`build_plan` as steps (ranklock.store.steps): the one plan the sync and async search share."""
     from ..ingest.normalize import normalize
     from ..validation import parse_search_params
-    from .embedding import query_vector
+    from .embedding import query_vector_steps
 
     params = req.params
     sp = parse_search_params({**coll.search_defaults, **{k_: v for k_, v in params.items() if v is not None}})
@@ -210,7 +244,7 @@ def build_plan(
         plan.filter_sql, plan.filter_params = compiled.sql, compiled.params
     postings: int | None = None
     if plan.uses_lexical:
-        postings, skipped = _probe(db, plan, coll, snap, req.query)
+        postings, skipped = yield from _probe(plan, coll, snap, req.query)
         if skipped is not None:
             warnings.append(skipped)
     if plan.uses_lexical and plan.lexical_ranker == "bm25":
@@ -219,7 +253,9 @@ def build_plan(
         prepare_bm25(plan, int(snap["id"]), snap.get("stats") or {}, postings, collection=coll.name)
     if plan.uses_semantic:
         t = time.perf_counter()
-        qvec = query_vector(db, coll, embedder(coll), q, store=store_vector, primary=primary)
+        # Resolving the embedder may load a model (seconds of CPU): off the event loop when async.
+        emb: Embedder = yield Offload(lambda: embedder(coll))
+        qvec = yield from query_vector_steps(coll, emb, q, store=store_vector)
         timings["embed_ms"] = (time.perf_counter() - t) * 1000
         setup_semantic(plan, coll, snap, qvec)
     return PlannedSearch(plan, sp, timings, warnings)
@@ -234,15 +270,30 @@ def search_sql(
     embedder: EmbedderFor,
 ) -> tuple[str, dict[str, Any]]:
     """The SQL and parameters :func:`run_search` would run, without running it; writes nothing."""
-    planned = build_plan(db, coll, snap, req, embedder, store_vector=False)
-    plan = planned.plan
-    # The strategy search() would pick, from the same count, without building value counts.
-    prepare_plan(db, plan, coll.index_kind, snap, planned.params, build_counts=False)
-    plan.capture_branches = bool(settings.log_queries)  # search() also returns branches to log
-    q, p = build_search_sql(plan)
+    q, p = run_steps(db, search_sql_steps(db.dsn, settings, coll, snap, req, embedder))
     with db.connection() as conn:
         text = q.as_string(conn)
     return text, p
+
+
+def search_sql_steps(
+    dsn: str,
+    settings: Settings,
+    coll: CollectionInfo,
+    snap: dict[str, Any],
+    req: SearchRequest,
+    embedder: EmbedderFor,
+) -> Steps[tuple[sql.Composed, dict[str, Any]]]:
+    """The statement :func:`search_sql` shows, composed but not yet rendered to text (the caller's connection does).
+
+    ``dsn`` names the database read (it keys the value-count memo).
+    """
+    planned = yield from build_plan_steps(coll, snap, req, embedder, store_vector=False)
+    plan = planned.plan
+    # The strategy search() would pick, from the same count, without building value counts.
+    yield from prepare_plan_steps(dsn, plan, coll.index_kind, snap, planned.params, build_counts=False)
+    plan.capture_branches = bool(settings.log_queries)  # search() also returns branches to log
+    return build_search_sql(plan)
 
 
 def execute_search(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchParams, scope: Scope) -> SearchRun:
@@ -251,12 +302,17 @@ def execute_search(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchPa
     On a fallback ``plan.vector_strategy`` becomes ``exact``, so whatever
     reads the plan afterwards (the query log) sees the statement that served.
     """
+    return drive(execute_search_steps(plan, sp, scope), lambda step: fetch_on(conn, cast(Fetch, step)))
+
+
+def execute_search_steps(plan: SearchPlan, sp: SearchParams, scope: Scope) -> Steps[SearchRun]:
+    """:func:`execute_search` as steps, all on the one connection of the caller's :class:`Block`."""
     warnings: list[str] = []
     fallback: str | None = None
     truncation: str | None = None
-    apply_index_settings(conn, plan, sp)
+    yield Fetch(*index_settings_sql(plan, sp))
     q, p = build_search_sql(plan)
-    rows = conn.execute(q, p).fetchall()
+    rows = yield Fetch(q, p, dicts=False)
     if plan.uses_semantic and plan.vector_strategy != "exact":
         # The last column is how many documents the vector branch handed to fusion.
         got = int(rows[0][-1]) if rows else 0
@@ -268,7 +324,7 @@ def execute_search(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchPa
                 )
                 plan.vector_strategy = "exact"
                 q, p = build_search_sql(plan)
-                rows = conn.execute(q, p).fetchall()
+                rows = yield Fetch(q, p, dicts=False)
             else:
                 truncation = "index_scan_budget"
                 warnings.append(
@@ -325,31 +381,51 @@ def run_search(
     result cache and new query vectors live on ``primary`` (default ``db``).  ``started`` (a
     ``perf_counter`` value) is when the caller began, for ``total_ms``.
     """
+    steps = search_steps(db.dsn, primary or db, settings, coll, snap, req, embedder, started=started)
+    return run_steps(db, steps, primary=primary)
+
+
+def search_steps(
+    dsn: str,
+    primary: Database,
+    settings: Settings,
+    coll: CollectionInfo,
+    snap: dict[str, Any],
+    req: SearchRequest,
+    embedder: EmbedderFor,
+    *,
+    started: float | None = None,
+) -> Steps[SearchResult]:
+    """:func:`run_search` as steps (ranklock.store.steps): the one search ``Engine`` and ``AsyncEngine`` run.
+
+    ``dsn`` names the database read (it keys the value-count memo); ``primary`` is the sync
+    primary the query log prunes on (in a worker thread when async).
+    """
     from ..store.replicas import current_route
-    from ..store.timeout import effective_timeout, statement_timeout
+    from ..store.timeout import effective_timeout
     from .log import SearchRecord
     from .ties import assign_tie_groups
 
     t0 = time.perf_counter() if started is None else started
-    planned = build_plan(db, coll, snap, req, embedder, primary=primary)
+    planned = yield from build_plan_steps(coll, snap, req, embedder)
     plan, sp, timings, warnings = planned.plan, planned.params, planned.timings, planned.warnings
     # Hard constraints: count the matching documents, pick the vector strategy (ranklock.search.completeness).
     timeout = effective_timeout(settings.statement_timeout)
-    scope = prepare_plan(db, plan, coll.index_kind, snap, sp, timeout=timeout)
+    scope = yield from prepare_plan_steps(dsn, plan, coll.index_kind, snap, sp, timeout=timeout)
     q, p = build_search_sql(plan)
     # Query log, replay capture and result cache (ranklock.search.log).
     record = SearchRecord.start(
-        primary or db, settings, coll=coll, snap=snap, plan=plan, sql_query=q, sql_params=p, request=req.as_log()
+        primary, settings, coll=coll, snap=snap, plan=plan, sql_query=q, sql_params=p, request=req.as_log()
     )
-    cached = record.cached(timings, t0)
+    cached = yield from record.cached_steps(timings, t0)
     if cached is not None:
         return cached  # the result cache lives on the primary: served_by stays "primary"
     t1 = time.perf_counter()
-    with db.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
-        # Index settings, the search, and an exact rescan if the index came back short.
-        run = execute_search(conn, plan, sp, scope)
-        rows = run.rows
-        record.capture_branches(rows)
+    # Index settings, the search, and an exact rescan if the index came back short: one
+    # transaction on one connection, every statement under the timeout.
+    run: SearchRun = yield Block(execute_search_steps(plan, sp, scope), timeout=timeout)
+    rows = run.rows
+    record.capture_branches(rows)
     timings["sql_ms"] = (time.perf_counter() - t1) * 1000
     hits = _hits(rows)
     # Hits the ranker cannot tell apart share a tie group (ranklock.search.ties).
@@ -398,5 +474,5 @@ def run_search(
         result.timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
         if route.warning:
             result.warnings.append(route.warning)
-    record.finish(result)  # after every field is final: the log and cache keep its digest
+    yield from record.finish_steps(result)  # after every field is final: the log and cache keep its digest
     return result

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import NotFound, QueryError, RanklockError
 from ..ingest.normalize import normalize
+from ..store.steps import Fetch, Offload, Steps, run_steps
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from .protocol import Searcher
     from .results import SearchResult
 
-__all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "result_digest"]
+__all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "replay_steps", "result_digest"]
 
 log = logging.getLogger("ranklock.querylog")
 
@@ -167,13 +168,17 @@ class SearchRecord:
 
     def cached(self, timings: dict[str, float], t0: float) -> SearchResult | None:
         """The cached result of this exact request, or None (then search runs)."""
+        return run_steps(self.db, self.cached_steps(timings, t0))
+
+    def cached_steps(self, timings: dict[str, float], t0: float) -> Steps[SearchResult | None]:
+        """:meth:`cached` as steps (ranklock.store.steps)."""
         if not self.caching:
             return None
-        from .cache import cache_key, lookup
+        from .cache import cache_key, lookup_steps
 
         t = time.perf_counter()
         self.cache_key = cache_key(self)
-        found = lookup(self.db, self, self.cache_key[0])
+        found = yield from lookup_steps(self, self.cache_key[0])
         if found is None:
             return None
         result, branches = found
@@ -185,7 +190,7 @@ class SearchRecord:
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         result.timings = timings
         if self.logging:
-            result.query_id = self._log(result, cached=True)
+            result.query_id = yield from self._log(result, cached=True)
         return result
 
     def capture_branches(self, rows: Sequence[Sequence[Any]]) -> None:
@@ -209,18 +214,22 @@ class SearchRecord:
 
     def finish(self, result: SearchResult) -> None:
         """Log the finished result (sets ``result.query_id``) and store it in the cache."""
+        run_steps(self.db, self.finish_steps(result))
+
+    def finish_steps(self, result: SearchResult) -> Steps[None]:
+        """:meth:`finish` as steps (ranklock.store.steps)."""
         if self._capture is not None:
             self._capture.append(self.entry(result))
             return
         if self.logging:
-            result.query_id = self._log(result, cached=False)
+            result.query_id = yield from self._log(result, cached=False)
             if result.query_id is None:
                 return  # the logging warning belongs to this answer only: never cache it
         if self.caching:
-            from .cache import cache_key, store
+            from .cache import cache_key, store_steps
 
             key = self.cache_key or cache_key(self)
-            store(self.db, self.snapshot_id, key, result, self.branches)
+            yield from store_steps(self.snapshot_id, key, result, self.branches)
 
     # -- log rows ---------------------------------------------------------------
 
@@ -232,7 +241,7 @@ class SearchRecord:
             "manifest_hash": self.manifest_hash,
         }
 
-    def _log(self, result: SearchResult, *, cached: bool) -> int | None:
+    def _log(self, result: SearchResult, *, cached: bool) -> Steps[int | None]:
         """Insert the log row and return its id; on failure warn (result and logger) and return None.
 
         A full disk or any other failure of the log write must not cost the
@@ -244,7 +253,7 @@ class SearchRecord:
         route = current_route()  # the replica that served it and its replay position (None: the primary)
         body["node"] = {"served_by": "primary"} if route is None else route.as_log()
         try:
-            row = self.db.fetchone(
+            rows = yield Fetch(
                 "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
                 "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                 [
@@ -257,6 +266,7 @@ class SearchRecord:
                     Jsonb(body),
                     Jsonb(result.timings),
                 ],
+                primary=True,
             )
         except (psycopg.Error, RanklockError) as exc:
             text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -268,11 +278,11 @@ class SearchRecord:
             log.warning(message)
             result.warnings.append(message)
             return None
-        assert row is not None  # INSERT … RETURNING always returns the row
-        query_id = int(row["id"])
+        query_id = int(rows[0]["id"])  # INSERT … RETURNING always returns the row
         every = int(self.settings.log_prune_every)
         if query_id % every == 0:
-            self._enforce_retention(batch=2 * every)
+            # A bounded batch of deletes on the sync pool: in a worker thread when the search is async.
+            yield Offload(lambda: self._enforce_retention(batch=2 * every))
         return query_id
 
     def _enforce_retention(self, *, batch: int) -> None:
@@ -326,13 +336,28 @@ def _diff_lists(where: str, logged: list[Any], replayed: list[Any]) -> list[dict
 
 def replay(db: Database, settings: Settings, search: Searcher, query_id: int) -> ReplayReport:
     """Re-run logged query ``query_id`` against its snapshot (through ``search``) and compare it with the log."""
+
+    def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
+        result: SearchResult = yield Offload(lambda: search(name, query, **kwargs))
+        return result
+
+    return run_steps(db, replay_steps(db, settings, searched, query_id))
+
+
+def replay_steps(
+    db: Database, settings: Settings, search: Callable[..., Steps[SearchResult]], query_id: int
+) -> Steps[ReplayReport]:
+    """:func:`replay` as steps (ranklock.store.steps); ``search`` is the search as steps.
+
+    ``db`` (the sync primary) only serves the rare message of a pruned entry, off the event loop.
+    """
     if not isinstance(query_id, int) or query_id < 1:
         raise QueryError(f"query id must be a positive integer, got {query_id!r}.")
-    row = db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id])
-    if row is None:
+    rows = yield Fetch("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id], primary=True)
+    if not rows:
         from ..snapshot.retention import RetentionPolicy, pruned_through
 
-        watermark = pruned_through(db)
+        watermark: int = yield Offload(lambda: pruned_through(db))
         if query_id <= watermark:
             policy = RetentionPolicy.from_settings(settings).describe()
             raise NotFound(
@@ -341,15 +366,16 @@ def replay(db: Database, settings: Settings, search: Searcher, query_id: int) ->
                 "stored, so it cannot be replayed or compared. Run the search again to log it anew; raise "
                 "RANKLOCK_LOG_RETENTION or RANKLOCK_LOG_MAX_BYTES to keep entries longer."
             )
-        last = db.fetchone("SELECT max(id) AS m FROM ranklock.query_log")
+        last = yield Fetch("SELECT max(id) AS m FROM ranklock.query_log", primary=True)
         raise NotFound(
-            f"no logged query with id {query_id} (the log holds ids up to {last['m'] if last else None}); "
+            f"no logged query with id {query_id} (the log holds ids up to {last[0]['m'] if last else None}); "
             "searches are logged unless log_queries is off."
         )
+    row = rows[0]
     req: dict[str, Any] = row["request"]
     sid = row["snapshot_id"]
-    exists = db.fetchone("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid])
-    if exists is None:
+    exists = yield Fetch("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid], primary=True)
+    if not exists:
         raise NotFound(
             f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped; "
             "a replay needs the snapshot it ran against."
@@ -357,8 +383,9 @@ def replay(db: Database, settings: Settings, search: Searcher, query_id: int) ->
     from ..store.timeout import timeout_override
 
     logged_timeout = ((row["result"] or {}).get("params") or {}).get("statement_timeout_s")
+    # The context variables are set while the generator runs: in the driver's thread or task.
     with replaying() as captured, timeout_override(logged_timeout):
-        search(
+        yield from search(
             row["collection"],
             req["query"],
             k=req["k"],

@@ -24,6 +24,7 @@ __all__ = [
     "EF_SEARCH_MAX",
     "apply_index_settings",
     "choose_ef_search",
+    "index_settings_sql",
     "semantic_cte",
     "setup_semantic",
 ]
@@ -110,6 +111,12 @@ sem AS (
 
 def apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchParams) -> None:
     """Set the vector index's scan settings (and jit, work_mem) for the caller's transaction only."""
+    q, p = index_settings_sql(plan, sp)
+    conn.execute(q, p)
+
+
+def index_settings_sql(plan: SearchPlan, sp: SearchParams) -> tuple[sql.Composed, list[str]]:
+    """The one statement :func:`apply_index_settings` runs (shared by the sync and async search)."""
     # Transaction-local (set_config(..., true)): a pooled connection never
     # carries one query's budget into the next.  JIT compilation costs tens of
     # milliseconds and only pays off for long analytic queries, never here.
@@ -128,4 +135,4 @@ def apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: Se
         mode = "relaxed_order" if sp.iterative_scan != "off" else "off"
         settings += [("ivfflat.probes", str(sp.probes)), ("ivfflat.iterative_scan", mode)]
     q = sql.SQL("SELECT {}").format(sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings))
-    conn.execute(q, [x for pair in settings for x in pair])
+    return q, [x for pair in settings for x in pair]

@@ -7,8 +7,9 @@ from typing import Any
 from ..collection import CollectionInfo
 from ..errors import NotFound
 from ..store.database import Database
+from ..store.steps import Fetch, Steps, run_steps
 
-__all__ = ["get_document"]
+__all__ = ["get_document", "get_document_steps"]
 
 
 def get_document(db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: str) -> dict[str, Any]:
@@ -17,12 +18,18 @@ def get_document(db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: s
     ``display`` fields (names, contacts) are left out: they are for people, and
     an agent reading documents is one more ranker they must not reach.
     """
-    row = db.fetchone(
+    return run_steps(db, get_document_steps(coll, snapshot_id, doc_id))
+
+
+def get_document_steps(coll: CollectionInfo, snapshot_id: int, doc_id: str) -> Steps[dict[str, Any]]:
+    """:func:`get_document` as steps (ranklock.store.steps), for the sync and the async engine."""
+    rows = yield Fetch(
         "SELECT d.doc_id, d.title, d.body, d.metadata, d.content_hash FROM ranklock.snapshot_documents s "
         "JOIN ranklock.documents d ON d.collection_id = %s AND d.doc_id = s.doc_id "
         "AND d.content_hash = s.content_hash WHERE s.snapshot_id = %s AND s.doc_id = %s",
         [coll.id, snapshot_id, doc_id],
     )
+    row = rows[0] if rows else None
     if row is None:
         raise NotFound(
             f"collection {coll.name!r} has no document {doc_id!r} in snapshot {snapshot_id}; "

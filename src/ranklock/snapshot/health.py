@@ -9,43 +9,35 @@ ready); ``GET /healthz`` only says that the process is up.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 
 from ..errors import RanklockError
+from ..store.steps import Block, Fetch, Steps
 from .build import chunk_table
 
 if TYPE_CHECKING:
     from ..store.database import Database
 
-__all__ = ["readiness"]
+__all__ = ["readiness", "readiness_steps"]
 
 
 def readiness(db: Database, timeout: float) -> dict[str, Any]:
     """``{"ready": bool, "database": {...}, "collections": [...], "error": {...}?}``; every check bounded by ``timeout``."""
-    from ..store.timeout import statement_timeout
+    from ..store.steps import run_steps
 
+    return run_steps(db, readiness_steps(timeout, lambda: db.recoveries))
+
+
+def readiness_steps(timeout: float, recoveries: Callable[[], int]) -> Steps[dict[str, Any]]:
+    """:func:`readiness` as steps (ranklock.store.steps); ``recoveries`` reads the pool's recovery count."""
     t0 = time.perf_counter()
     collections: list[dict[str, Any]] = []
     try:
-        with db.connection() as conn, conn.transaction(), statement_timeout(conn, timeout):
-            rows = conn.execute(
-                "SELECT c.name, c.active_snapshot_id, s.status FROM ranklock.collections c "
-                "LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id ORDER BY c.name"
-            ).fetchall()
-            for name, sid, status in rows:
-                entry: dict[str, Any] = {"name": name, "snapshot_id": sid, "ok": True}
-                if sid is not None and status != "ready":
-                    entry.update(ok=False, error=f"active snapshot {sid} is {status or 'missing'}, not ready")
-                elif sid is not None:
-                    try:
-                        with conn.transaction():  # a savepoint: one broken table does not hide the others
-                            conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(chunk_table(int(sid))))
-                    except psycopg.Error as exc:
-                        entry.update(ok=False, error=f"active snapshot {sid} cannot be read: {_line(exc)}")
-                collections.append(entry)
+        yield Block(_check_collections(collections), timeout=timeout)
     except RanklockError as exc:
         return {
             "ready": False,
@@ -53,7 +45,7 @@ def readiness(db: Database, timeout: float) -> dict[str, Any]:
             "collections": collections,
             "error": {"type": type(exc).__name__, "message": str(exc)},
         }
-    database = {"ok": True, "ms": round((time.perf_counter() - t0) * 1000, 1), "recoveries": db.recoveries}
+    database = {"ok": True, "ms": round((time.perf_counter() - t0) * 1000, 1), "recoveries": recoveries()}
     failing = [c for c in collections if not c["ok"]]
     out: dict[str, Any] = {"ready": not failing, "database": database, "collections": collections}
     if failing:
@@ -64,6 +56,30 @@ def readiness(db: Database, timeout: float) -> dict[str, Any]:
             "Activate a ready snapshot (`ranklock snapshot activate`) or re-ingest.",
         }
     return out
+
+
+def _check_collections(collections: list[dict[str, Any]]) -> Steps[None]:
+    """Append one entry per collection to ``collections``, in one transaction under the caller's timeout."""
+    rows = yield Fetch(
+        "SELECT c.name, c.active_snapshot_id, s.status FROM ranklock.collections c "
+        "LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id ORDER BY c.name",
+        dicts=False,
+    )
+    for name, sid, status in rows:
+        entry: dict[str, Any] = {"name": name, "snapshot_id": sid, "ok": True}
+        if sid is not None and status != "ready":
+            entry.update(ok=False, error=f"active snapshot {sid} is {status or 'missing'}, not ready")
+        elif sid is not None:
+            try:
+                # A nested block is a savepoint: one broken table does not hide the others.
+                yield Block(_read_one(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(chunk_table(int(sid)))))
+            except psycopg.Error as exc:
+                entry.update(ok=False, error=f"active snapshot {sid} cannot be read: {_line(exc)}")
+        collections.append(entry)
+
+
+def _read_one(query: sql.Composable) -> Steps[None]:
+    yield Fetch(query)
 
 
 def _line(exc: BaseException) -> str:

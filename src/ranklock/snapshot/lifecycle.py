@@ -27,6 +27,7 @@ from ..collection import CollectionInfo, read_collection
 from ..errors import NotFound, SnapshotError
 from ..store import locks
 from ..store.database import Database
+from ..store.steps import Fetch, Offload, Steps, run_steps
 from .build import drop_snapshot_tables, reap_dead_builds
 from .manifest import diff_manifests
 from .writer import writing
@@ -37,8 +38,10 @@ __all__ = [
     "drop_snapshot",
     "holding_versions",
     "list_snapshots",
+    "list_snapshots_steps",
     "manifest",
     "resolve",
+    "resolve_steps",
     "rollback",
     "snapshot_info",
 ]
@@ -62,14 +65,20 @@ def holding_versions(db: Database, collection_id: int) -> Iterator[None]:
 
 def resolve(db: Database, coll: CollectionInfo, snapshot: int | None) -> dict[str, Any]:
     """The snapshot row a read of ``coll`` uses: ``snapshot`` or the active one, which must be ready."""
+    return run_steps(db, resolve_steps(coll, snapshot))
+
+
+def resolve_steps(coll: CollectionInfo, snapshot: int | None) -> Steps[dict[str, Any]]:
+    """:func:`resolve` as steps (ranklock.store.steps), for the sync and the async engine."""
     sid = snapshot if snapshot is not None else coll.active_snapshot_id
     if sid is None:
         raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")
-    row = db.fetchone(
+    rows = yield Fetch(
         "SELECT id, status, manifest_hash, manifest, stats FROM ranklock.snapshots "
         "WHERE id = %s AND collection_id = %s",
         [sid, coll.id],
     )
+    row: dict[str, Any] | None = rows[0] if rows else None
     if row is None:
         raise NotFound(f"collection {coll.name!r} has no snapshot {sid}; see `ranklock snapshot list {coll.name}`.")
     if row["status"] != "ready":
@@ -140,8 +149,13 @@ def list_snapshots(db: Database, coll: CollectionInfo) -> list[dict[str, Any]]:
     """Every snapshot of ``coll``, oldest first, with the active and previous ones marked."""
     # A build whose builder died is discarded here too, so the list never
     # shows a dead build as 'building'.
-    reap_dead_builds(db, coll.id)
-    rows = db.fetchall(_SELECT + " ORDER BY id", [coll.id])
+    return run_steps(db, list_snapshots_steps(db, coll))
+
+
+def list_snapshots_steps(db: Database, coll: CollectionInfo) -> Steps[list[dict[str, Any]]]:
+    """:func:`list_snapshots` as steps; the reaping (a write, rare) runs on the sync ``db``, off the event loop."""
+    yield Offload(lambda: reap_dead_builds(db, coll.id))
+    rows = yield Fetch(_SELECT + " ORDER BY id", [coll.id])
     return [_row(r, coll.active_snapshot_id, coll.previous_snapshot_id) for r in rows]
 
 

@@ -16,12 +16,16 @@ from typing import Any
 from psycopg import sql
 
 from .database import Database
+from .steps import Fetch, Steps, run_steps
 
 __all__ = [
     "collection_names",
+    "collection_names_steps",
     "collection_row",
+    "collection_row_steps",
     "insert_collection",
     "list_collections",
+    "list_collections_steps",
     "read_creation",
     "text_search_configs",
 ]
@@ -29,22 +33,40 @@ __all__ = [
 
 def collection_row(db: Database, name: str) -> dict[str, Any] | None:
     """The ``ranklock.collections`` row of ``name`` (every column), or None."""
-    return db.fetchone("SELECT * FROM ranklock.collections WHERE name = %s", [name])
+    return run_steps(db, collection_row_steps(name))
+
+
+def collection_row_steps(name: str) -> Steps[dict[str, Any] | None]:
+    """:func:`collection_row` as steps (ranklock.store.steps)."""
+    rows = yield Fetch("SELECT * FROM ranklock.collections WHERE name = %s", [name])
+    return rows[0] if rows else None
 
 
 def collection_names(db: Database) -> list[str]:
     """The names of every collection, sorted."""
-    return [r["name"] for r in db.fetchall("SELECT name FROM ranklock.collections ORDER BY name")]
+    return run_steps(db, collection_names_steps())
+
+
+def collection_names_steps() -> Steps[list[str]]:
+    """:func:`collection_names` as steps (ranklock.store.steps)."""
+    rows = yield Fetch("SELECT name FROM ranklock.collections ORDER BY name")
+    return [r["name"] for r in rows]
 
 
 def list_collections(db: Database) -> list[dict[str, Any]]:
     """Every collection by name, with its active snapshot's document and chunk counts."""
-    return db.fetchall(
+    return run_steps(db, list_collections_steps())
+
+
+def list_collections_steps() -> Steps[list[dict[str, Any]]]:
+    """:func:`list_collections` as steps (ranklock.store.steps)."""
+    rows: list[dict[str, Any]] = yield Fetch(
         "SELECT c.name, c.language, c.accent, c.embedder_id, c.dim, c.index_kind, c.active_snapshot_id, "
         "s.doc_count AS documents, s.chunk_count AS chunks, s.manifest_hash "
         "FROM ranklock.collections c LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id "
         "ORDER BY c.name"
     )
+    return rows
 
 
 def text_search_configs(db: Database) -> list[str]:

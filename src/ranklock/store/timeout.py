@@ -25,7 +25,14 @@ import psycopg
 
 from ..errors import QueryTimeout
 
-__all__ = ["effective_timeout", "statement_timeout", "timeout_override"]
+__all__ = [
+    "SET_TIMEOUT",
+    "effective_timeout",
+    "statement_timeout",
+    "timeout_error",
+    "timeout_override",
+    "timeout_value",
+]
 
 _OVERRIDE: ContextVar[float | None] = ContextVar("ranklock_statement_timeout", default=None)
 
@@ -46,23 +53,41 @@ def timeout_override(seconds: float | None) -> Iterator[None]:
         _OVERRIDE.reset(token)
 
 
+#: Sets the limit for the rest of the caller's transaction (``SET LOCAL``); binds the limit as text.
+SET_TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"
+
+
+def timeout_value(seconds: float) -> str:
+    """The ``statement_timeout`` setting for ``seconds`` (milliseconds, at least 1)."""
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def timeout_error(exc: psycopg.errors.QueryCanceled, seconds: float) -> QueryTimeout | None:
+    """The QueryTimeout for a statement the limit cancelled; None when something else cancelled it."""
+    if "statement timeout" not in str(exc):
+        return None  # cancelled for another reason (pg_cancel_backend): not ours to rename
+    return QueryTimeout(
+        f"the search ran longer than the statement timeout of {seconds:g} s and PostgreSQL cancelled it; "
+        "its connection is released. Narrow the query or filter, lower depth or k, or raise the limit "
+        "(RANKLOCK_STATEMENT_TIMEOUT, e.g. 60s)."
+    )
+
+
 @contextmanager
 def statement_timeout(conn: psycopg.Connection[Any], seconds: float | None) -> Iterator[None]:
     """Limit every statement of the caller's transaction to ``seconds``; a cancelled one raises QueryTimeout.
 
-    ``None`` sets no limit (callers outside a search).
+    ``None`` sets no limit (callers outside a search).  ``AsyncDatabase`` does the same on an async
+    connection with :data:`SET_TIMEOUT` and :func:`timeout_error`.
     """
     if seconds is None:
         yield
         return
-    conn.execute("SELECT set_config('statement_timeout', %s, true)", [f"{max(1, round(seconds * 1000))}ms"])
+    conn.execute(SET_TIMEOUT, [timeout_value(seconds)])
     try:
         yield
     except psycopg.errors.QueryCanceled as exc:
-        if "statement timeout" not in str(exc):
-            raise  # cancelled for another reason (pg_cancel_backend): not ours to rename
-        raise QueryTimeout(
-            f"the search ran longer than the statement timeout of {seconds:g} s and PostgreSQL cancelled it; "
-            "its connection is released. Narrow the query or filter, lower depth or k, or raise the limit "
-            "(RANKLOCK_STATEMENT_TIMEOUT, e.g. 60s)."
-        ) from exc
+        mapped = timeout_error(exc, seconds)
+        if mapped is None:
+            raise
+        raise mapped from exc

@@ -33,7 +33,17 @@ from psycopg.abc import Params, Query
 from psycopg.copy import Copy, Writer
 from psycopg.rows import Row
 
-__all__ = ["Hooks", "Timer", "TracedCursor", "Tracer", "cursor_class", "stderr_timer", "statement_text"]
+__all__ = [
+    "AsyncTracedCursor",
+    "async_cursor_class",
+    "Hooks",
+    "Timer",
+    "TracedCursor",
+    "Tracer",
+    "cursor_class",
+    "stderr_timer",
+    "statement_text",
+]
 
 #: Called before each statement with its text and parameters.
 Tracer = Callable[[str, Any], None]
@@ -49,7 +59,7 @@ class Hooks:
     timer: Timer | None = None
 
 
-def statement_text(query: Any, context: psycopg.Connection[Any] | None) -> str:
+def statement_text(query: Any, context: psycopg.Connection[Any] | psycopg.AsyncConnection[Any] | None) -> str:
     """The SQL text of ``query`` (str, bytes or composed) as the server receives it, before binding."""
     if isinstance(query, str):
         return query
@@ -112,6 +122,39 @@ class TracedCursor(psycopg.Cursor[Row]):
             # The rows copied are counted, not printed.
             if hooks.timer is not None:
                 hooks.timer(text, params, (time.perf_counter() - t0) * 1000, self.rowcount)
+
+
+class AsyncTracedCursor(psycopg.AsyncCursor[Row]):
+    """The async twin of :class:`TracedCursor` (``AsyncDatabase``): the same hooks around ``execute``.
+
+    ``AsyncEngine`` only reads, one statement at a time, so ``execute`` is the one door it needs.
+    """
+
+    hooks: ClassVar[Hooks] = Hooks()
+
+    async def execute(
+        self, query: Query, params: Params | None = None, *, prepare: bool | None = None, binary: bool | None = None
+    ) -> Self:
+        hooks = self.hooks
+        base: Any = super()
+        if hooks.tracer is None and hooks.timer is None:
+            await base.execute(query, params, prepare=prepare, binary=binary)
+            return self
+        text = statement_text(query, self.connection)
+        if hooks.tracer is not None:
+            hooks.tracer(text, params)
+        t0 = time.perf_counter()
+        try:
+            await base.execute(query, params, prepare=prepare, binary=binary)
+            return self
+        finally:
+            if hooks.timer is not None:
+                hooks.timer(text, params, (time.perf_counter() - t0) * 1000, self.rowcount)
+
+
+def async_cursor_class(hooks: Hooks) -> type[AsyncTracedCursor[Any]]:
+    """An :class:`AsyncTracedCursor` subclass bound to ``hooks`` (one per AsyncDatabase)."""
+    return type("AsyncTracedCursor", (AsyncTracedCursor,), {"hooks": hooks})
 
 
 def cursor_class(hooks: Hooks) -> type[TracedCursor[Any]]:

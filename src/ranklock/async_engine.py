@@ -1,0 +1,333 @@
+"""AsyncEngine: the Engine for applications that are already async (asyncio).
+
+::
+
+    >>> from ranklock import AsyncEngine
+    >>> async with AsyncEngine() as eng:                     # embedded PostgreSQL in ./.ranklock
+    ...     res = await eng.search("docs", "how do vaccines work", k=5)
+    ...     [h.doc_id for h in res.hits]
+
+Same constructor arguments as :class:`~ranklock.Engine`, same result objects,
+byte-identical ``to_json()`` for the same query and snapshot: the reads run
+the very steps the sync engine runs (ranklock.store.steps: plan, completeness
+count, fused statement, ties, query log, result cache), driven over psycopg_pool's
+``AsyncConnectionPool`` instead of the sync pool.  Nothing on the SQL path
+blocks the event loop; the query embedding (CPU-bound, torch) and loading a
+model run in a worker thread.
+
+Writes (ingest, activate, rollback, drop) and ``ask`` run the sync Engine in a
+worker thread (``asyncio.to_thread``): they hold locks, build tables or call a
+generator model for seconds, and gain nothing from async I/O.  With read
+replicas (``read_dsns``) a search, too, runs the sync Engine's replica router in
+a worker thread: the async engine has no replica routing of its own yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .collection import CollectionInfo
+from .embed import Embedder
+from .engine import Engine, IngestReport
+from .errors import QueryError
+from .search.results import SearchResult
+from .store.async_database import AsyncDatabase
+from .store.database import Tracer
+from .store.errors import refusals_as
+
+if TYPE_CHECKING:
+    from .ask.model import Answer
+    from .search.log import ReplayReport
+    from .store.steps import Steps
+
+__all__ = ["AsyncEngine"]
+
+T = TypeVar("T")
+
+
+class AsyncEngine:
+    """Everything an async application reads from ranklock, awaitable; same results as :class:`Engine`.
+
+    Open it with ``async with AsyncEngine(...) as eng`` (or ``await eng.open()``;
+    the first call opens it too), close it with ``await eng.close()``.  Opening
+    starts the embedded server and migrates the schema in a worker thread (it
+    blocks for seconds), then opens an ``AsyncConnectionPool``.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        home: str | Path | None = None,
+        embedder: Embedder | None = None,
+        tracer: Tracer | None = None,
+        log_queries: bool | None = None,
+        read_dsns: Sequence[str] | None = None,
+    ) -> None:
+        self._args: dict[str, Any] = {
+            "dsn": dsn,
+            "home": home,
+            "embedder": embedder,
+            "tracer": tracer,
+            "log_queries": log_queries,
+            "read_dsns": read_dsns,
+        }
+        self._engine: Engine | None = None
+        self._adb: AsyncDatabase | None = None
+        self._owns_engine = True
+        # Opening runs in a worker thread; a thread lock keeps two first calls from opening twice.
+        self._open_lock = threading.Lock()
+
+    @classmethod
+    def over(cls, engine: Engine) -> AsyncEngine:
+        """An AsyncEngine sharing ``engine``'s database, settings and loaded models (the HTTP server's).
+
+        :meth:`close` closes only the async pool: ``engine`` stays its owner's to close.
+        """
+        eng = cls()
+        eng._engine, eng._owns_engine = engine, False
+        eng._adb = eng._async_database(engine)
+        return eng
+
+    @staticmethod
+    def _async_database(engine: Engine) -> AsyncDatabase:
+        from .store.server import EmbeddedServer
+        from .store.trace import stderr_timer
+
+        settings = engine.settings
+        # The sync Engine started (and migrated) the server; this pool only connects to it, and
+        # restarts the embedded one the same way when it dies.
+        restart = None if settings.dsn else EmbeddedServer(settings.home).uri
+        return AsyncDatabase(
+            engine.db.dsn,
+            tracer=engine.db.tracer,
+            timer=stderr_timer if settings.trace else None,
+            max_size=engine.db.max_size,
+            pool_timeout=settings.pool_timeout,
+            restart=restart,
+        )
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _open_sync(self) -> None:
+        with self._open_lock:
+            if self._engine is None:
+                self._engine = Engine(**self._args)
+                self._adb = self._async_database(self._engine)
+
+    async def open(self) -> AsyncEngine:
+        """Start (embedded) or reach the server and migrate, off the event loop; idempotent."""
+        if self._engine is None:
+            await asyncio.to_thread(self._open_sync)
+        return self
+
+    async def close(self) -> None:
+        """Close the async pool, and the sync Engine this AsyncEngine opened (in a worker thread)."""
+        if self._adb is not None:
+            await self._adb.close()
+        if self._engine is not None and self._owns_engine:
+            await asyncio.to_thread(self._engine.close)
+
+    async def release(self) -> None:
+        """Close this event loop's pool but stay usable: the next call opens a new one (server shutdown hooks)."""
+        if self._adb is not None:
+            await self._adb.release()
+
+    async def __aenter__(self) -> AsyncEngine:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _ready(self) -> tuple[Engine, AsyncDatabase]:
+        await self.open()
+        if self._engine is None or self._adb is None:  # open() set both or raised
+            raise RuntimeError("AsyncEngine.open() left no engine")
+        return self._engine, self._adb
+
+    @property
+    def engine(self) -> Engine:
+        """The sync Engine underneath (writes, settings); opened by :meth:`open`."""
+        if self._engine is None:
+            raise RuntimeError("the AsyncEngine is not open yet; use `async with AsyncEngine(...)` or `await open()`.")
+        return self._engine
+
+    @property
+    def adb(self) -> AsyncDatabase:
+        """The async connection pool reads run on; opened by :meth:`open`."""
+        if self._adb is None:
+            raise RuntimeError("the AsyncEngine is not open yet; use `async with AsyncEngine(...)` or `await open()`.")
+        return self._adb
+
+    async def _run(self, steps: Steps[T]) -> T:
+        _, adb = await self._ready()
+        return await adb.run(steps)
+
+    # -- reads: async I/O on the shared steps ----------------------------------------------
+
+    async def ping(self) -> None:
+        """One round trip to the database (``GET /api/health``)."""
+        _, adb = await self._ready()
+        await adb.fetchall("SELECT 1 AS ok")
+
+    async def collection(self, name: str) -> CollectionInfo:
+        """The collection record of ``name`` (:meth:`Engine.collection`)."""
+        from .collection import read_collection_steps
+
+        return await self._run(read_collection_steps(name))
+
+    async def collections(self) -> list[dict[str, Any]]:
+        """Every collection with its active snapshot's counts (:meth:`Engine.collections`)."""
+        from .store.collections import list_collections_steps
+
+        return await self._run(list_collections_steps())
+
+    async def _snapshot_for(self, coll: CollectionInfo, snapshot: int | None) -> dict[str, Any]:
+        from .snapshot.lifecycle import resolve_steps
+
+        return await self._run(resolve_steps(coll, snapshot))
+
+    async def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> dict[str, Any]:
+        """The stored version of ``doc_id`` in ``snapshot`` (default: the active one) (:meth:`Engine.document`)."""
+        from .snapshot.document import get_document_steps
+
+        coll = await self.collection(name)
+        snap = await self._snapshot_for(coll, snapshot)
+        return await self._run(get_document_steps(coll, int(snap["id"]), doc_id))
+
+    async def list_snapshots(self, name: str) -> list[dict[str, Any]]:
+        """Every snapshot of ``name``, oldest first (:meth:`Engine.list_snapshots`)."""
+        from .snapshot.lifecycle import list_snapshots_steps
+
+        eng, _ = await self._ready()
+        coll = await self.collection(name)
+        return await self._run(list_snapshots_steps(eng.db, coll))
+
+    async def readiness(self) -> dict[str, Any]:
+        """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
+        from .snapshot.health import readiness_steps
+
+        eng, adb = await self._ready()
+        return await adb.run(readiness_steps(eng.settings.statement_timeout, lambda: adb.recoveries))
+
+    async def search_sql(self, name: str, query: str, **kwargs: Any) -> tuple[str, dict[str, Any]]:
+        """The SQL and parameters :meth:`search` would run, without running it; writes nothing."""
+        from .search.execute import SearchRequest, search_sql_steps
+
+        eng, adb = await self._ready()
+        with refusals_as(QueryError):
+            req = SearchRequest.of(name, query, **kwargs)
+            req.check()
+            coll = await self.collection(name)
+            snap = await self._snapshot_for(coll, req.snapshot)
+            # The embedder is resolved (a model loaded) only for a vector branch, in a worker thread.
+            steps = search_sql_steps(adb.dsn, eng.settings, coll, snap, req, eng._collection_embedder)
+            q, p = await adb.run(steps)
+            async with adb.connection() as conn:
+                return q.as_string(conn), p
+
+    async def search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
+        """Search ``name``: the fused, tie-broken top ``k`` (:meth:`Engine.search`, same keywords and result).
+
+        With read replicas it runs the sync Engine's router in a worker thread (see the module docstring).
+        """
+        eng, _ = await self._ready()
+        if eng.router is not None:
+            return await asyncio.to_thread(eng.search, name, query, **kwargs)
+        with refusals_as(QueryError):
+            return await self._search(name, query, **kwargs)
+
+    async def _search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
+        from .search.execute import SearchRequest, search_steps
+
+        eng, adb = await self._ready()
+        t0 = time.perf_counter()
+        req = SearchRequest.of(name, query, **kwargs)
+        req.check()
+        coll = await self.collection(name)
+        snap = await self._snapshot_for(coll, req.snapshot)
+        steps = search_steps(adb.dsn, eng.db, eng.settings, coll, snap, req, eng._collection_embedder, started=t0)
+        return await adb.run(steps)
+
+    async def replay(self, query_id: int) -> ReplayReport:
+        """Re-run logged query ``query_id`` on its snapshot (:meth:`Engine.replay`); async I/O throughout."""
+        from .search.execute import SearchRequest, search_steps
+        from .search.log import replay_steps
+
+        eng, adb = await self._ready()
+        if eng.router is not None:
+            report: ReplayReport = await asyncio.to_thread(eng.replay, query_id)
+            return report
+
+        def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
+            from .collection import read_collection_steps
+            from .snapshot.lifecycle import resolve_steps
+
+            req = SearchRequest.of(name, query, **kwargs)
+            req.check()
+            coll = yield from read_collection_steps(name)
+            snap = yield from resolve_steps(coll, req.snapshot)
+            result: SearchResult = yield from search_steps(
+                adb.dsn, eng.db, eng.settings, coll, snap, req, eng._collection_embedder
+            )
+            return result
+
+        with refusals_as(QueryError):
+            return await adb.run(replay_steps(eng.db, eng.settings, searched, query_id))
+
+    # -- writes and ask: the sync Engine in a worker thread ------------------------------------
+
+    async def ingest(self, name: str, source: Any, **kwargs: Any) -> IngestReport:
+        """:meth:`Engine.ingest` in a worker thread (chunking, embedding and table builds are blocking work)."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.ingest, name, source, **kwargs)
+
+    async def create_collection(self, name: str, **kwargs: Any) -> CollectionInfo:
+        """:meth:`Engine.create_collection` in a worker thread."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.create_collection, name, **kwargs)
+
+    async def activate(self, name: str, snapshot_id: int) -> dict[str, Any]:
+        """:meth:`Engine.activate` in a worker thread (it waits for the collection's writer lock)."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.activate, name, snapshot_id)
+
+    async def rollback(self, name: str) -> dict[str, Any]:
+        """:meth:`Engine.rollback` in a worker thread."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.rollback, name)
+
+    async def drop_snapshot(self, name: str, snapshot_id: int) -> dict[str, Any]:
+        """:meth:`Engine.drop_snapshot` in a worker thread."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.drop_snapshot, name, snapshot_id)
+
+    async def ask(
+        self,
+        name: str,
+        question: str,
+        *,
+        filter: Any = None,
+        as_of: datetime | str | None = None,
+        snapshot: int | None = None,
+        chunks: int = 8,
+        generator: str = "extractive",
+    ) -> Answer:
+        """:meth:`Engine.ask` in a worker thread: the generator (a model or an HTTP call) is blocking work."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(
+            eng.ask,
+            name,
+            question,
+            filter=filter,
+            as_of=as_of,
+            snapshot=snapshot,
+            chunks=chunks,
+            generator=generator,
+        )

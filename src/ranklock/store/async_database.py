@@ -1,0 +1,331 @@
+"""The async twin of :class:`~ranklock.store.database.Database`: psycopg_pool's ``AsyncConnectionPool``.
+
+``AsyncEngine`` reads through it; the read paths themselves are the steps
+generators of ranklock.store.steps, shared with the sync ``Database``, so this
+module holds no SQL of a feature, only connections:
+
+* the same connection settings as the sync pool (pgvector registered, no
+  server-side prepared statements, ``plan_cache_mode = force_custom_plan``, one
+  traced cursor), so a statement is planned the same way on either;
+* the same recovery: a dead connection found at checkout, or one that breaks
+  under a request, restarts the embedded server (the ``restart`` hook runs in a
+  worker thread: it blocks for seconds) or reaches the external one again, and
+  replaces the pool; a request whose connection broke gets
+  :class:`~ranklock.errors.DatabaseUnavailable` (HTTP 503);
+* one pool per event loop: asyncio objects belong to the loop that made them,
+  so used from another loop (a second ``asyncio.run``, a test client that runs
+  each request in a fresh loop) the database opens a new pool there and closes
+  the old pool's connections without awaiting anything on a loop that may be gone.
+
+It never migrates: ``AsyncEngine`` opens a sync ``Engine`` first, whose
+``Database`` checks the server and migrates the schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import dict_row, tuple_row
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from ..errors import DatabaseUnavailable, QueryTimeout
+from .database import _first_line, _redact
+from .errors import map_data_errors
+from .steps import Block, Fetch, Offload, Step, Steps
+from .timeout import SET_TIMEOUT, timeout_error, timeout_value
+from .trace import Hooks, Timer, Tracer, async_cursor_class
+
+__all__ = ["AsyncDatabase"]
+
+T = TypeVar("T")
+AConn = psycopg.AsyncConnection[Any]
+
+
+class _LoopPool:
+    """One event loop's pool, the connections it made (to close them from anywhere), and its recovery lock."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], conns: weakref.WeakSet[AConn], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.pool = pool
+        self.conns = conns
+        self.loop = loop
+        self.lock = asyncio.Lock()
+        self.generation = 0
+
+    def abandon(self) -> None:
+        # The pool's loop is gone or another one: nothing of it can be awaited here.
+        # Closing each socket (PQfinish) frees the server's backends at once.
+        for conn in list(self.conns):
+            if not conn.closed:
+                conn.pgconn.finish()
+
+
+class AsyncDatabase:
+    """An ``AsyncConnectionPool`` on ``dsn``; reads run as steps (:meth:`run`).
+
+    ``restart`` (the embedded server's) brings a server that died back and returns
+    the DSN; ``pool_timeout`` bounds the wait for a connection, as in ``Database``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        tracer: Tracer | None = None,
+        timer: Timer | None = None,
+        min_size: int = 1,
+        max_size: int = 8,
+        pool_timeout: float = 5.0,
+        restart: Callable[[], str] | None = None,
+    ) -> None:
+        self.dsn = dsn
+        self.cursor_factory = async_cursor_class(Hooks(tracer=tracer, timer=timer))
+        self.min_size, self.max_size = min_size, max_size
+        self.pool_timeout = pool_timeout
+        self._restart = restart
+        self._current: _LoopPool | None = None
+        self._closed = False
+        self.recoveries = 0
+        # Closing a replaced pool runs in the background (as the sync Database's thread does);
+        # kept here so the task is neither garbage-collected nor left running when we release.
+        self._closing: set[asyncio.Task[None]] = set()
+
+    # -- the pool of this loop ----------------------------------------------------
+
+    async def _loop_pool(self) -> _LoopPool:
+        if self._closed:
+            raise DatabaseUnavailable("the async connection pool is closed; open a new AsyncEngine.")
+        loop = asyncio.get_running_loop()
+        current = self._current
+        if current is not None and current.loop is loop:
+            return current
+        if current is not None:
+            current.abandon()
+        self._current = _LoopPool(*await self._open_pool(), loop)
+        return self._current
+
+    async def _open_pool(self) -> tuple[AsyncConnectionPool[Any], weakref.WeakSet[AConn]]:
+        conns: weakref.WeakSet[AConn] = weakref.WeakSet()
+
+        async def configure(conn: AConn) -> None:
+            from pgvector.psycopg import register_vector_async
+
+            await register_vector_async(conn)
+            # As in Database: always plan with the actual parameter values.
+            await conn.execute("SET plan_cache_mode = force_custom_plan")
+            conns.add(conn)
+
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            self.dsn,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            open=False,
+            configure=configure,
+            timeout=self.pool_timeout,
+            # The sync pool's reasons hold here too (ranklock.store.database): no prepared
+            # statements (one statement, one plan), a bounded connect, the traced cursor.
+            kwargs={
+                "autocommit": True,
+                "prepare_threshold": None,
+                "connect_timeout": max(2, int(self.pool_timeout)),
+                "cursor_factory": self.cursor_factory,
+            },
+        )
+        await pool.open()
+        return pool, conns
+
+    async def close(self) -> None:
+        """Close this loop's pool (other loops' connections are closed without awaiting); no use after."""
+        self._closed = True
+        await self.release()
+
+    async def release(self) -> None:
+        """Close the pool and its connections; a later use opens a new pool (a server's shutdown hook)."""
+        current, self._current = self._current, None
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        mine = [t for t in self._closing if t.get_loop() is running]
+        self._closing.clear()  # another loop's tasks cannot be awaited here; that loop ends them
+        if mine:
+            await asyncio.gather(*mine, return_exceptions=True)
+        if current is None:
+            return
+        if current.loop is running:
+            await current.pool.close()
+        else:
+            current.abandon()
+
+    def backend_pids(self) -> list[int]:
+        """The server process ids of the connections this database holds open now (none after :meth:`close`)."""
+        current = self._current
+        if current is None:
+            return []
+        return sorted(c.info.backend_pid for c in list(current.conns) if not c.closed)
+
+    # -- connections ---------------------------------------------------------------
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AConn]:
+        """A checked connection from this loop's pool; a lost server is restarted or reached again."""
+        lp, gen, conn = await self._checkout()
+        try:
+            with map_data_errors():
+                async with conn:  # commit or roll back, as the sync Database does
+                    yield conn
+        except psycopg.OperationalError as exc:
+            if not (conn.broken or conn.closed):
+                raise
+            await self.recover(lp, gen, f"the connection broke during the request: {_first_line(exc)}")
+            raise DatabaseUnavailable(
+                f"the connection to PostgreSQL was lost during this request ({_first_line(exc)}); "
+                f"{self._what_recovery_did()}. Retry the request."
+            ) from exc
+        finally:
+            await lp.pool.putconn(conn)
+
+    async def _checkout(self) -> tuple[_LoopPool, int, AConn]:
+        # Checked here, not with the pool's `check=`, for the sync Database's reason: after a
+        # crash every idle connection is dead, and the first dead one should start a recovery.
+        recovered = False
+        while True:
+            lp = await self._loop_pool()
+            pool, gen = lp.pool, lp.generation
+            try:
+                conn = await pool.getconn(timeout=self.pool_timeout)
+            except PoolClosed as exc:
+                if gen != lp.generation:
+                    continue
+                raise DatabaseUnavailable(f"the connection pool is closed ({exc}); open a new AsyncEngine.") from exc
+            except PoolTimeout as exc:
+                if gen != lp.generation:
+                    continue
+                stats = pool.get_stats()
+                if stats.get("pool_size", 0) >= self.max_size and not stats.get("pool_available", 0):
+                    raise DatabaseUnavailable(
+                        f"all {self.max_size} database connections stayed busy for {self.pool_timeout:g} s "
+                        "(pool_timeout); the server is overloaded by concurrent searches. Retry later, or raise "
+                        "RANKLOCK_POOL_TIMEOUT."
+                    ) from exc
+                if recovered:
+                    raise DatabaseUnavailable(
+                        f"no database connection within {self.pool_timeout:g} s even after reconnecting; "
+                        "retry the request, and check the server (`ranklock db status`)."
+                    ) from exc
+                await self.recover(lp, gen, f"no connection within {self.pool_timeout:g} s")
+                recovered = True
+                continue
+            try:
+                await AsyncConnectionPool.check_connection(conn)
+            except psycopg.Error as exc:
+                await pool.putconn(conn)  # broken: the pool discards it
+                if recovered:
+                    raise DatabaseUnavailable(
+                        f"the database connection failed right after reconnecting ({_first_line(exc)}); "
+                        "retry the request, and check the server (`ranklock db status`)."
+                    ) from exc
+                await self.recover(lp, gen, _first_line(exc))
+                recovered = True
+                continue
+            return lp, gen, conn
+
+    async def recover(self, lp: _LoopPool, generation: int, reason: str) -> None:
+        """Restart (embedded) or reach again (external) the server, then replace this loop's pool."""
+        async with lp.lock:
+            if generation != lp.generation:
+                return  # another task already replaced the pool it saw fail
+            try:
+                if self._restart is not None:
+                    # Starting a server blocks for seconds: not on the event loop.
+                    self.dsn = await asyncio.to_thread(self._restart)
+                probe = await psycopg.AsyncConnection.connect(
+                    self.dsn, connect_timeout=max(2, int(self.pool_timeout)), autocommit=True
+                )
+                await probe.close()
+            except (psycopg.OperationalError, DatabaseUnavailable) as exc:
+                how = (
+                    "restart the embedded server"
+                    if self._restart is not None
+                    else f"reach PostgreSQL at {_redact(self.dsn)}"
+                )
+                raise DatabaseUnavailable(
+                    f"lost the database connection ({reason}) and could not {how}: {_first_line(exc)}. "
+                    "ranklock tries again on every request; start the server or fix the DSN "
+                    "(`ranklock db status` says whether the embedded server runs)."
+                ) from exc
+            old = lp.pool
+            lp.pool, lp.conns = await self._open_pool()
+            lp.generation += 1
+            self.recoveries += 1
+            # Tasks still waiting on the old pool get PoolClosed and move to the new one.
+            task = asyncio.get_running_loop().create_task(old.close(timeout=2.0))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    def _what_recovery_did(self) -> str:
+        if self._restart is not None:
+            return "ranklock restarted the embedded server and reconnected"
+        return "ranklock reconnected to the server"
+
+    # -- running steps -------------------------------------------------------------
+
+    async def run(self, steps: Steps[T]) -> T:
+        """Run a steps generator (ranklock.store.steps) with genuinely async I/O; CPU work goes to a thread."""
+        return await self._drive(None, steps)
+
+    async def fetchall(self, query: Any, params: Any = None) -> list[dict[str, Any]]:
+        """Every row of one statement, as dicts."""
+        rows: list[dict[str, Any]] = await self._do(None, Fetch(query, params))
+        return rows
+
+    async def _drive(self, conn: AConn | None, steps: Steps[T]) -> T:
+        # The async mirror of steps.drive: an error is thrown back in at the generator's yield.
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, error = None, None
+            try:
+                value = await self._do(conn, step)
+            except Exception as exc:
+                error = exc
+
+    async def _do(self, conn: AConn | None, step: Step) -> Any:
+        if isinstance(step, Offload):
+            return await asyncio.to_thread(step.fn)
+        async with AsyncExitStack() as stack:
+            c = conn if conn is not None else await stack.enter_async_context(self.connection())
+            if isinstance(step, Fetch):
+                return await _fetch(c, step)
+            return await self._block(c, step)
+
+    async def _block(self, conn: AConn, step: Block) -> Any:
+        async with AsyncExitStack() as stack:
+            if step.transaction:
+                await stack.enter_async_context(conn.transaction())
+            if step.timeout is None:
+                return await self._drive(conn, step.steps)
+            await conn.execute(SET_TIMEOUT, [timeout_value(step.timeout)])
+            try:
+                return await self._drive(conn, step.steps)
+            except psycopg.errors.QueryCanceled as exc:
+                mapped: QueryTimeout | None = timeout_error(exc, step.timeout)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+
+
+async def _fetch(conn: AConn, step: Fetch) -> list[Any]:
+    async with conn.cursor(row_factory=dict_row if step.dicts else tuple_row) as cur:
+        await cur.execute(step.query, step.params)  # type: ignore[arg-type]
+        return await cur.fetchall() if cur.description is not None else []
