@@ -42,7 +42,7 @@ def test_strategy_follows_selectivity(engine: Engine, hnsw_coll: str) -> None:
     big = engine.search(hnsw_coll, "item", k=5, mode="semantic", filter="n < 100", exact_threshold=50)
     assert big.params["vector_strategy"] == "hnsw"
     assert big.params["iterative_scan"] == "strict_order"
-    assert (big.params["ef_search"], big.params["max_scan_tuples"]) == (100, 20000)
+    assert (big.params["ef_search"], big.params["max_scan_tuples"]) == (200, 20000)
     assert big.params["matching_chunks"] == 100 and big.params["vector_fallback"] is None
     # a full count from an ANN index: approximate order, said so
     assert (big.matching_count, big.complete, big.truncation, len(big.hits)) == (100, False, "approximate_index", 5)
@@ -55,14 +55,14 @@ def test_strategy_follows_selectivity(engine: Engine, hnsw_coll: str) -> None:
 
 def test_ef_search_is_chosen_from_the_filters_selectivity(engine: Engine, hnsw_coll: str) -> None:
     # The candidate list is sized so the chunks passing the filter alone can fill
-    # the branch's fetch (depth 40 here): ef = max(100, ceil(40 / selectivity)), at most 1000.
+    # the branch's fetch (depth 40 here): ef = max(200, ceil(40 / selectivity)), at most 1000.
     def ef(flt: str | None, **kw: object) -> object:
         res = engine.search(hnsw_coll, "item", k=5, mode="semantic", filter=flt, exact_threshold=0, **kw)
         assert res.params["vector_strategy"] == "hnsw"
         return res.params["ef_search"]
 
-    assert ef(None) == 100  # unfiltered: the base list
-    assert ef("n < 100") == 100  # 100 of 120 pass: 40 / 0.83 = 48, below the base
+    assert ef(None) == 200  # unfiltered: the base list
+    assert ef("n < 100") == 200  # 100 of 120 pass: 40 / 0.83 = 48, below the base
     assert ef("n < 10") == 480  # 10 of 120: 40 / (10 / 120)
     assert ef("n < 2") == 1000  # 40 / (2 / 120) = 2400, capped at pgvector's maximum
     assert ef("n < 10", ef_search=50) == 50  # an explicit value is the caller's

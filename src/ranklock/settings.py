@@ -288,7 +288,7 @@ class SearchParams(BaseModel):
         ge=1,
         le=1000,
         description="HNSW candidate list size (hnsw.ef_search); unset: chosen per query from the filter's "
-        "selectivity, max(100, ceil(fetched chunks / selectivity)) up to 1000.",
+        "selectivity, max(200, ceil(fetched chunks / selectivity)) up to 1000.",
     )
     iterative_scan: Literal["off", "strict_order", "relaxed_order"] = Field(
         "strict_order", description="pgvector iterative index scan mode: off, strict_order or relaxed_order."
