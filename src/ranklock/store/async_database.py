@@ -34,7 +34,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import DatabaseUnavailable, QueryTimeout
-from .database import _first_line, _redact
+from .database import _first_line, _redact, pool_timeout_error
 from .errors import map_data_errors
 from .steps import Block, Fetch, Offload, Step, Steps
 from .timeout import SET_TIMEOUT, timeout_error, timeout_value
@@ -175,7 +175,7 @@ class AsyncDatabase:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AConn]:
         """A checked connection from this loop's pool; a lost server is restarted or reached again."""
-        lp, gen, conn = await self._checkout()
+        lp, pool, gen, conn = await self._checkout()
         try:
             with map_data_errors():
                 async with conn:  # commit or roll back, as the sync Database does
@@ -189,9 +189,11 @@ class AsyncDatabase:
                 f"{self._what_recovery_did()}. Retry the request."
             ) from exc
         finally:
-            await lp.pool.putconn(conn)
+            # Back to the pool it came from: a recovery meanwhile (this request's or
+            # another's) replaced lp.pool, and a pool refuses another pool's connection.
+            await pool.putconn(conn)
 
-    async def _checkout(self) -> tuple[_LoopPool, int, AConn]:
+    async def _checkout(self) -> tuple[_LoopPool, AsyncConnectionPool[Any], int, AConn]:
         # Checked here, not with the pool's `check=`, for the sync Database's reason: after a
         # crash every idle connection is dead, and the first dead one should start a recovery.
         recovered = False
@@ -207,18 +209,9 @@ class AsyncDatabase:
             except PoolTimeout as exc:
                 if gen != lp.generation:
                     continue
-                stats = pool.get_stats()
-                if stats.get("pool_size", 0) >= self.max_size and not stats.get("pool_available", 0):
-                    raise DatabaseUnavailable(
-                        f"all {self.max_size} database connections stayed busy for {self.pool_timeout:g} s "
-                        "(pool_timeout); the server is overloaded by concurrent searches. Retry later, or raise "
-                        "RANKLOCK_POOL_TIMEOUT."
-                    ) from exc
-                if recovered:
-                    raise DatabaseUnavailable(
-                        f"no database connection within {self.pool_timeout:g} s even after reconnecting; "
-                        "retry the request, and check the server (`ranklock db status`)."
-                    ) from exc
+                failed = pool_timeout_error(pool.get_stats(), self.max_size, self.pool_timeout, recovered)
+                if failed is not None:
+                    raise failed from exc
                 await self.recover(lp, gen, f"no connection within {self.pool_timeout:g} s")
                 recovered = True
                 continue
@@ -234,7 +227,7 @@ class AsyncDatabase:
                 await self.recover(lp, gen, _first_line(exc))
                 recovered = True
                 continue
-            return lp, gen, conn
+            return lp, pool, gen, conn
 
     async def recover(self, lp: _LoopPool, generation: int, reason: str) -> None:
         """Restart (embedded) or reach again (external) the server, then replace this loop's pool."""

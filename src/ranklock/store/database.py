@@ -31,7 +31,7 @@ from .errors import map_data_errors
 from .migrate import MIN_PGVECTOR, MIN_POSTGRES, check_server, migrate, migrations
 from .trace import Hooks, Timer, Tracer, cursor_class
 
-__all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES", "Timer", "Tracer"]
+__all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES", "Timer", "Tracer", "pool_timeout_error"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -42,6 +42,28 @@ def _first_line(exc: BaseException) -> str:
 def _redact(dsn: str) -> str:
     dsn = re.sub(r"(//[^:/@\s]+):[^@/\s]*@", r"\1:***@", dsn)
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+
+
+def pool_timeout_error(
+    stats: dict[str, int], max_size: int, pool_timeout: float, recovered: bool
+) -> DatabaseUnavailable | None:
+    """Why no connection came within ``pool_timeout``, or None when a recovery should be tried.
+
+    Every connection busy is overload, not a dead server: reconnecting would not
+    help.  Shared by the sync and the async pool (ranklock.store.async_database).
+    """
+    if stats.get("pool_size", 0) >= max_size and not stats.get("pool_available", 0):
+        return DatabaseUnavailable(
+            f"all {max_size} database connections stayed busy for {pool_timeout:g} s "
+            "(pool_timeout); the server is overloaded by concurrent searches. Retry later, or raise "
+            "RANKLOCK_POOL_TIMEOUT."
+        )
+    if recovered:
+        return DatabaseUnavailable(
+            f"no database connection within {pool_timeout:g} s even after reconnecting; "
+            "retry the request, and check the server (`ranklock db status`)."
+        )
+    return None
 
 
 class Database:
@@ -165,18 +187,9 @@ class Database:
             except PoolTimeout as exc:
                 if gen != self._generation:
                     continue
-                stats = pool.get_stats()
-                if stats.get("pool_size", 0) >= self.max_size and not stats.get("pool_available", 0):
-                    raise DatabaseUnavailable(
-                        f"all {self.max_size} database connections stayed busy for {self.pool_timeout:g} s "
-                        "(pool_timeout); the server is overloaded by concurrent searches. Retry later, or raise "
-                        "RANKLOCK_POOL_TIMEOUT."
-                    ) from exc
-                if recovered:
-                    raise DatabaseUnavailable(
-                        f"no database connection within {self.pool_timeout:g} s even after reconnecting; "
-                        "retry the request, and check the server (`ranklock db status`)."
-                    ) from exc
+                failed = pool_timeout_error(pool.get_stats(), self.max_size, self.pool_timeout, recovered)
+                if failed is not None:
+                    raise failed from exc
                 self.recover(gen, f"no connection within {self.pool_timeout:g} s")
                 recovered = True
                 continue
