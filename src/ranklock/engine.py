@@ -470,25 +470,15 @@ class Engine:
             return self._search(name, query, **kwargs)
         return self.router.run(name, kwargs.get("snapshot"), lambda: self._search(name, query, **kwargs))
 
-    def _search(
-        self,
-        name: str,
-        query: str,
-        *,
-        k: int = 10,
-        mode: str = "hybrid",
-        filter: Any = None,
-        snapshot: int | None = None,
-        as_of: datetime | str | None = None,
-        **params: Any,
-    ) -> SearchResult:
+    def _search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
         from .search.execute import SearchRequest, run_search
 
         t0 = time.perf_counter()
-        req = SearchRequest(name, query, k, mode, filter, snapshot, as_of, params)
+        # SearchRequest.of holds the keywords and their defaults, once for every caller.
+        req = SearchRequest.of(name, query, **kwargs)
         req.check()
         coll = self.collection(name)
-        snap = self._snapshot_for(coll, snapshot)
+        snap = self._snapshot_for(coll, req.snapshot)
         # Reads on this thread's node (ranklock.store.replicas); the query log and result cache on the primary.
         return run_search(
             self.rdb, self.settings, coll, snap, req, self._collection_embedder, started=t0, primary=self.db
