@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ranklock import Document, Engine, QueryError
+from ranklock import Document, Engine, IngestError, QueryError
 
 QUERY = "remote work policy for employees"
 
@@ -115,3 +115,12 @@ def test_nothing_in_ranking_reads_the_clock(engine: Engine, coll: str) -> None:
         for mode in ("hybrid", "lexical", "semantic"):
             text, _ = engine.search_sql(coll, QUERY, k=3, mode=mode, as_of=as_of)
             assert not _CLOCK.search(text), (mode, as_of)
+
+
+def test_a_naive_effective_date_is_refused_before_anything_is_stored(engine: Engine, coll: str) -> None:
+    before = engine.collection(coll).active_snapshot_id
+    docs = [*corpus(coll), Document("late", "", "A late note on remote work.", {"effective_from": "2024-05-01"})]
+    with pytest.raises(IngestError, match=r"document 'late': effective_from '2024-05-01' has no time zone"):
+        engine.ingest(coll, docs, replace=True)
+    assert engine.collection(coll).active_snapshot_id == before
+    assert ids(engine, coll, "2024-06-01T00:00:00Z") == ["handbook", "policy_v2"]

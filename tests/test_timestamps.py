@@ -9,7 +9,8 @@ import pytest
 
 from ranklock.collection import FieldSpec
 from ranklock.errors import IngestError, SnapshotError
-from ranklock.ingest.fields import coerce_value
+from ranklock.ingest import Document
+from ranklock.ingest.fields import check_effective_dates, coerce_value
 from ranklock.ingest.timestamps import TimestampError, parse_date, parse_timestamp
 from ranklock.snapshot.build import _ts
 
@@ -72,9 +73,51 @@ def test_ingest_fields_keep_their_messages() -> None:
     )
 
 
-def test_effective_dates_still_accept_a_naive_timestamp() -> None:
-    assert _ts("2026-01-31T00:00:00") == datetime(2026, 1, 31)
+def test_a_stored_naive_effective_date_is_read_as_utc_not_in_the_session_zone() -> None:
+    # Only documents stored before ingest refused naive dates can reach the builder so.
+    assert _ts("2026-01-31T00:00:00") == datetime(2026, 1, 31, tzinfo=UTC)
+    assert _ts("2026-01-31T00:00:00+02:00") == datetime(2026, 1, 30, 22, tzinfo=UTC)
     assert _ts(None) is None
     with pytest.raises(SnapshotError) as exc:
         _ts("soon")
     assert str(exc.value) == "bad effective_from/effective_to value 'soon': use ISO 8601."
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        (
+            {"effective_from": "2026-01-31T00:00:00"},
+            "document 'd1': effective_from '2026-01-31T00:00:00' has no time zone, so it would mean a different "
+            "instant on a server in another zone; write it with Z (UTC) or an offset, e.g. '2026-01-31T00:00:00Z'.",
+        ),
+        (
+            {"effective_to": "2026-01-31"},
+            "document 'd1': effective_to '2026-01-31' has no time zone, so it would mean a different instant on a "
+            "server in another zone; write it with Z (UTC) or an offset, e.g. '2026-01-31T00:00:00Z'.",
+        ),
+        (
+            {"effective_from": "next tuesday"},
+            "document 'd1': effective_from 'next tuesday' is not an ISO 8601 timestamp; write it like "
+            "'2026-01-31T00:00:00Z'.",
+        ),
+        (
+            {"effective_from": "2026-01-31T00:00:00Z", "effective_to": "2026-01-31T01:00:00+01:00"},
+            "document 'd1': effective_to '2026-01-31T01:00:00+01:00' is not after effective_from "
+            "'2026-01-31T00:00:00Z', so no as_of could ever find the document (effective_from is inclusive, "
+            "effective_to exclusive); fix the dates, or leave effective_to out for no end.",
+        ),
+    ],
+)
+def test_ingest_refuses_a_naive_or_empty_effective_window(metadata: dict[str, Any], message: str) -> None:
+    with pytest.raises(IngestError) as exc:
+        check_effective_dates(Document("d1", "", "text", metadata))
+    assert str(exc.value) == message
+
+
+def test_effective_dates_with_a_zone_pass() -> None:
+    check_effective_dates(Document("d1", "", "t", {"effective_from": "2026-01-31T00:00:00+05:30"}))
+    check_effective_dates(Document("d1", "", "t", {"effective_to": "2026-01-31T00:00:00Z"}))
+    check_effective_dates(
+        Document("d1", "", "t", {"effective_from": "2020-01-01T00:00:00Z", "effective_to": "2020-01-01T00:00:01Z"})
+    )

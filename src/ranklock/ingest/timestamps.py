@@ -18,15 +18,16 @@ Who passes what (unchanged from before the parsers were merged):
 
     caller                         require_tz  stringify  allow_datetime (dates)
     ingest typed field             yes         yes        yes
-    effective_from / effective_to  no          yes        -
+    effective_from / effective_to  yes         yes        -      (ingest; see ingest.fields)
     filter value                   yes         no         no
     as_of                          yes         no         -
 
 ``stringify`` parses ``str(value)`` of a value that is neither a string nor
 a datetime (a JSON number in a document's metadata); without it such a
-value is refused (reason ``"type"``).  A naive ``effective_from`` lands in
-a ``timestamptz`` column in the session's time zone: kept as it was, and a
-known hazard to fix on its own.
+value is refused (reason ``"type"``).  A naive ``effective_from`` used to
+land in a ``timestamptz`` column in the session's time zone (host-dependent);
+ingest now refuses it, and one stored before that is read as UTC
+(``ranklock.ingest.fields.effective_timestamp``).
 """
 
 from __future__ import annotations

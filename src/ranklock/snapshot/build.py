@@ -459,12 +459,11 @@ def _build(
 
 
 def _ts(value: Any) -> Any:
-    if value is None:
-        return None
-    from ..ingest.timestamps import TimestampError, parse_timestamp
+    from ..ingest.fields import effective_timestamp
+    from ..ingest.timestamps import TimestampError
 
     try:
-        # A naive value is accepted here, as it always was (see ranklock.ingest.timestamps).
-        return parse_timestamp(value, require_tz=False, stringify=True)
+        # Naive only for documents stored before ingest refused it: read as UTC, never the session's zone.
+        return effective_timestamp(value)
     except TimestampError as exc:
         raise SnapshotError(f"bad effective_from/effective_to value {value!r}: use ISO 8601.") from exc

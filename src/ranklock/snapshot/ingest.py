@@ -23,7 +23,7 @@ from ..embed.base import Embedder
 from ..errors import IngestError
 from ..ingest.chunker import document_text
 from ..ingest.document import Document
-from ..ingest.fields import coerce_document_fields
+from ..ingest.fields import check_effective_dates, coerce_document_fields
 from ..store.database import Database
 from ..store.documents import load_versions, snapshot_hashes, store_versions
 from . import lifecycle
@@ -104,9 +104,10 @@ def ingest_snapshot(
     """
     name = coll.name
     progress = progress or _noop
-    # Validate typed fields before any work, so a bad document never half-applies.
+    # Validate typed fields and effective dates before any work, so a bad document never half-applies.
     for d in given.values():
         coerce_document_fields(coll, d)
+        check_effective_dates(d)
     # The slow part first, with no lock held: chunks cut, vectors cached.
     prepared = prepare_documents(db, coll, list(given.values()), emb, progress)
     with writing(db, coll.id, name, lock_wait) as waited:
