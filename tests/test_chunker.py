@@ -12,7 +12,7 @@ from fakes import HashEmbedder, SpaceTok, use_hash_embedder
 from ranklock import ChunkerParams, Document, Engine
 from ranklock.embed.base import token_capacity
 from ranklock.embed.sentence import HFTokenizer, default_embedder
-from ranklock.ingest.chunker import BOUNDARY_RULES, Chunk, boundaries, chunk_text, effective_window
+from ranklock.ingest.chunker import BOUNDARY_RULES, Chunk, boundaries, chunk_text, effective_window, last_window
 from ranklock.snapshot.build import chunk_table
 
 
@@ -74,8 +74,14 @@ def _words(strength: list[int]) -> list[int]:
     return sizes + [run] * run
 
 
-def _check(text: str, chunks: list[Chunk], spans: list[tuple[int, int]], window: int, overlap: int) -> None:
-    """Exact offsets, full coverage, within the window, whole words, at least ``overlap`` shared tokens."""
+def _check(
+    text: str, chunks: list[Chunk], spans: list[tuple[int, int]], window: int, overlap: int, cap: int | None = None
+) -> None:
+    """Exact offsets, full coverage, within the window, whole words, at least ``overlap`` shared tokens.
+
+    ``cap``: the model reads a chunk's first ``cap`` tokens; then the last chunk is within it and
+    every token is read by some chunk's vector.
+    """
     assert [c.number for c in chunks] == list(range(len(chunks)))
     strength = boundaries(text, spans)
     word = _words(strength)
@@ -111,6 +117,14 @@ def _check(text: str, chunks: list[Chunk], spans: list[tuple[int, int]], window:
         prev = (first, last)
     # Every token of the document is in some chunk.
     assert all(covered)
+    if cap is not None and chunks:
+        assert ends[chunks[-1].end] - starts[chunks[-1].start] + 1 <= cap
+        read = [False] * len(spans)
+        for c in chunks:
+            first, last = starts[c.start], ends[c.end]
+            for i in range(first, min(last + 1, first + cap)):
+                read[i] = True
+        assert all(read)
 
 
 @settings(max_examples=200, deadline=None)
@@ -211,33 +225,71 @@ def test_a_word_longer_than_the_window_is_cut_and_the_words_around_it_are_whole_
     ]
 
 
-def test_the_window_fits_what_the_model_reads_minilm() -> None:
-    """all-MiniLM-L6-v2 reads 256 tokens with [CLS] and [SEP]: a 256-token chunk would lose its last two."""
+class _CappedSpaceTok(SpaceTok):
+    """Whitespace tokens, and a model that reads ``max_tokens`` of them."""
+
+    id = "space-capped"
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts(),
+    st.integers(min_value=2, max_value=40),
+    st.integers(min_value=0, max_value=39),
+    st.integers(min_value=1, max_value=40),
+)
+def test_every_token_is_read_by_some_vector_when_the_model_reads_less_than_the_window(
+    text: str, window: int, overlap: int, cap: int
+) -> None:
+    """The window may pass the model's limit by the overlap; the last chunk never passes it."""
+    overlap = min(overlap, window - 1)
+    tok = _CappedSpaceTok(cap)
+    chunks = chunk_text(text, tok, window, overlap)
+    w, o = effective_window(window, overlap, tok)
+    assert w == min(window, cap + min(overlap, cap - 1)) and o == min(overlap, cap - 1, w - 1)
+    _check(text, chunks, tok.offsets(text), w, o, cap=min(w, cap))
+
+
+def test_the_window_passes_the_model_by_at_most_the_overlap_minilm() -> None:
+    """all-MiniLM-L6-v2 reads 254 tokens of a text; a 256-token chunk's last two are read by the next chunk."""
     tok = minilm()
     assert token_capacity(tok) == 254
-    assert effective_window(256, 32, tok) == (254, 32)
+    assert effective_window(256, 32, tok) == (256, 32)
+    assert effective_window(512, 32, tok) == (286, 32)
     assert effective_window(128, 32, tok) == (128, 32)
-    assert effective_window(512, 300, tok) == (254, 253)
+    assert effective_window(512, 300, tok) == (507, 253)  # the overlap within what the model reads
+    assert last_window(256, tok) == 254 and last_window(128, tok) == 128
     assert token_capacity(SpaceTok()) is None and effective_window(512, 32, SpaceTok()) == (512, 32)
     text = " ".join(["The glass absorbs ultraviolet B radiation."] * 200)
     chunks = chunk_text(text, tok, 256, 32)
-    assert max(len(tok.offsets(c.text)) for c in chunks) == 254
-    _check(text, chunks, tok.offsets(text), 254, 32)
+    assert max(len(tok.offsets(c.text)) for c in chunks) == 256
+    assert len(tok.offsets(chunks[-1].text)) <= 254
+    _check(text, chunks, tok.offsets(text), 256, 32, cap=254)
+    # A document of 255 tokens: one 256-token chunk would leave its last token in no vector.
+    words = " ".join(f"w{i}" for i in range(300))
+    spans = tok.offsets(words)
+    doc = words[: spans[254][1]]
+    assert len(tok.offsets(doc)) == 255
+    two = chunk_text(doc, tok, 256, 32)
+    assert len(two) == 2 and all(len(tok.offsets(c.text)) <= 254 for c in two)
 
 
 def test_boundary_rules_and_effective_window_are_recorded_in_the_snapshot_manifest(engine: Engine, cname: str) -> None:
     emb = use_hash_embedder(engine)
     engine.ingest(cname, [Document("d1", "Title", "One sentence. Another one here.")], create={"embedder": emb})
     chunker = engine.manifest(cname)["chunker"]
-    assert chunker["boundaries"] == BOUNDARY_RULES == "ranklock-boundaries/2"
+    assert chunker["boundaries"] == BOUNDARY_RULES == "ranklock-boundaries/3"
     assert chunker["tokenizer"] == "space"
     assert (chunker["window"], chunker["overlap"]) == (256, 32)
     # The test tokenizer states no model limit: the configured window is the one cut.
-    assert chunker["effective"] == {"window": 256, "overlap": 32}
+    assert chunker["effective"] == {"window": 256, "overlap": 32, "last_window": 256}
 
 
 def test_a_model_limit_lowers_the_window_of_every_stored_chunk(engine: Engine, cname: str) -> None:
-    """A tokenizer that states the model's limit (``max_tokens``) caps the collection's window, end to end."""
+    """A tokenizer that states the model's limit (``max_tokens``) bounds the windows, end to end."""
 
     class CappedTok(SpaceTok):
         id = "space-capped"
@@ -256,8 +308,12 @@ def test_a_model_limit_lowers_the_window_of_every_stored_chunk(engine: Engine, c
     )
     chunker = engine.manifest(cname)["chunker"]
     assert (chunker["window"], chunker["overlap"]) == (24, 4)
-    assert chunker["effective"] == {"window": 10, "overlap": 4}
+    # The window passes the model's 10 by at most the overlap; the last chunk stays within it.
+    assert chunker["effective"] == {"window": 14, "overlap": 4, "last_window": 10}
     sid = int(engine.collection(cname).active_snapshot_id or 0)
     rows = engine.db.fetchall(sql.SQL("SELECT text FROM {} ORDER BY chunk").format(chunk_table(sid)))
-    # 40 words, 10 a chunk, 4 shared: chunks start at w0, w6, ... w30.
-    assert [r["text"] for r in rows] == [" ".join(f"w{i}" for i in range(a, a + 10)) for a in range(0, 31, 6)]
+    # 40 words, 14 a chunk, 4 shared: chunks start at w0, w10, w20; the last, w30-w39, holds 10.
+    # Each vector reads 10 words (w0-9, w10-19, ...): every word is read by one.
+    assert [r["text"] for r in rows] == [
+        " ".join(f"w{i}" for i in range(a, min(a + 14, 40) if a < 30 else 40)) for a in (0, 10, 20, 30)
+    ]

@@ -37,7 +37,8 @@ class HFTokenizer:
     ``max_seq_length`` is the model's input limit, special tokens included;
     :attr:`max_tokens` is what is left of it for a chunk's own tokens
     (all-MiniLM-L6-v2: 256 - [CLS] - [SEP] = 254).  The model silently drops
-    whatever lies beyond, so the chunker never makes a longer chunk.
+    whatever lies beyond, so the chunker makes sure the next chunk's vector
+    reads it (see ranklock.ingest.chunker).
     """
 
     def __init__(self, path: Path, id: str, max_seq_length: int | None = None) -> None:

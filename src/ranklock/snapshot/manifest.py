@@ -17,7 +17,7 @@ from typing import Any
 from ..collection import CollectionInfo
 from ..embed.base import Embedder
 from ..errors import ConfigError
-from ..ingest.chunker import BOUNDARY_RULES, effective_window
+from ..ingest.chunker import BOUNDARY_RULES, effective_window, last_window
 from ..ingest.normalize import NORMALIZATION, canonical_json
 from ..settings import SearchParams
 
@@ -79,12 +79,17 @@ def build_manifest(
             "lexical_stats": lexical_stats,
         },
         # The cut rules are the code's, not the collection's: a new rule set shows up as a manifest difference.
-        # The window actually cut is also recorded: the model's own limit can lower the configured one.
+        # The windows actually cut are also recorded: the model's own limit can lower the configured one.
         "chunker": {
             "tokenizer": embedder.tokenizer.id,
             **coll.chunker.model_dump(),
             "boundaries": BOUNDARY_RULES,
-            "effective": {"window": window, "overlap": overlap},
+            # last_window: a document's last chunk stops where the model stops reading (see the chunker).
+            "effective": {
+                "window": window,
+                "overlap": overlap,
+                "last_window": last_window(window, embedder.tokenizer),
+            },
         },
         "embedder": {
             "id": coll.embedder_id,
