@@ -63,20 +63,24 @@ match with its phrases and exclusions; the score uses its positive terms.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from ..errors import SnapshotError
-from ..snapshot.lexical_stats import BM25_STATS_VERSION, forward_table, postings_table, terms_table
+from ..snapshot.lexical_stats import BM25_STATS_VERSION, dense_table, forward_table, postings_table, terms_table
 
 if TYPE_CHECKING:
     from .plan import SearchPlan
 
 __all__ = [
     "DEEPER",
+    "DENSE_ABS",
+    "DENSE_MAX_TERMS",
+    "DENSE_REL",
+    "DENSE_REST_POSTINGS",
     "FULL_SCAN_POSTINGS",
     "PROBE",
     "SEED_PER_TERM",
@@ -98,6 +102,18 @@ DEEPER = 1
 #: Level the MaxScore-skipped terms are still read to (top LEVEL_BASE * 2^SKIP_LEVEL postings),
 #: tightening the bound of every chunk not seen in them.
 SKIP_LEVEL = 5
+#: Dense plan: at most this many postings of the query's other (non-dense) terms, read whole.
+DENSE_REST_POSTINGS = 200_000
+#: Dense plan: relative margin on a float4 sum of dense weights.  Each weight
+#: rounded to float4 and each float4 addition err by at most u = 2^-24
+#: relative, all terms are >= 0, so the float4 sum of T weights is within
+#: about (2T + 1) u of their exact sum (the +1: the cut itself rounded to
+#: float4): 1e-5 covers T <= 83.
+DENSE_REL = 1e-5
+#: Dense plan: absolute margin (float4 underflow of tiny weights).
+DENSE_ABS = 1e-6
+#: Dense plan: at most this many dense terms in a query (DENSE_REL's limit, with room); more take the impact plan.
+DENSE_MAX_TERMS = 64
 
 BM25Builder = Callable[["SearchPlan", sql.Composable], sql.Composable]
 
@@ -107,30 +123,45 @@ def _impact_eligible(plan: SearchPlan, entry: dict[str, Any]) -> bool:
 
 
 def query_postings_sql(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> tuple[sql.Composable, list[Any]]:
-    """An expression counting the postings of the query's terms, and its values; NULL when not needed.
+    """An expression of the query's postings counts, and its values; NULL when not needed.
 
-    Only natural BM25 queries under the snapshot's k1 and b choose between
-    the full sum and the impact plan on that count (see :func:`prepare_bm25`).
+    The expression is a bigint[]: the postings of all the query's terms, those
+    of its terms without dense blocks, and how many of its terms have dense
+    blocks (0 when the snapshot has none).  Only natural BM25 queries under
+    the snapshot's k1 and b choose a plan on them (see :func:`prepare_bm25`).
     """
     entry = (stats or {}).get("bm25")
     if plan.lexical_ranker != "bm25" or not entry or entry.get("version") != BM25_STATS_VERSION:
-        return sql.SQL("NULL::bigint"), []
+        return sql.SQL("NULL::bigint[]"), []
     if not _impact_eligible(plan, entry):
-        return sql.SQL("NULL::bigint"), []
+        return sql.SQL("NULL::bigint[]"), []
+    # A df no term reaches when the snapshot has no dense blocks.
+    min_df = int(entry["dense"]["min_df"]) if entry.get("dense") else 2**31 - 1
     return sql.SQL(
-        "(SELECT coalesce(sum(df), 0) FROM {} WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s)))"
-    ).format(terms_table(snapshot_id)), [plan.language, plan.accent, plan.syntax, plan.query]
+        "(SELECT ARRAY[coalesce(sum(df), 0), coalesce(sum(df) FILTER (WHERE df < %s::int), 0), "
+        "count(*) FILTER (WHERE df >= %s::int)]::bigint[] "
+        "FROM {} WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s)))"
+    ).format(terms_table(snapshot_id)), [min_df, min_df, plan.language, plan.accent, plan.syntax, plan.query]
 
 
 def prepare_bm25(
-    plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], postings: int | None, *, collection: str = "COLLECTION"
+    plan: SearchPlan,
+    snapshot_id: int,
+    stats: dict[str, Any],
+    postings: int | Sequence[int] | None,
+    *,
+    collection: str = "COLLECTION",
 ) -> None:
     """Point ``plan`` at the snapshot's BM25 statistics, or say why it has none.
 
     Natural queries under the snapshot's k1 and b take the impact plan when
     their terms have more than ``FULL_SCAN_POSTINGS`` postings together
-    (``postings``, counted by :func:`query_postings_sql`), and the plain sum
-    of every posting otherwise: the statement carries only the plan it runs.
+    (``postings``, counted by :func:`query_postings_sql`: that count alone, or
+    [all, those of terms without dense blocks, dense terms]), the dense plan
+    when, moreover, the snapshot has dense blocks, 1 to ``DENSE_MAX_TERMS``
+    query terms have them and the others have at most
+    ``DENSE_REST_POSTINGS`` postings, and the plain sum of every posting
+    otherwise: the statement carries only the plan it runs.
     """
     entry = (stats or {}).get("bm25")
     if not entry or entry.get("version") != BM25_STATS_VERSION:
@@ -140,8 +171,16 @@ def prepare_bm25(
             f"(Python: engine.lexical_stats({collection!r}, {snapshot_id})), or search with lexical_ranker='ts_rank_cd'."
         )
     impact = _impact_eligible(plan, entry)
+    counts = [postings] if isinstance(postings, int) else [int(x) for x in postings or [0]]
+    total, rest, n_dense = counts[0], counts[1] if len(counts) > 1 else counts[0], counts[2] if len(counts) > 2 else 0
+    dense = entry.get("dense")
     if impact:
-        plan.lexical_params["bm25_plan"] = "full" if (postings or 0) <= FULL_SCAN_POSTINGS else "impact"
+        if total <= FULL_SCAN_POSTINGS:
+            plan.lexical_params["bm25_plan"] = "full"
+        elif dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS:
+            plan.lexical_params["bm25_plan"] = "dense"
+        else:
+            plan.lexical_params["bm25_plan"] = "impact"
     plan.lexical_params.update(
         {
             "bm25_avgdl": float(entry["avgdl"]) or 1.0,
@@ -154,6 +193,16 @@ def prepare_bm25(
             "bm25_max_chunks": max(1, int(stats.get("max_chunks_per_doc", 1) or 1)),
         }
     )
+    if plan.lexical_params.get("bm25_plan") == "dense" and dense:
+        plan.lexical_params.update(
+            {
+                "bm25_dense_min_df": int(dense["min_df"]),
+                "bm25_dense_block": int(dense["block"]),
+                "bm25_dense_rest": DENSE_REST_POSTINGS,
+                "bm25_dense_rel": DENSE_REL,
+                "bm25_dense_abs": DENSE_ABS,
+            }
+        )
     builder: BM25Builder = partial(bm25_hits_sql, snapshot_id=snapshot_id, impact=impact)
     plan.bm25_sql = builder
 
@@ -229,6 +278,11 @@ def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, 
             summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
             top=_top(plan, where),
         )
+    middle = (
+        _dense_ctes(postings, dense_table(snapshot_id))
+        if plan.lexical_params.get("bm25_plan") == "dense"
+        else _impact_ctes(postings)
+    )
     return sql.SQL(
         """WITH qt AS MATERIALIZED ({qt}),
 qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt),
@@ -244,7 +298,32 @@ theta AS MATERIALIZED (
         SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0)
                AS theta) AS th
 ),
-ranked AS MATERIALIZED (
+{middle},
+probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s::bigint),
+probe_docs AS MATERIALIZED ({probe_docs}),
+theta2 AS MATERIALIZED (
+    SELECT th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
+        SELECT greatest((SELECT theta FROM theta),
+                        coalesce((SELECT best FROM probe_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0))
+               AS theta) AS th
+),
+{summed}
+{top}"""
+    ).format(
+        qt=_query_terms(terms),
+        postings=postings,
+        middle=middle,
+        seed_docs=_doc_best(plan, "seed", forward, where),
+        probe_docs=_doc_best(plan, "probe", forward, where),
+        summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
+        top=_top(plan, where),
+    )
+
+
+def _impact_ctes(postings: sql.Composable) -> sql.Composable:
+    """The impact plan's CTEs from read depths to ``cand`` (row_id, bound): steps 2 and 3 of the module docstring."""
+    return sql.SQL(
+        """ranked AS MATERIALIZED (
     SELECT qt.term_id, qt.df, qt.max_w, qt.wq, row_number() OVER (ORDER BY qt.max_w, qt.term_id) AS pos FROM qt
 ),
 opts AS (
@@ -281,27 +360,65 @@ cand AS MATERIALIZED (
     CROSS JOIN (SELECT sum(f) AS fsum FROM thr) AS fs
     GROUP BY e.row_id, fs.fsum
     HAVING fs.fsum + sum(e.w - thr.f) >= (SELECT cut FROM theta)
+)"""
+    ).format(postings=postings)
+
+
+def _dense_ctes(postings: sql.Composable, dense: sql.Composable) -> sql.Composable:
+    """The dense plan's CTEs: ``cand`` (row_id, bound) from the dense terms' summed blocks and the others' postings.
+
+    A chunk's bound is r + S * (1 + DENSE_REL) + DENSE_ABS: r the float8 sum
+    of its weights of the other terms (their postings read whole), S the
+    float4 sum of its dense terms' weights (0 where a block has no row).
+    A chunk without a posting of the other terms is kept when S exceeds the
+    cut brought to S's scale, found as bits by binary_quantize without
+    leaving C; only the set bits' positions are turned into row ids.
+    """
+    return sql.SQL(
+        """blocks AS MATERIALIZED (
+    -- S per block of row ids, summed by pgvector (float4).
+    SELECT d.blk, sum(d.v) AS s FROM {dense} AS d
+    WHERE d.term_id = ANY (ARRAY(SELECT qt.term_id FROM qt WHERE qt.df >= %(bm25_dense_min_df)s::int))
+      AND (SELECT theta FROM theta) > 0
+    GROUP BY d.blk
 ),
-probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s::bigint),
-probe_docs AS MATERIALIZED ({probe_docs}),
-theta2 AS MATERIALIZED (
-    SELECT th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
-        SELECT greatest((SELECT theta FROM theta),
-                        coalesce((SELECT best FROM probe_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0))
-               AS theta) AS th
+barr AS MATERIALIZED (
+    -- Bit i of a block: S > (cut - abs) / (1 + rel) as float4, i.e. the bound of a chunk
+    -- without other postings can reach the cut.  The subtraction of two floats is
+    -- positive exactly when the first is larger, so no rounding hides a chunk here.
+    SELECT b.blk, b.s::real[] AS a,
+           binary_quantize(b.s - array_fill(dc.cut, ARRAY[vector_dims(b.s)])::vector)::text AS bits
+    FROM blocks AS b
+    CROSS JOIN (SELECT ((th.cut - %(bm25_dense_abs)s::float8) / (1 + %(bm25_dense_rel)s::float8))::real AS cut
+                FROM theta AS th) AS dc
 ),
-{summed}
-{top}"""
-    ).format(
-        qt=_query_terms(terms),
-        postings=postings,
-        forward=forward,
-        seed_docs=_doc_best(plan, "seed", forward, where),
-        probe_docs=_doc_best(plan, "probe", forward, where),
-        score=_forward_score(),
-        summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
-        top=_top(plan, where),
-    )
+hits AS (
+    -- Positions of the set bits: the bit string split on '1', the pieces' lengths summed.
+    SELECT b.blk::bigint * %(bm25_dense_block)s::bigint + p.pos - 1 AS row_id, b.a[p.pos::int]::float8 AS s
+    FROM barr AS b CROSS JOIN LATERAL (
+        SELECT sum(length(z.piece) + 1) OVER (ORDER BY z.k) AS pos
+        FROM unnest(string_to_array(b.bits, '1')) WITH ORDINALITY AS z(piece, k)) AS p
+    WHERE strpos(b.bits, '1') > 0 AND p.pos <= length(b.bits)
+),
+rest AS MATERIALIZED (
+    -- The other terms' postings, read whole (the plan is chosen only when they are few).
+    SELECT p.row_id, sum(p.w) AS r FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    WHERE qt.df < %(bm25_dense_min_df)s::int AND (SELECT theta FROM theta) > 0
+    GROUP BY p.row_id
+),
+cand AS MATERIALIZED (
+    SELECT x.row_id, x.bound FROM (
+        SELECT r.row_id,
+               r.r + coalesce(b.a[mod(r.row_id, %(bm25_dense_block)s::bigint)::int + 1], 0)::float8
+                     * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 AS bound
+        FROM rest AS r LEFT JOIN barr AS b ON b.blk = (r.row_id / %(bm25_dense_block)s::bigint)::int
+        UNION ALL
+        SELECT h.row_id, h.s * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8
+        FROM hits AS h WHERE NOT EXISTS (SELECT 1 FROM rest AS r WHERE r.row_id = h.row_id)
+    ) AS x
+    WHERE x.bound >= (SELECT cut FROM theta)
+)"""
+    ).format(dense=dense, postings=postings)
 
 
 def _summed_ctes(
