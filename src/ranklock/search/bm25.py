@@ -79,8 +79,10 @@ __all__ = [
     "DEEPER",
     "DENSE_ABS",
     "DENSE_MAX_TERMS",
+    "DENSE_PROBE",
     "DENSE_REL",
     "DENSE_REST_POSTINGS",
+    "DENSE_SEEDS",
     "FULL_SCAN_POSTINGS",
     "PROBE",
     "SEED_PER_TERM",
@@ -102,6 +104,12 @@ DEEPER = 1
 #: Level the MaxScore-skipped terms are still read to (top LEVEL_BASE * 2^SKIP_LEVEL postings),
 #: tightening the bound of every chunk not seen in them.
 SKIP_LEVEL = 5
+#: Dense plan: postings scored to bound theta, shared by the query's terms
+#: (at least 32 each): a long query's 15 terms x 256 seeds cost more than
+#: they prune, since the dense bounds are tight and probing does the rest.
+DENSE_SEEDS = 1024
+#: Dense plan: chunks of highest bound scored exactly to raise theta (its bounds are tight: few are needed).
+DENSE_PROBE = 250
 #: Dense plan: at most this many postings of the query's other (non-dense) terms, read whole.
 DENSE_REST_POSTINGS = 200_000
 #: Dense plan: relative margin on a float4 sum of dense weights.  Each weight
@@ -196,6 +204,8 @@ def prepare_bm25(
     if plan.lexical_params.get("bm25_plan") == "dense" and dense:
         plan.lexical_params.update(
             {
+                "bm25_dense_seeds": DENSE_SEEDS,
+                "bm25_probe": DENSE_PROBE,
                 "bm25_dense_min_df": int(dense["min_df"]),
                 "bm25_dense_block": int(dense["block"]),
                 "bm25_dense_rest": DENSE_REST_POSTINGS,
@@ -278,10 +288,12 @@ def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, 
             summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
             top=_top(plan, where),
         )
-    middle = (
-        _dense_ctes(postings, dense_table(snapshot_id))
-        if plan.lexical_params.get("bm25_plan") == "dense"
-        else _impact_ctes(postings)
+    dense = plan.lexical_params.get("bm25_plan") == "dense"
+    middle = _dense_ctes(postings, dense_table(snapshot_id)) if dense else _impact_ctes(postings)
+    seeds = (
+        sql.SQL("greatest(32, %(bm25_dense_seeds)s::bigint / (SELECT count(*) FROM qt))")
+        if dense
+        else sql.SQL("%(bm25_seed)s::bigint")
     )
     return sql.SQL(
         """WITH qt AS MATERIALIZED ({qt}),
@@ -289,7 +301,7 @@ qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt)
 seed AS MATERIALIZED (
     SELECT DISTINCT s.row_id FROM qt CROSS JOIN LATERAL (
         SELECT p.row_id FROM {postings} AS p WHERE p.term_id = qt.term_id
-        ORDER BY p.w DESC, p.row_id LIMIT %(bm25_seed)s::bigint) AS s
+        ORDER BY p.w DESC, p.row_id LIMIT {seeds}) AS s
 ),
 seed_docs AS MATERIALIZED ({seed_docs}),
 theta AS MATERIALIZED (
@@ -312,6 +324,7 @@ theta2 AS MATERIALIZED (
     ).format(
         qt=_query_terms(terms),
         postings=postings,
+        seeds=seeds,
         middle=middle,
         seed_docs=_doc_best(plan, "seed", forward, where),
         probe_docs=_doc_best(plan, "probe", forward, where),
@@ -372,7 +385,9 @@ def _dense_ctes(postings: sql.Composable, dense: sql.Composable) -> sql.Composab
     float4 sum of its dense terms' weights (0 where a block has no row).
     A chunk without a posting of the other terms is kept when S exceeds the
     cut brought to S's scale, found as bits by binary_quantize without
-    leaving C; only the set bits' positions are turned into row ids.
+    leaving C; only the set bits' positions are turned into row ids.  A
+    chunk of the other terms is looked up in S only when r plus the dense
+    terms' maximum weights reaches the cut.
     """
     return sql.SQL(
         """blocks AS MATERIALIZED (
@@ -382,23 +397,22 @@ def _dense_ctes(postings: sql.Composable, dense: sql.Composable) -> sql.Composab
       AND (SELECT theta FROM theta) > 0
     GROUP BY d.blk
 ),
-barr AS MATERIALIZED (
-    -- Bit i of a block: S > (cut - abs) / (1 + rel) as float4, i.e. the bound of a chunk
-    -- without other postings can reach the cut.  The subtraction of two floats is
-    -- positive exactly when the first is larger, so no rounding hides a chunk here.
-    SELECT b.blk, b.s::real[] AS a,
-           binary_quantize(b.s - array_fill(dc.cut, ARRAY[vector_dims(b.s)])::vector)::text AS bits
-    FROM blocks AS b
-    CROSS JOIN (SELECT ((th.cut - %(bm25_dense_abs)s::float8) / (1 + %(bm25_dense_rel)s::float8))::real AS cut
-                FROM theta AS th) AS dc
+dcut AS MATERIALIZED (
+    -- cut: the theta cut brought to S's scale, (cut - abs) / (1 + rel) as float4, and as a
+    -- vector; dmax: the dense terms' largest weights summed, above any chunk's dense part.
+    SELECT dc.cut, array_fill(dc.cut, ARRAY[%(bm25_dense_block)s::int])::vector AS v,
+           (SELECT coalesce(sum(qt.max_w), 0) FROM qt WHERE qt.df >= %(bm25_dense_min_df)s::int) AS dmax
+    FROM (SELECT ((th.cut - %(bm25_dense_abs)s::float8) / (1 + %(bm25_dense_rel)s::float8))::real AS cut
+          FROM theta AS th) AS dc
 ),
-hits AS (
-    -- Positions of the set bits: the bit string split on '1', the pieces' lengths summed.
-    SELECT b.blk::bigint * %(bm25_dense_block)s::bigint + p.pos - 1 AS row_id, b.a[p.pos::int]::float8 AS s
-    FROM barr AS b CROSS JOIN LATERAL (
-        SELECT sum(length(z.piece) + 1) OVER (ORDER BY z.k) AS pos
-        FROM unnest(string_to_array(b.bits, '1')) WITH ORDINALITY AS z(piece, k)) AS p
-    WHERE strpos(b.bits, '1') > 0 AND p.pos <= length(b.bits)
+bq AS MATERIALIZED (
+    -- Bit i of a block: S > cut, the bound of a chunk without other postings can reach
+    -- theta.  The difference of two floats is positive exactly when the first is larger:
+    -- no rounding hides a chunk here.
+    SELECT b.blk, vector_dims(b.s) AS n,
+           binary_quantize(b.s - CASE WHEN vector_dims(b.s) = %(bm25_dense_block)s::int THEN dc.v
+                                      ELSE subvector(dc.v, 1, vector_dims(b.s)) END) AS bits
+    FROM blocks AS b CROSS JOIN dcut AS dc
 ),
 rest AS MATERIALIZED (
     -- The other terms' postings, read whole (the plan is chosen only when they are few).
@@ -406,17 +420,43 @@ rest AS MATERIALIZED (
     WHERE qt.df < %(bm25_dense_min_df)s::int AND (SELECT theta FROM theta) > 0
     GROUP BY p.row_id
 ),
+barr AS MATERIALIZED (
+    -- S as real[] (subscripted below) and the bits as text, only for the blocks that need them:
+    -- turning 16,000 floats into either costs ~0.1 ms a block.
+    SELECT q.blk, q.n,
+           CASE WHEN bit_count(q.bits) > 0 OR q.blk IN (
+                    -- Blocks of the chunks of other terms whose bound can reach theta
+                    -- even with every dense term at its maximum weight.
+                    SELECT (r.row_id / %(bm25_dense_block)s::bigint)::int FROM rest AS r
+                    WHERE r.r + (SELECT dmax FROM dcut) >= (SELECT cut FROM theta))
+                THEN b.s::real[] END AS a,
+           CASE WHEN bit_count(q.bits) > 0 THEN q.bits::text END AS bits
+    FROM bq AS q JOIN blocks AS b ON b.blk = q.blk
+),
+hits AS (
+    -- Positions of the set bits: the bit string split on '1', the pieces' lengths summed
+    -- (octet_length: length() would count the UTF-8 characters of each piece).
+    SELECT b.blk::bigint * %(bm25_dense_block)s::bigint + p.pos - 1 AS row_id, b.a[p.pos::int]::float8 AS s
+    FROM barr AS b CROSS JOIN LATERAL (
+        SELECT sum(octet_length(z.piece) + 1) OVER (ORDER BY z.k) AS pos
+        FROM unnest(string_to_array(b.bits, '1')) WITH ORDINALITY AS z(piece, k)) AS p
+    WHERE b.bits IS NOT NULL AND p.pos <= b.n
+),
 cand AS MATERIALIZED (
-    SELECT x.row_id, x.bound FROM (
-        SELECT r.row_id,
-               r.r + coalesce(b.a[mod(r.row_id, %(bm25_dense_block)s::bigint)::int + 1], 0)::float8
-                     * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 AS bound
-        FROM rest AS r LEFT JOIN barr AS b ON b.blk = (r.row_id / %(bm25_dense_block)s::bigint)::int
+    -- A chunk both in rest and among the hits keeps its larger bound, rest's (r >= 0).
+    SELECT x.row_id, max(x.bound) AS bound FROM (
+        SELECT y.row_id, y.bound FROM (
+            SELECT r.row_id,
+                   r.r + coalesce(b.a[mod(r.row_id, %(bm25_dense_block)s::bigint)::int + 1], 0)::float8
+                         * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 AS bound
+            FROM rest AS r LEFT JOIN barr AS b ON b.blk = (r.row_id / %(bm25_dense_block)s::bigint)::int
+            WHERE r.r + (SELECT dmax FROM dcut) >= (SELECT cut FROM theta)) AS y
+        WHERE y.bound >= (SELECT cut FROM theta)
         UNION ALL
-        SELECT h.row_id, h.s * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8
-        FROM hits AS h WHERE NOT EXISTS (SELECT 1 FROM rest AS r WHERE r.row_id = h.row_id)
+        SELECT h.row_id, h.s * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 FROM hits AS h
     ) AS x
-    WHERE x.bound >= (SELECT cut FROM theta)
+    GROUP BY x.row_id
+    HAVING max(x.bound) >= (SELECT cut FROM theta)
 )"""
     ).format(dense=dense, postings=postings)
 
