@@ -293,9 +293,12 @@ def test_default_block_size_and_an_upgrade_of_a_snapshot_without_dense_blocks(
     assert engine.db.fetchone(f"SELECT count(*) AS n, sum(w) AS s FROM ranklock_data.postings_{sid}") == postings
     assert plan_of(engine, cname, q) == "dense"
     assert lexical(engine, cname, q, depth=10) == before
-    # Idempotent: a second call changes nothing.
+    # Idempotent: a second call changes nothing, and says what there is.
     again = engine.lexical_stats(cname)
     assert again["bm25"]["dense"] == added
+    r = CliRunner().invoke(app, ["snapshot", "lexical-stats", cname, "--home", str(rl_home), *dsn])
+    assert r.exit_code == 0, r.output
+    assert f"{added['terms']:,} dense terms" in r.output
 
 
 def test_builder_refuses_impossible_dense_parameters(engine: Engine, dense: str) -> None:

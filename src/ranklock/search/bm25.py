@@ -18,7 +18,7 @@ bit and the plans differ only in which chunks they score.  (The sum was
 numeric until issue 14: exact in any order, but a float8-to-numeric
 conversion costs ~0.7 us a term, three quarters of scoring a chunk.)
 
-Natural queries under the snapshot's k1 and b take one of two plans, chosen
+Natural queries under the snapshot's k1 and b take one of three plans, chosen
 before the statement is built from the number of postings of the query's
 terms (:func:`query_postings_sql`):
 
@@ -55,6 +55,25 @@ index.
 
 Margins (1e-9 relative on theta, 1e-6 on maximum weights) only ever keep
 more chunks, so float rounding in the bounds cannot drop a document.
+
+*Dense plan* (issue 14: queries of frequent words at a million chunks, where
+no impact bound falls below theta and ~400k chunks were scored one by one).
+Taken instead of the impact plan when the snapshot has dense blocks
+(ranklock.snapshot.lexical_stats: the weights of every term in at least
+1/64 of the chunks as float4 pgvector blocks of 16,000 row ids), 1 to
+``DENSE_MAX_TERMS`` query terms have them (D) and the others (R) have at
+most ``DENSE_REST_POSTINGS`` postings.  theta as above (seeds: a budget of
+``DENSE_SEEDS`` shared by the terms).  Then every chunk gets a tight bound:
+S(c), the float4 sum of its D weights (pgvector sums each block in C, ~1 ms
+per term per million chunks), plus r(c), the exact sum of its R weights
+(R's postings read whole).  Chunks in no R list are kept when S > the cut,
+found as the set bits of ``binary_quantize(S - cut)`` and turned into row
+ids only there; a chunk of R is looked up in S (its block cast to real[]
+once).  S is only ever a bound, with a relative margin ``DENSE_REL`` (1e-5
+covers the float4 rounding of up to 83 terms, see its comment) and an
+absolute ``DENSE_ABS``: the ``DENSE_PROBE`` best bounds are scored exactly
+to raise theta, and the survivors are scored exactly from the forward
+table, as in the impact plan, so the top ``depth`` keeps the same bits.
 
 *Match plan* (websearch syntax, or k1/b other than the snapshot's): every
 chunk matching the tsquery (GIN index) is scored.  Websearch decides the
