@@ -92,6 +92,7 @@ def zipf_levels(engine: Engine) -> str:
 
 def force_impact_plan(monkeypatch: pytest.MonkeyPatch, *, seed: int, probe: int, deeper: int, skip: int) -> None:
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_module, "DENSE_MAX_TERMS", 0)  # the dense plan has its own tests (test_bm25_dense)
     monkeypatch.setattr(bm25_module, "SEED_PER_TERM", seed)
     monkeypatch.setattr(bm25_module, "PROBE", probe)
     monkeypatch.setattr(bm25_module, "DEEPER", deeper)
@@ -358,6 +359,7 @@ def test_search_sql_twin_binds_the_statistics(engine: Engine, zipf: str, monkeyp
     # Few postings: the statement is the plain sum, without the impact plan's CTEs.
     assert params["bm25_plan"] == "full" and "theta" not in text
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_module, "DENSE_MAX_TERMS", 0)
     text, params = engine.search_sql(zipf, "alpha canyon", mode="lexical")
     assert params["bm25_plan"] == "impact" and f'"ranklock_data"."forward_{sid}"' in text and "theta" in text
 

@@ -130,11 +130,11 @@ def test_lexical_ranking_equals_the_exhaustive_reference(
         assert h.lexical_score == pytest.approx(score, rel=1e-9)
 
 
-def test_common_words_take_the_impact_plan(engine: Engine, large: tuple[str, str]) -> None:
+def test_common_words_take_a_pruned_plan(engine: Engine, large: tuple[str, str]) -> None:
     name, _ = large
     text, params = engine.search_sql(name, " ".join(vocabulary(30_000, 11)[:10]), mode="lexical", depth=1000)
     assert "theta2 AS MATERIALIZED" in text
-    assert params["bm25_plan"] == "impact"
+    assert params["bm25_plan"] == "dense"  # every one of them is in more than 1/64 of the chunks
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -153,12 +153,20 @@ def _plans() -> list[SearchPlan]:
     plans = []
     stats = {
         "max_chunks_per_doc": 5000,
-        "bm25": {"version": BM25_STATS_VERSION, "k1": 1.2, "b": 0.75, "avgdl": 100.0, "level_base": 256},
+        "bm25": {
+            "version": BM25_STATS_VERSION,
+            "k1": 1.2,
+            "b": 0.75,
+            "avgdl": 100.0,
+            "level_base": 256,
+            "dense": {"share": 1 / 64, "min_df": 10, "block": 16000, "rows": 10**6, "terms": 5, "blocks": 315},
+        },
     }
     for mode in MODES:
         for ranker, syntax, k1, postings in [
             ("bm25", "natural", 1.2, 10),
             ("bm25", "natural", 1.2, 10**6),
+            ("bm25", "natural", 1.2, [10**6, 100, 2]),  # the dense plan
             ("bm25", "websearch", 1.2, None),
             ("bm25", "natural", 0.9, None),
             ("ts_rank_cd", "natural", 1.2, None),
@@ -195,7 +203,8 @@ def _plans() -> list[SearchPlan]:
 def test_every_statement_shape_types_its_integers() -> None:
     """A cheap guard: no integer placeholder in any statement shape is left for psycopg to type by value."""
     plans = _plans()
-    assert len(plans) == 3 * 5 * 3 * 2
+    assert len(plans) == 3 * 6 * 3 * 2
+    assert {p.lexical_params.get("bm25_plan") for p in plans} == {None, "full", "impact", "dense"}
     for plan in plans:
         q, params = build_search_sql(plan)
         text = q.as_string(None)

@@ -185,16 +185,20 @@ def snapshot_lexical_stats(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Build or complete a snapshot's BM25 statistics (needed after an upgrade that changed their layout)."""
+    """Build or complete a snapshot's BM25 statistics (needed after an upgrade that changed their layout).
+
+    Also adds the dense blocks of the most frequent terms to a snapshot built
+    without them (faster exact BM25 for queries of common words)."""
     with engine(dsn, home) as eng:
         out = eng.lexical_stats(collection, snapshot_id, force=force)
     if as_json:
         print_json(out)
         return
     b = out["bm25"]
+    dense = f", {b['dense']['terms']:,} dense terms" if b.get("dense") else ""
     console.print(
         f"[bold]{collection}[/]: snapshot {out['snapshot_id']} BM25 statistics layout {b['version']} "
-        f"({b['terms']:,} terms, {b['postings']:,} postings, k1 {b['k1']}, b {b['b']}) in {out['seconds']:.1f}s"
+        f"({b['terms']:,} terms, {b['postings']:,} postings{dense}, k1 {b['k1']}, b {b['b']}) in {out['seconds']:.1f}s"
     )
 
 

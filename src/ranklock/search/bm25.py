@@ -18,7 +18,7 @@ bit and the plans differ only in which chunks they score.  (The sum was
 numeric until issue 14: exact in any order, but a float8-to-numeric
 conversion costs ~0.7 us a term, three quarters of scoring a chunk.)
 
-Natural queries under the snapshot's k1 and b take one of two plans, chosen
+Natural queries under the snapshot's k1 and b take one of three plans, chosen
 before the statement is built from the number of postings of the query's
 terms (:func:`query_postings_sql`):
 
@@ -56,6 +56,25 @@ index.
 Margins (1e-9 relative on theta, 1e-6 on maximum weights) only ever keep
 more chunks, so float rounding in the bounds cannot drop a document.
 
+*Dense plan* (issue 14: queries of frequent words at a million chunks, where
+no impact bound falls below theta and ~400k chunks were scored one by one).
+Taken instead of the impact plan when the snapshot has dense blocks
+(ranklock.snapshot.lexical_stats: the weights of every term in at least
+1/64 of the chunks as float4 pgvector blocks of 16,000 row ids), 1 to
+``DENSE_MAX_TERMS`` query terms have them (D) and the others (R) have at
+most ``DENSE_REST_POSTINGS`` postings.  theta as above (seeds: a budget of
+``DENSE_SEEDS`` shared by the terms).  Then every chunk gets a tight bound:
+S(c), the float4 sum of its D weights (pgvector sums each block in C, ~1 ms
+per term per million chunks), plus r(c), the exact sum of its R weights
+(R's postings read whole).  Chunks in no R list are kept when S > the cut,
+found as the set bits of ``binary_quantize(S - cut)`` and turned into row
+ids only there; a chunk of R is looked up in S (its block cast to real[]
+once).  S is only ever a bound, with a relative margin ``DENSE_REL`` (1e-5
+covers the float4 rounding of up to 83 terms, see its comment) and an
+absolute ``DENSE_ABS``: the ``DENSE_PROBE`` best bounds are scored exactly
+to raise theta, and the survivors are scored exactly from the forward
+table, as in the impact plan, so the top ``depth`` keeps the same bits.
+
 *Match plan* (websearch syntax, or k1/b other than the snapshot's): every
 chunk matching the tsquery (GIN index) is scored.  Websearch decides the
 match with its phrases and exclusions; the score uses its positive terms.
@@ -63,20 +82,26 @@ match with its phrases and exclusions; the score uses its positive terms.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from ..errors import SnapshotError
-from ..snapshot.lexical_stats import BM25_STATS_VERSION, forward_table, postings_table, terms_table
+from ..snapshot.lexical_stats import BM25_STATS_VERSION, dense_table, forward_table, postings_table, terms_table
 
 if TYPE_CHECKING:
     from .plan import SearchPlan
 
 __all__ = [
     "DEEPER",
+    "DENSE_ABS",
+    "DENSE_MAX_TERMS",
+    "DENSE_PROBE",
+    "DENSE_REL",
+    "DENSE_REST_POSTINGS",
+    "DENSE_SEEDS",
     "FULL_SCAN_POSTINGS",
     "PROBE",
     "SEED_PER_TERM",
@@ -98,6 +123,24 @@ DEEPER = 1
 #: Level the MaxScore-skipped terms are still read to (top LEVEL_BASE * 2^SKIP_LEVEL postings),
 #: tightening the bound of every chunk not seen in them.
 SKIP_LEVEL = 5
+#: Dense plan: postings scored to bound theta, shared by the query's terms
+#: (at least 32 each): a long query's 15 terms x 256 seeds cost more than
+#: they prune, since the dense bounds are tight and probing does the rest.
+DENSE_SEEDS = 1024
+#: Dense plan: chunks of highest bound scored exactly to raise theta (its bounds are tight: few are needed).
+DENSE_PROBE = 250
+#: Dense plan: at most this many postings of the query's other (non-dense) terms, read whole.
+DENSE_REST_POSTINGS = 200_000
+#: Dense plan: relative margin on a float4 sum of dense weights.  Each weight
+#: rounded to float4 and each float4 addition err by at most u = 2^-24
+#: relative, all terms are >= 0, so the float4 sum of T weights is within
+#: about (2T + 1) u of their exact sum (the +1: the cut itself rounded to
+#: float4): 1e-5 covers T <= 83.
+DENSE_REL = 1e-5
+#: Dense plan: absolute margin (float4 underflow of tiny weights).
+DENSE_ABS = 1e-6
+#: Dense plan: at most this many dense terms in a query (DENSE_REL's limit, with room); more take the impact plan.
+DENSE_MAX_TERMS = 64
 
 BM25Builder = Callable[["SearchPlan", sql.Composable], sql.Composable]
 
@@ -107,30 +150,45 @@ def _impact_eligible(plan: SearchPlan, entry: dict[str, Any]) -> bool:
 
 
 def query_postings_sql(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> tuple[sql.Composable, list[Any]]:
-    """An expression counting the postings of the query's terms, and its values; NULL when not needed.
+    """An expression of the query's postings counts, and its values; NULL when not needed.
 
-    Only natural BM25 queries under the snapshot's k1 and b choose between
-    the full sum and the impact plan on that count (see :func:`prepare_bm25`).
+    The expression is a bigint[]: the postings of all the query's terms, those
+    of its terms without dense blocks, and how many of its terms have dense
+    blocks (0 when the snapshot has none).  Only natural BM25 queries under
+    the snapshot's k1 and b choose a plan on them (see :func:`prepare_bm25`).
     """
     entry = (stats or {}).get("bm25")
     if plan.lexical_ranker != "bm25" or not entry or entry.get("version") != BM25_STATS_VERSION:
-        return sql.SQL("NULL::bigint"), []
+        return sql.SQL("NULL::bigint[]"), []
     if not _impact_eligible(plan, entry):
-        return sql.SQL("NULL::bigint"), []
+        return sql.SQL("NULL::bigint[]"), []
+    # A df no term reaches when the snapshot has no dense blocks.
+    min_df = int(entry["dense"]["min_df"]) if entry.get("dense") else 2**31 - 1
     return sql.SQL(
-        "(SELECT coalesce(sum(df), 0) FROM {} WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s)))"
-    ).format(terms_table(snapshot_id)), [plan.language, plan.accent, plan.syntax, plan.query]
+        "(SELECT ARRAY[coalesce(sum(df), 0), coalesce(sum(df) FILTER (WHERE df < %s::int), 0), "
+        "count(*) FILTER (WHERE df >= %s::int)]::bigint[] "
+        "FROM {} WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s)))"
+    ).format(terms_table(snapshot_id)), [min_df, min_df, plan.language, plan.accent, plan.syntax, plan.query]
 
 
 def prepare_bm25(
-    plan: SearchPlan, snapshot_id: int, stats: dict[str, Any], postings: int | None, *, collection: str = "COLLECTION"
+    plan: SearchPlan,
+    snapshot_id: int,
+    stats: dict[str, Any],
+    postings: int | Sequence[int] | None,
+    *,
+    collection: str = "COLLECTION",
 ) -> None:
     """Point ``plan`` at the snapshot's BM25 statistics, or say why it has none.
 
     Natural queries under the snapshot's k1 and b take the impact plan when
     their terms have more than ``FULL_SCAN_POSTINGS`` postings together
-    (``postings``, counted by :func:`query_postings_sql`), and the plain sum
-    of every posting otherwise: the statement carries only the plan it runs.
+    (``postings``, counted by :func:`query_postings_sql`: that count alone, or
+    [all, those of terms without dense blocks, dense terms]), the dense plan
+    when, moreover, the snapshot has dense blocks, 1 to ``DENSE_MAX_TERMS``
+    query terms have them and the others have at most
+    ``DENSE_REST_POSTINGS`` postings, and the plain sum of every posting
+    otherwise: the statement carries only the plan it runs.
     """
     entry = (stats or {}).get("bm25")
     if not entry or entry.get("version") != BM25_STATS_VERSION:
@@ -140,8 +198,16 @@ def prepare_bm25(
             f"(Python: engine.lexical_stats({collection!r}, {snapshot_id})), or search with lexical_ranker='ts_rank_cd'."
         )
     impact = _impact_eligible(plan, entry)
+    counts = [postings] if isinstance(postings, int) else [int(x) for x in postings or [0]]
+    total, rest, n_dense = counts[0], counts[1] if len(counts) > 1 else counts[0], counts[2] if len(counts) > 2 else 0
+    dense = entry.get("dense")
     if impact:
-        plan.lexical_params["bm25_plan"] = "full" if (postings or 0) <= FULL_SCAN_POSTINGS else "impact"
+        if total <= FULL_SCAN_POSTINGS:
+            plan.lexical_params["bm25_plan"] = "full"
+        elif dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS:
+            plan.lexical_params["bm25_plan"] = "dense"
+        else:
+            plan.lexical_params["bm25_plan"] = "impact"
     plan.lexical_params.update(
         {
             "bm25_avgdl": float(entry["avgdl"]) or 1.0,
@@ -154,6 +220,18 @@ def prepare_bm25(
             "bm25_max_chunks": max(1, int(stats.get("max_chunks_per_doc", 1) or 1)),
         }
     )
+    if plan.lexical_params.get("bm25_plan") == "dense" and dense:
+        plan.lexical_params.update(
+            {
+                "bm25_dense_seeds": DENSE_SEEDS,
+                "bm25_probe": DENSE_PROBE,
+                "bm25_dense_min_df": int(dense["min_df"]),
+                "bm25_dense_block": int(dense["block"]),
+                "bm25_dense_rest": DENSE_REST_POSTINGS,
+                "bm25_dense_rel": DENSE_REL,
+                "bm25_dense_abs": DENSE_ABS,
+            }
+        )
     builder: BM25Builder = partial(bm25_hits_sql, snapshot_id=snapshot_id, impact=impact)
     plan.bm25_sql = builder
 
@@ -229,13 +307,20 @@ def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, 
             summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
             top=_top(plan, where),
         )
+    dense = plan.lexical_params.get("bm25_plan") == "dense"
+    middle = _dense_ctes(postings, dense_table(snapshot_id)) if dense else _impact_ctes(postings)
+    seeds = (
+        sql.SQL("greatest(32, %(bm25_dense_seeds)s::bigint / (SELECT count(*) FROM qt))")
+        if dense
+        else sql.SQL("%(bm25_seed)s::bigint")
+    )
     return sql.SQL(
         """WITH qt AS MATERIALIZED ({qt}),
 qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt),
 seed AS MATERIALIZED (
     SELECT DISTINCT s.row_id FROM qt CROSS JOIN LATERAL (
         SELECT p.row_id FROM {postings} AS p WHERE p.term_id = qt.term_id
-        ORDER BY p.w DESC, p.row_id LIMIT %(bm25_seed)s::bigint) AS s
+        ORDER BY p.w DESC, p.row_id LIMIT {seeds}) AS s
 ),
 seed_docs AS MATERIALIZED ({seed_docs}),
 theta AS MATERIALIZED (
@@ -244,7 +329,33 @@ theta AS MATERIALIZED (
         SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0)
                AS theta) AS th
 ),
-ranked AS MATERIALIZED (
+{middle},
+probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s::bigint),
+probe_docs AS MATERIALIZED ({probe_docs}),
+theta2 AS MATERIALIZED (
+    SELECT th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
+        SELECT greatest((SELECT theta FROM theta),
+                        coalesce((SELECT best FROM probe_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0))
+               AS theta) AS th
+),
+{summed}
+{top}"""
+    ).format(
+        qt=_query_terms(terms),
+        postings=postings,
+        seeds=seeds,
+        middle=middle,
+        seed_docs=_doc_best(plan, "seed", forward, where),
+        probe_docs=_doc_best(plan, "probe", forward, where),
+        summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
+        top=_top(plan, where),
+    )
+
+
+def _impact_ctes(postings: sql.Composable) -> sql.Composable:
+    """The impact plan's CTEs from read depths to ``cand`` (row_id, bound): steps 2 and 3 of the module docstring."""
+    return sql.SQL(
+        """ranked AS MATERIALIZED (
     SELECT qt.term_id, qt.df, qt.max_w, qt.wq, row_number() OVER (ORDER BY qt.max_w, qt.term_id) AS pos FROM qt
 ),
 opts AS (
@@ -281,27 +392,92 @@ cand AS MATERIALIZED (
     CROSS JOIN (SELECT sum(f) AS fsum FROM thr) AS fs
     GROUP BY e.row_id, fs.fsum
     HAVING fs.fsum + sum(e.w - thr.f) >= (SELECT cut FROM theta)
+)"""
+    ).format(postings=postings)
+
+
+def _dense_ctes(postings: sql.Composable, dense: sql.Composable) -> sql.Composable:
+    """The dense plan's CTEs: ``cand`` (row_id, bound) from the dense terms' summed blocks and the others' postings.
+
+    A chunk's bound is r + S * (1 + DENSE_REL) + DENSE_ABS: r the float8 sum
+    of its weights of the other terms (their postings read whole), S the
+    float4 sum of its dense terms' weights (0 where a block has no row).
+    A chunk without a posting of the other terms is kept when S exceeds the
+    cut brought to S's scale, found as bits by binary_quantize without
+    leaving C; only the set bits' positions are turned into row ids.  A
+    chunk of the other terms is looked up in S only when r plus the dense
+    terms' maximum weights reaches the cut.
+    """
+    return sql.SQL(
+        """blocks AS MATERIALIZED (
+    -- S per block of row ids, summed by pgvector (float4).
+    SELECT d.blk, sum(d.v) AS s FROM {dense} AS d
+    WHERE d.term_id = ANY (ARRAY(SELECT qt.term_id FROM qt WHERE qt.df >= %(bm25_dense_min_df)s::int))
+      AND (SELECT theta FROM theta) > 0
+    GROUP BY d.blk
 ),
-probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s::bigint),
-probe_docs AS MATERIALIZED ({probe_docs}),
-theta2 AS MATERIALIZED (
-    SELECT th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
-        SELECT greatest((SELECT theta FROM theta),
-                        coalesce((SELECT best FROM probe_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0))
-               AS theta) AS th
+dcut AS MATERIALIZED (
+    -- cut: the theta cut brought to S's scale, (cut - abs) / (1 + rel) as float4, and as a
+    -- vector; dmax: the dense terms' largest weights summed, above any chunk's dense part.
+    SELECT dc.cut, array_fill(dc.cut, ARRAY[%(bm25_dense_block)s::int])::vector AS v,
+           (SELECT coalesce(sum(qt.max_w), 0) FROM qt WHERE qt.df >= %(bm25_dense_min_df)s::int) AS dmax
+    FROM (SELECT ((th.cut - %(bm25_dense_abs)s::float8) / (1 + %(bm25_dense_rel)s::float8))::real AS cut
+          FROM theta AS th) AS dc
 ),
-{summed}
-{top}"""
-    ).format(
-        qt=_query_terms(terms),
-        postings=postings,
-        forward=forward,
-        seed_docs=_doc_best(plan, "seed", forward, where),
-        probe_docs=_doc_best(plan, "probe", forward, where),
-        score=_forward_score(),
-        summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
-        top=_top(plan, where),
-    )
+bq AS MATERIALIZED (
+    -- Bit i of a block: S > cut, the bound of a chunk without other postings can reach
+    -- theta.  The difference of two floats is positive exactly when the first is larger:
+    -- no rounding hides a chunk here.
+    SELECT b.blk, vector_dims(b.s) AS n,
+           binary_quantize(b.s - CASE WHEN vector_dims(b.s) = %(bm25_dense_block)s::int THEN dc.v
+                                      ELSE subvector(dc.v, 1, vector_dims(b.s)) END) AS bits
+    FROM blocks AS b CROSS JOIN dcut AS dc
+),
+rest AS MATERIALIZED (
+    -- The other terms' postings, read whole (the plan is chosen only when they are few).
+    SELECT p.row_id, sum(p.w) AS r FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    WHERE qt.df < %(bm25_dense_min_df)s::int AND (SELECT theta FROM theta) > 0
+    GROUP BY p.row_id
+),
+barr AS MATERIALIZED (
+    -- S as real[] (subscripted below) and the bits as text, only for the blocks that need them:
+    -- turning 16,000 floats into either costs ~0.1 ms a block.
+    SELECT q.blk, q.n,
+           CASE WHEN bit_count(q.bits) > 0 OR q.blk IN (
+                    -- Blocks of the chunks of other terms whose bound can reach theta
+                    -- even with every dense term at its maximum weight.
+                    SELECT (r.row_id / %(bm25_dense_block)s::bigint)::int FROM rest AS r
+                    WHERE r.r + (SELECT dmax FROM dcut) >= (SELECT cut FROM theta))
+                THEN b.s::real[] END AS a,
+           CASE WHEN bit_count(q.bits) > 0 THEN q.bits::text END AS bits
+    FROM bq AS q JOIN blocks AS b ON b.blk = q.blk
+),
+hits AS (
+    -- Positions of the set bits: the bit string split on '1', the pieces' lengths summed
+    -- (octet_length: length() would count the UTF-8 characters of each piece).
+    SELECT b.blk::bigint * %(bm25_dense_block)s::bigint + p.pos - 1 AS row_id, b.a[p.pos::int]::float8 AS s
+    FROM barr AS b CROSS JOIN LATERAL (
+        SELECT sum(octet_length(z.piece) + 1) OVER (ORDER BY z.k) AS pos
+        FROM unnest(string_to_array(b.bits, '1')) WITH ORDINALITY AS z(piece, k)) AS p
+    WHERE b.bits IS NOT NULL AND p.pos <= b.n
+),
+cand AS MATERIALIZED (
+    -- A chunk both in rest and among the hits keeps its larger bound, rest's (r >= 0).
+    SELECT x.row_id, max(x.bound) AS bound FROM (
+        SELECT y.row_id, y.bound FROM (
+            SELECT r.row_id,
+                   r.r + coalesce(b.a[mod(r.row_id, %(bm25_dense_block)s::bigint)::int + 1], 0)::float8
+                         * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 AS bound
+            FROM rest AS r LEFT JOIN barr AS b ON b.blk = (r.row_id / %(bm25_dense_block)s::bigint)::int
+            WHERE r.r + (SELECT dmax FROM dcut) >= (SELECT cut FROM theta)) AS y
+        WHERE y.bound >= (SELECT cut FROM theta)
+        UNION ALL
+        SELECT h.row_id, h.s * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 FROM hits AS h
+    ) AS x
+    GROUP BY x.row_id
+    HAVING max(x.bound) >= (SELECT cut FROM theta)
+)"""
+    ).format(dense=dense, postings=postings)
 
 
 def _summed_ctes(

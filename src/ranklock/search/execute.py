@@ -145,12 +145,12 @@ def parse_as_of(value: datetime | str | None) -> datetime | None:
 
 def _probe(
     plan: SearchPlan, coll: CollectionInfo, snap: dict[str, Any], query: str
-) -> Steps[tuple[int | None, str | None]]:
+) -> Steps[tuple[list[int] | None, str | None]]:
     """Is anything searchable, and (BM25) how many postings its terms have: one round trip.
 
     When the query has only stop words or only exclusions, lexical mode is
     refused (QueryError) and hybrid mode turns the lexical branch off.
-    Returns (the postings count or None, the warning or None).
+    Returns (the postings counts or None, the warning or None).
     """
     from ..validation import short_repr
     from .bm25 import query_postings_sql
@@ -181,7 +181,7 @@ def _probe(
             )
         plan.lexical_branch = False
         return None, "query only excludes words: the lexical branch was skipped"
-    return (None if row["postings"] is None else int(row["postings"])), None
+    return (None if row["postings"] is None else [int(x) for x in row["postings"]]), None
 
 
 def build_plan(
@@ -242,7 +242,7 @@ def build_plan_steps(
 
         compiled = compile_filter(coll, req.filter)
         plan.filter_sql, plan.filter_params = compiled.sql, compiled.params
-    postings: int | None = None
+    postings: list[int] | None = None
     if plan.uses_lexical:
         postings, skipped = yield from _probe(plan, coll, snap, req.query)
         if skipped is not None:

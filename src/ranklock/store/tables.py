@@ -9,6 +9,7 @@ behind by a drop or a reap that did not know about it::
     terms         BM25 terms: df, idf, impact quantiles (ranklock.snapshot.lexical_stats)
     forward       BM25 forward index: each chunk's terms and weights
     postings      BM25 postings in impact order
+    dense         BM25 weights of the most frequent terms as float4 vector blocks (made by lexical stats)
     valuecounts   per-value document counts of typed fields, made on first use (ranklock.search.completeness)
 
 Example::
@@ -37,9 +38,9 @@ __all__ = [
 ]
 
 SCHEMA = "ranklock_data"
-Kind = Literal["chunks", "terms", "forward", "postings", "valuecounts"]
+Kind = Literal["chunks", "terms", "forward", "postings", "dense", "valuecounts"]
 #: Every kind of per-snapshot table.
-KINDS: tuple[Kind, ...] = ("chunks", "terms", "forward", "postings", "valuecounts")
+KINDS: tuple[Kind, ...] = ("chunks", "terms", "forward", "postings", "dense", "valuecounts")
 
 
 def snapshot_table_name(kind: Kind, snapshot_id: int) -> str:
