@@ -2,14 +2,16 @@
 
 For every query of ``bench/scale.py``'s query set (Zipf 2-5 words, only the
 most frequent words, long 10-20 word questions), the lexical branch runs
-twice: as chosen (``bm25_plan`` in ``params``: full, dense or impact) and
-with the dense plan turned off (``DENSE_MAX_TERMS = 0``: what a snapshot
-without dense blocks runs).  Both must return the same hits with the same
+twice: as chosen (``bm25_plan`` in ``params``: full, dense, impact or
+admitted) and with one plan turned off: ``--off dense`` (``DENSE_MAX_TERMS =
+0``: what a snapshot without dense blocks runs) or, with ``--filter``, ``--off
+admitted`` (the filter-first plan).  Both must return the same hits with the same
 scores, bit for bit; the script counts any difference and prints p50 / p95
 per query class.  Latency is only meaningful on a quiet machine (the load
 average is printed at the start and end).
 
     python bench/bm25_plans.py --home /work/bench-home --collection scale1m --queries 200
+    python bench/bm25_plans.py --collection scale1m --queries 100 --filter 'bucket < 100' --off admitted
 """
 
 from __future__ import annotations
@@ -31,10 +33,14 @@ from ranklock.search import bm25
 from scale import query_set
 
 
-def run(eng: Engine, coll: str, text: str, depth: int | None) -> tuple[float, list[tuple[str, int, float]], str]:
+def run(
+    eng: Engine, coll: str, text: str, depth: int | None, filter: str | None = None
+) -> tuple[float, list[tuple[str, int, float]], str]:
     """Wall ms, (doc_id, chunk, lexical score) of each hit, and the plan taken."""
     t0 = time.perf_counter()
     kw: dict[str, Any] = {} if depth is None else {"depth": depth}
+    if filter is not None:
+        kw["filter"] = filter
     res = eng.search(coll, text, k=10, mode="lexical", **kw)
     ms = (time.perf_counter() - t0) * 1000
     hits = [(h.doc_id, h.chunk, float(h.lexical_score or 0.0)) for h in res.hits]
@@ -64,31 +70,39 @@ def main() -> None:
     ap.add_argument(
         "--no-compare", action="store_true", help="skip the dense-off run (latency of the chosen plans only)"
     )
+    ap.add_argument("--filter", default=None, help="a hard constraint on every query, e.g. 'bucket < 100'")
+    ap.add_argument(
+        "--off",
+        choices=("dense", "admitted"),
+        default="dense",
+        help="the plan turned off in the comparison run (admitted: the filter-first plan)",
+    )
     ap.add_argument("--out", default=None, help="write the JSON report here")
     args = ap.parse_args()
     eng = Engine(home=args.home, log_queries=False)
     qs = query_set(args.queries)
     report: dict[str, Any] = {"command": " ".join(["python", *sys.argv]), "loadavg_start": list(os.getloadavg())}
     for _, text in qs:  # warm-up
-        run(eng, args.collection, text, args.depth)
+        run(eng, args.collection, text, args.depth, args.filter)
     chosen: dict[str, list[float]] = {}
     off: dict[str, list[float]] = {}
     plans: dict[str, dict[str, int]] = {}
     diffs: list[str] = []
-    saved = bm25.DENSE_MAX_TERMS
+    knob, off_value = ("DENSE_MAX_TERMS", 0) if args.off == "dense" else ("CHUNK_POSTINGS", 10**12)
+    saved = getattr(bm25, knob)
     for kind, text in qs:
-        ms, hits, plan = run(eng, args.collection, text, args.depth)
+        ms, hits, plan = run(eng, args.collection, text, args.depth, args.filter)
         chosen.setdefault(kind, []).append(ms)
         chosen.setdefault("all", []).append(ms)
         chosen.setdefault(f"{kind}/{plan}", []).append(ms)
         plans.setdefault(kind, {}).setdefault(plan, 0)
         plans[kind][plan] += 1
         if not args.no_compare:
-            bm25.DENSE_MAX_TERMS = 0
+            setattr(bm25, knob, off_value)
             try:
-                ms2, hits2, _ = run(eng, args.collection, text, args.depth)
+                ms2, hits2, _ = run(eng, args.collection, text, args.depth, args.filter)
             finally:
-                bm25.DENSE_MAX_TERMS = saved
+                setattr(bm25, knob, saved)
             off.setdefault(kind, []).append(ms2)
             off.setdefault("all", []).append(ms2)
             off.setdefault(f"{kind}/{plan}", []).append(ms2)
@@ -98,7 +112,7 @@ def main() -> None:
         {
             "plans": plans,
             "chosen_ms": {k: pct(v) for k, v in chosen.items()},
-            "dense_off_ms": {k: pct(v) for k, v in off.items()},
+            f"{args.off}_off_ms": {k: pct(v) for k, v in off.items()},
             "different_results": len(diffs),
             "different_queries": diffs[:10],
             "loadavg_end": list(os.getloadavg()),

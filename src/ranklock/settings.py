@@ -299,7 +299,8 @@ class SearchParams(BaseModel):
         20000,
         ge=0,
         le=2**63 - 1,
-        description="When the filtered set has at most this many chunks the vector branch scans exactly.",
+        description="When the filtered set has at most this many chunks the vector branch scans exactly "
+        "(and BM25 scores those chunks rather than the query's postings, when that reads less).",
     )
     exact_fallback: bool = Field(
         True,

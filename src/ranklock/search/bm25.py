@@ -18,7 +18,7 @@ bit and the plans differ only in which chunks they score.  (The sum was
 numeric until issue 14: exact in any order, but a float8-to-numeric
 conversion costs ~0.7 us a term, three quarters of scoring a chunk.)
 
-Natural queries under the snapshot's k1 and b take one of three plans, chosen
+Natural queries under the snapshot's k1 and b take one of four plans, chosen
 before the statement is built from the number of postings of the query's
 terms (:func:`query_postings_sql`):
 
@@ -75,6 +75,18 @@ absolute ``DENSE_ABS``: the ``DENSE_PROBE`` best bounds are scored exactly
 to raise theta, and the survivors are scored exactly from the forward
 table, as in the impact plan, so the top ``depth`` keeps the same bits.
 
+*Admitted plan* (a hard constraint that admits few chunks).  With a filter
+or ``as_of``, the impact and dense plans take theta from the seeds that pass
+it; when fewer than ``depth`` documents among them do, theta is 0 and every
+posting of the query's terms is summed (seconds for frequent words at a
+million chunks, whatever the filter).  So when the constraint admits at most
+``exact_threshold`` chunks (the setting that makes the vector branch scan a
+small filtered set exactly) and scoring those costs less than reading the
+postings (a chunk scored ~ ``CHUNK_POSTINGS`` postings read), every admitted
+chunk holding a query term is scored exactly from the forward table, and
+nothing else is read (:func:`choose_admitted_plan`, once the completeness
+count has counted them).
+
 *Match plan* (websearch syntax, or k1/b other than the snapshot's): every
 chunk matching the tsquery (GIN index) is scored.  Websearch decides the
 match with its phrases and exclusions; the score uses its positive terms.
@@ -95,6 +107,7 @@ if TYPE_CHECKING:
     from .plan import SearchPlan
 
 __all__ = [
+    "CHUNK_POSTINGS",
     "DEEPER",
     "DENSE_ABS",
     "DENSE_MAX_TERMS",
@@ -107,6 +120,7 @@ __all__ = [
     "SEED_PER_TERM",
     "SKIP_LEVEL",
     "bm25_hits_sql",
+    "choose_admitted_plan",
     "prepare_bm25",
     "query_postings_sql",
 ]
@@ -141,6 +155,9 @@ DENSE_REL = 1e-5
 DENSE_ABS = 1e-6
 #: Dense plan: at most this many dense terms in a query (DENSE_REL's limit, with room); more take the impact plan.
 DENSE_MAX_TERMS = 64
+#: Admitted plan: scoring one chunk from the forward table costs about this many postings read
+#: (~3 us against ~0.3 us at 1M chunks); the plan is taken only when it reads less.
+CHUNK_POSTINGS = 10
 
 BM25Builder = Callable[["SearchPlan", sql.Composable], sql.Composable]
 
@@ -202,6 +219,7 @@ def prepare_bm25(
     total, rest, n_dense = counts[0], counts[1] if len(counts) > 1 else counts[0], counts[2] if len(counts) > 2 else 0
     dense = entry.get("dense")
     if impact:
+        plan.lexical_params["bm25_postings"] = total
         if total <= FULL_SCAN_POSTINGS:
             plan.lexical_params["bm25_plan"] = "full"
         elif dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS:
@@ -234,6 +252,44 @@ def prepare_bm25(
         )
     builder: BM25Builder = partial(bm25_hits_sql, snapshot_id=snapshot_id, impact=impact)
     plan.bm25_sql = builder
+
+
+def choose_admitted_plan(plan: SearchPlan, admitted_chunks: int, exact_threshold: int) -> None:
+    """Score the chunks a hard constraint admits instead of the query's postings, when they are few.
+
+    Called once the completeness count knows ``admitted_chunks`` (before the
+    statement is built, so ``search_sql`` shows the same plan).  Only the
+    impact and dense plans are replaced, and only under a filter or ``as_of``.
+    """
+    lp = plan.lexical_params
+    if lp.get("bm25_plan") not in ("impact", "dense") or _unfiltered(plan):
+        return
+    if admitted_chunks <= exact_threshold and admitted_chunks * CHUNK_POSTINGS < int(lp.get("bm25_postings") or 0):
+        lp["bm25_plan"] = "admitted"
+
+
+def _admitted_sql(
+    plan: SearchPlan, where: sql.Composable, terms: sql.Composable, forward: sql.Composable
+) -> sql.Composable:
+    """The admitted plan: every chunk passing ``where`` that holds a query term, scored exactly."""
+    return sql.SQL(
+        """WITH qt AS MATERIALIZED ({qt}),
+qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt),
+admitted AS MATERIALIZED (SELECT c.row_id FROM {table} AS c WHERE {where}),
+scored AS MATERIALIZED (
+    -- = ANY of an array: one ordered pass over the forward table; && keeps the chunks holding a query term.
+    SELECT f.row_id, {score} AS score FROM {forward} AS f
+    WHERE f.row_id = ANY (ARRAY(SELECT a.row_id FROM admitted AS a)) AND f.tids && (SELECT ids FROM qids)
+)
+{top}"""
+    ).format(
+        qt=_query_terms(terms),
+        table=plan.table,
+        where=where,
+        score=_forward_score(),
+        forward=forward,
+        top=_top(plan, where),
+    )
 
 
 def _query_terms(terms: sql.Composable) -> sql.Composable:
@@ -307,6 +363,8 @@ def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, 
             summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
             top=_top(plan, where),
         )
+    if plan.lexical_params.get("bm25_plan") == "admitted":
+        return _admitted_sql(plan, where, terms, forward)
     dense = plan.lexical_params.get("bm25_plan") == "dense"
     middle = _dense_ctes(postings, dense_table(snapshot_id)) if dense else _impact_ctes(postings)
     seeds = (

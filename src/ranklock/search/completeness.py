@@ -286,6 +286,11 @@ def prepare_plan_steps(
 ) -> Steps[Scope]:
     """:func:`prepare_plan` as steps (ranklock.store.steps); ``dsn`` names the database read, for memos."""
     scope: Scope = yield Block(_scope(dsn, plan, snap, timeout, build_counts=build_counts), transaction=False)
+    if plan.uses_lexical and plan.lexical_params.get("bm25_plan"):
+        from .bm25 import choose_admitted_plan
+
+        # A constraint admitting few chunks: score those (the same threshold as the vector branch's exact scan).
+        choose_admitted_plan(plan, scope.chunks, sp.exact_threshold)
     if plan.uses_semantic:
         plan.vector_strategy = choose_strategy(index_kind, scope, sp)
         if plan.vector_strategy == "hnsw":
