@@ -74,8 +74,17 @@ def test_a_selective_constraint_takes_the_admitted_plan(
     # No constraint, or one admitting 6 chunks in 7 (as_of alone): the postings' plans.
     assert plan_of(engine, buckets, "alpha bravo") in ("impact", "dense")
     assert plan_of(engine, buckets, "alpha bravo", as_of=when) in ("impact", "dense")
-    # More admitted chunks than the exact threshold: the postings' plans.
-    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 1", exact_threshold=10) in ("impact", "dense")
+    # More admitted chunks than the exact threshold (half the corpus), and enough for the seeds: the
+    # postings' plans ... (the cost rule is set aside here: scoring half the chunks reads more than these postings)
+    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 0)
+    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 5", exact_threshold=10) in ("impact", "dense")
+    # ... unless too few seeds would pass the filter to bound theta at this depth.
+    monkeypatch.setattr(bm25_module, "DENSE_SEEDS", 40)
+    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 5", exact_threshold=10) == "admitted"
+    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 5", exact_threshold=10, depth=5) in (
+        "impact",
+        "dense",
+    )
     # Scoring the admitted chunks would read more than the postings: the postings' plans.
     monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)
     assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 1") in ("impact", "dense")
