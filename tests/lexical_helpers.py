@@ -9,7 +9,8 @@ from typing import Any
 from psycopg import sql
 
 from fakes import use_hash_embedder as _use_hash_embedder
-from ranklock import Engine
+from ranklock import Document, Engine
+from ranklock.settings import ChunkerParams
 from ranklock.snapshot.build import chunk_table
 
 
@@ -94,3 +95,22 @@ def lexical(engine: Engine, collection: str, query: str, **kw: Any) -> list[tupl
     depth = kw.pop("depth", 40)
     res = engine.search(collection, query, k=depth, mode="lexical", depth=depth, **kw)
     return [(h.doc_id, h.chunk, float(h.lexical_score or 0.0)) for h in res.hits]
+
+
+def ingest_bucketed(engine: Engine, name: str, docs: list[Document]) -> int:
+    """``docs`` as a fresh collection of small chunks (24-token windows, so most documents have several)
+    with a typed ``bucket`` field, hash vectors and an exact index; returns the active snapshot id."""
+    engine.ingest(
+        name,
+        docs,
+        replace=True,
+        create={
+            "embedder": use_hash_embedder(engine),
+            "index": "exact",
+            "chunker": ChunkerParams(window=24, overlap=4),
+            "fields": ["bucket:int"],
+        },
+    )
+    sid = engine.collection(name).active_snapshot_id
+    assert sid is not None
+    return sid

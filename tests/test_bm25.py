@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lexical_helpers import lexical, reference_bm25, use_hash_embedder
+from lexical_helpers import ingest_bucketed, lexical, reference_bm25, use_hash_embedder
 from ranklock import Document, Engine, QueryError, SnapshotError
 from ranklock.search import bm25 as bm25_module
 from ranklock.settings import ChunkerParams
@@ -67,25 +67,16 @@ def test_bm25_equals_exhaustive_reference(engine: Engine, zipf: str, query: str)
     assert_same(lexical(engine, zipf, query, depth=15), reference_bm25(engine, zipf, query, depth=15))
 
 
+def bucket_docs() -> list[Document]:
+    """The zipf corpus with a typed ``bucket`` (doc number mod 10) to filter on."""
+    return [Document(d.doc_id, d.title, d.body, {**d.metadata, "bucket": i % 10}) for i, d in enumerate(zipf_docs(300))]
+
+
 @pytest.fixture(scope="module")
 def zipf_levels(engine: Engine) -> str:
     """The zipf corpus with impact quantiles every 2nd, 4th, 8th... posting: many read levels on small data."""
     name = "t_bm25_zipf_levels"
-    emb = use_hash_embedder(engine)
-    docs = [Document(d.doc_id, d.title, d.body, {**d.metadata, "bucket": i % 10}) for i, d in enumerate(zipf_docs(300))]
-    engine.ingest(
-        name,
-        docs,
-        replace=True,
-        create={
-            "embedder": emb,
-            "index": "exact",
-            "chunker": ChunkerParams(window=24, overlap=4),
-            "fields": ["bucket:int"],
-        },
-    )
-    sid = engine.collection(name).active_snapshot_id
-    assert sid is not None
+    sid = ingest_bucketed(engine, name, bucket_docs())
     assert build_lexical_stats(engine.db, sid, level_base=2)["level_base"] == 2
     return name
 

@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from lexical_helpers import lexical, reference_bm25, use_hash_embedder
-from ranklock import Document, Engine
+from lexical_helpers import ingest_bucketed, lexical, reference_bm25
+from ranklock import Engine
 from ranklock.search import bm25 as bm25_module
-from ranklock.settings import ChunkerParams
-from test_bm25 import QUERIES, assert_same, zipf_docs
+from test_bm25 import QUERIES, assert_same, bucket_docs
 
 FILTERS = ["bucket < 1", "bucket < 3", "bucket = 5"]
 
@@ -26,19 +25,7 @@ FILTERS = ["bucket < 1", "bucket < 3", "bucket = 5"]
 @pytest.fixture(scope="module")
 def buckets(engine: Engine) -> str:
     name = "t_bm25_admitted"
-    emb = use_hash_embedder(engine)
-    docs = [Document(d.doc_id, d.title, d.body, {**d.metadata, "bucket": i % 10}) for i, d in enumerate(zipf_docs(300))]
-    engine.ingest(
-        name,
-        docs,
-        replace=True,
-        create={
-            "embedder": emb,
-            "index": "exact",
-            "chunker": ChunkerParams(window=24, overlap=4),
-            "fields": ["bucket:int"],
-        },
-    )
+    ingest_bucketed(engine, name, bucket_docs())
     return name
 
 

@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lexical_helpers import lexical, reference_bm25, use_hash_embedder
+from lexical_helpers import ingest_bucketed, lexical, reference_bm25, use_hash_embedder
 from ranklock import Document, Engine
 from ranklock.search import bm25 as bm25_module
-from ranklock.settings import ChunkerParams
 from ranklock.snapshot.lexical_stats import DENSE_BLOCK, build_lexical_stats
 from test_bm25 import VOCAB, assert_same, zipf_docs
 
@@ -41,20 +40,7 @@ def dense_docs() -> list[Document]:
 @pytest.fixture(scope="module")
 def dense(engine: Engine) -> str:
     name = "t_bm25_dense"
-    emb = use_hash_embedder(engine)
-    engine.ingest(
-        name,
-        dense_docs(),
-        replace=True,
-        create={
-            "embedder": emb,
-            "index": "exact",
-            "chunker": ChunkerParams(window=24, overlap=4),
-            "fields": ["bucket:int"],
-        },
-    )
-    sid = engine.collection(name).active_snapshot_id
-    assert sid is not None
+    sid = ingest_bucketed(engine, name, dense_docs())
     entry = build_lexical_stats(engine.db, sid, dense_share=SHARE, dense_block=SMALL_BLOCK)
     assert entry["dense"]["block"] == SMALL_BLOCK and entry["dense"]["rows"] % SMALL_BLOCK != 0
     return name
