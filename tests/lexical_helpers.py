@@ -28,8 +28,11 @@ def reference_bm25(
     depth: int = 40,
     syntax: str = "natural",
     as_of: datetime | None = None,
+    query_tf: bool = True,
 ) -> list[tuple[str, int, float]]:
     """Exhaustive BM25 of every chunk, from the chunk table alone: (doc_id, chunk, score) of the top ``depth`` documents.
+
+    A query term counts once per occurrence in the query (rule bm25/2); ``query_tf=False``: once (bm25/1).
 
     Statistics are recounted here from the tsvectors (not read from the
     snapshot's terms table), documents keep their best chunk, ties break by
@@ -51,11 +54,14 @@ def reference_bm25(
     for r in rows:
         for lx in r["lex"]:
             df[lx] = df.get(lx, 0) + 1
-    got = engine.db.fetchone(
-        "SELECT ranklock.query_terms(%s::regconfig, %s, %s, %s) AS t", [coll.language, coll.accent, syntax, query]
+    # The query analysed as a document is: a term's query frequency is its number of positions.
+    got = engine.db.fetchall(
+        "SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS n FROM unnest(ranklock.doc_tsvector("
+        "%s::regconfig, %s, CASE WHEN %s = 'websearch' THEN ranklock.websearch_positive_text(%s) ELSE %s END)) AS u",
+        [coll.language, coll.accent, syntax, query, query],
     )
-    assert got is not None
-    terms = set(got["t"])
+    qtf = {r["lexeme"]: (r["n"] if query_tf else 1) for r in got}
+    terms = set(qtf)
     matches: set[int] | None = None
     if syntax == "websearch":
         m = engine.db.fetchall(
@@ -83,7 +89,7 @@ def reference_bm25(
         for t in hit:
             idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
             tf = tfs[t]
-            score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * r["doc_len"] / avgdl))
+            score += qtf[t] * (idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * r["doc_len"] / avgdl)))
         cur = best.get(r["doc_id"])
         if cur is None or score > cur[0] + 1e-12 or (abs(score - cur[0]) <= 1e-12 and r["chunk"] < cur[1]):
             best[r["doc_id"]] = (score, r["chunk"])

@@ -26,7 +26,7 @@ SMALL_BLOCK = 7
 #: Terms in at least this share of the chunks are dense in the fixture: the frequent half of the vocabulary.
 SHARE = 0.3
 
-DENSE_ONLY = ["alpha bravo", "alpha bravo canyon delta", "bravo"]
+DENSE_ONLY = ["alpha bravo", "alpha bravo canyon delta", "bravo", "alpha alpha bravo", "bravo canyon bravo bravo"]
 MIXED = ["alpha zephyr", "alpha bravo dune cobalt", "kettle alpha alpha", "canyon yonder umber xenon"]
 
 

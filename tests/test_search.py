@@ -12,6 +12,21 @@ from ranklock.snapshot.build import chunk_table
 RRF_K = 60
 
 
+def shared_weights(ranks: dict[str, int], k: int = RRF_K) -> dict[str, float]:
+    """Rule rrf/2 by hand: the n documents tied at competition rank r share positions r..r+n-1,
+    each weighing the mean of 1/(k + p) over them (summed in position order, as the SQL does)."""
+    blocks: dict[int, int] = {}
+    for r in ranks.values():
+        blocks[r] = blocks.get(r, 0) + 1
+    weight = {}
+    for r, n in blocks.items():
+        total = 0.0
+        for p in range(r, r + n):
+            total += 1.0 / (k + p)
+        weight[r] = total / n
+    return {d: weight[r] for d, r in ranks.items()}
+
+
 @pytest.fixture(scope="module")
 def demo(engine: Engine) -> str:
     engine.ingest("t_search_demo", demo_corpus_path(), replace=True, create={"fields": ["year:int", "tags:keyword[]"]})
@@ -21,7 +36,12 @@ def demo(engine: Engine) -> str:
 def test_rrf_scores_are_the_formula(engine: Engine, demo: str) -> None:
     res = engine.search(demo, "approximate nearest neighbour index for vectors", k=10)
     assert len(res.hits) == 10
+    lex_ranks = [h.lexical_rank for h in engine.search(demo, res.query, k=40, mode="lexical").hits]
+    sem_ranks = [h.semantic_rank for h in engine.search(demo, res.query, k=40, mode="semantic").hits]
     for h in res.hits:
+        # A document alone at its rank in a branch weighs 1/(k + rank) there.
+        assert h.lexical_rank is None or lex_ranks.count(h.lexical_rank) == 1
+        assert h.semantic_rank is None or sem_ranks.count(h.semantic_rank) == 1
         expected = 0.0
         if h.lexical_rank is not None:
             expected += 1 / (RRF_K + h.lexical_rank)
@@ -47,14 +67,16 @@ def test_hybrid_equals_python_fusion_of_the_two_branches(engine: Engine, demo: s
     sem = engine.search(demo, q, k=depth, mode="semantic", depth=depth)
     hyb = engine.search(demo, q, k=25, mode="hybrid", depth=depth)
     fused: dict[str, float] = {}
-    for h in lex.hits:
-        assert h.lexical_rank is not None
-        fused[h.doc_id] = fused.get(h.doc_id, 0.0) + 1.0 / (RRF_K + h.lexical_rank)
-    for h in sem.hits:
-        assert h.semantic_rank is not None
-        fused[h.doc_id] = fused.get(h.doc_id, 0.0) + 1.0 / (RRF_K + h.semantic_rank)
+    lex_w = shared_weights({h.doc_id: h.lexical_rank for h in lex.hits if h.lexical_rank is not None})
+    sem_w = shared_weights({h.doc_id: h.semantic_rank for h in sem.hits if h.semantic_rank is not None})
+    assert len(lex_w) == len(lex.hits) and len(sem_w) == len(sem.hits)
+    for d, w in lex_w.items():
+        fused[d] = fused.get(d, 0.0) + w
+    for d, w in sem_w.items():
+        fused[d] = fused.get(d, 0.0) + w
     expected = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0].encode()))
-    assert [(h.doc_id, pytest.approx(h.score)) for h in hyb.hits] == [(d, pytest.approx(s)) for d, s in expected]
+    # Bit for bit: the same float8 additions in the same order.
+    assert [(h.doc_id, h.score) for h in hyb.hits] == expected[:25]
     lex_ranks = {h.doc_id: h.lexical_rank for h in lex.hits}
     sem_ranks = {h.doc_id: h.semantic_rank for h in sem.hits}
     for h in hyb.hits:

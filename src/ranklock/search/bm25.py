@@ -1,8 +1,13 @@
 """BM25 in plain PostgreSQL: the lexical branch's default ranker.
 
     score(chunk, q) = sum over distinct query terms t present in the chunk of
-        idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))
+        qtf(t) * idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))
     idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+``qtf(t)`` is how many times the query holds t (rule ``bm25/2``; 1 for
+snapshots built under ``bm25/1``, see ranklock.snapshot.rules): the weight
+``w = idf * tf-part`` is stored once per posting, and every plan adds
+``qtf * w``, so a repeated term is summed once per occurrence, as in Lucene.
 
 (Robertson/Sparck Jones idf with +1 inside the log, as Lucene and bm25s do,
 so a term in more than half the chunks still scores a little instead of
@@ -146,12 +151,12 @@ DENSE_SEEDS = 1024
 DENSE_PROBE = 250
 #: Dense plan: at most this many postings of the query's other (non-dense) terms, read whole.
 DENSE_REST_POSTINGS = 200_000
-#: Dense plan: relative margin on a float4 sum of dense weights.  Each weight
-#: rounded to float4 and each float4 addition err by at most u = 2^-24
-#: relative, all terms are >= 0, so the float4 sum of T weights is within
-#: about (2T + 1) u of their exact sum (the +1: the cut itself rounded to
-#: float4): 1e-5 covers T <= 83.
-DENSE_REL = 1e-5
+#: Dense plan: relative margin on a float4 sum of dense contributions.  Each
+#: weight rounded to float4, its product with the term's qtf and each float4
+#: addition err by at most u = 2^-24 relative, all terms are >= 0, so the
+#: float4 sum of T contributions is within about (3T + 1) u of their exact sum
+#: (the +1: the cut itself rounded to float4): 2e-5 covers T <= 111.
+DENSE_REL = 2e-5
 #: Dense plan: absolute margin (float4 underflow of tiny weights).
 DENSE_ABS = 1e-6
 #: Dense plan: at most this many dense terms in a query (DENSE_REL's limit, with room); more take the impact plan.
@@ -284,7 +289,7 @@ def _admitted_sql(
     """The admitted plan: every chunk passing ``where`` that holds a query term, scored exactly."""
     return sql.SQL(
         """WITH qt AS MATERIALIZED ({qt}),
-qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt),
+qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids, array_agg(qtf ORDER BY term_id) AS qtfs FROM qt),
 admitted AS MATERIALIZED (SELECT c.row_id FROM {table} AS c WHERE {where}),
 scored AS MATERIALIZED (
     -- = ANY of an array: one ordered pass over the forward table; && keeps the chunks holding a query term.
@@ -293,7 +298,7 @@ scored AS MATERIALIZED (
 )
 {top}"""
     ).format(
-        qt=_query_terms(terms),
+        qt=_query_terms(plan, terms),
         table=plan.table,
         where=where,
         score=_forward_score(),
@@ -302,22 +307,36 @@ scored AS MATERIALIZED (
     )
 
 
-def _query_terms(terms: sql.Composable) -> sql.Composable:
+def _query_terms(plan: SearchPlan, terms: sql.Composable) -> sql.Composable:
+    """CTE ``qt``: the query's terms with their statistics and ``qtf``, how often the query holds each.
+
+    A term contributes ``qtf * w`` (rule bm25/2, ranklock.snapshot.rules; 1 under bm25/1), so
+    ``max_w`` is the most a term adds to a chunk: its largest weight times ``qtf`` (with a margin),
+    while ``wq``, the weight quantiles the impact plan reads postings to, stay weights.
+    """
+    if not plan.rules.query_tf:
+        return sql.SQL(
+            "SELECT t.term_id, t.lexeme, t.df, t.idf, 1 AS qtf, t.max_w::float8 * 1.000001 AS max_w, t.wq "
+            "FROM {terms} AS t "
+            "WHERE t.lexeme = ANY (ranklock.query_terms(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s))"
+        ).format(terms=terms)
     return sql.SQL(
-        "SELECT t.term_id, t.lexeme, t.df, t.idf, t.max_w::float8 * 1.000001 AS max_w, t.wq FROM {terms} AS t "
-        "WHERE t.lexeme = ANY (ranklock.query_terms(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s))"
+        "SELECT t.term_id, t.lexeme, t.df, t.idf, q.qtf, q.qtf * t.max_w::float8 * 1.000001 AS max_w, t.wq "
+        "FROM {terms} AS t "
+        "JOIN ranklock.query_term_freqs(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s) AS q ON q.lexeme = t.lexeme"
     ).format(terms=terms)
 
 
 def _score(alias: str = "c") -> sql.Composable:
     """The BM25 score of chunk ``alias`` from its tsvector, over the terms in CTE ``qt``.
 
-    Term contributions are summed in ascending term id, the one order every
-    plan uses, so the result does not depend on the order rows arrive in.
+    Term contributions (``qtf * w``) are summed in ascending term id, the one
+    order every plan uses, so the result does not depend on the order rows
+    arrive in.
     """
     return sql.SQL(
-        "(SELECT coalesce(sum(qt.idf * x.tf * (%(k1)s::float8 + 1) / (x.tf + %(k1)s::float8 * "
-        "(1 - %(b)s::float8 + %(b)s::float8 * {a}.doc_len / %(bm25_avgdl)s::float8)) ORDER BY qt.term_id), 0) "
+        "(SELECT coalesce(sum(qt.qtf * (qt.idf * x.tf * (%(k1)s::float8 + 1) / (x.tf + %(k1)s::float8 * "
+        "(1 - %(b)s::float8 + %(b)s::float8 * {a}.doc_len / %(bm25_avgdl)s::float8))) ORDER BY qt.term_id), 0) "
         "FROM unnest({a}.tsv) AS u JOIN qt ON qt.lexeme = u.lexeme "
         "CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS x)"
     ).format(a=sql.Identifier(alias))
@@ -326,11 +345,12 @@ def _score(alias: str = "c") -> sql.Composable:
 def _forward_score(alias: str = "f") -> sql.Composable:
     """The BM25 score of forward-table row ``alias`` over the query's terms (CTE ``qids``).
 
-    The same float8 weights as the postings, summed in the same (term id) order.
+    The same float8 weights as the postings, times the same ``qtf``, summed in
+    the same (term id) order.
     """
     return sql.SQL(
-        "(SELECT coalesce(sum({a}.ws[array_position({a}.tids, x.tid)] ORDER BY x.tid), 0) "
-        "FROM unnest((SELECT ids FROM qids)) AS x(tid))"
+        "(SELECT coalesce(sum(x.qtf * {a}.ws[array_position({a}.tids, x.tid)] ORDER BY x.tid), 0) "
+        "FROM unnest((SELECT ids FROM qids), (SELECT qtfs FROM qids)) AS x(tid, qtf))"
     ).format(a=sql.Identifier(alias))
 
 
@@ -364,12 +384,12 @@ def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, 
             "WITH qt AS MATERIALIZED ({qt}) "
             "SELECT c.doc_id, c.chunk, {score} AS score FROM {table} AS c "
             "WHERE c.tsv @@ {tsq} AND {where}"
-        ).format(qt=_query_terms(terms), score=_score(), table=plan.table, tsq=tsquery_sql(), where=where)
+        ).format(qt=_query_terms(plan, terms), score=_score(), table=plan.table, tsq=tsquery_sql(), where=where)
     # ``margin``: bounds are float sums; 1e-9 relative on theta dwarfs their rounding.
     if plan.lexical_params.get("bm25_plan") == "full":
         # Few postings: sum them all; nothing to prune.
         return sql.SQL("WITH qt AS MATERIALIZED ({qt}),\n{summed}\n{top}").format(
-            qt=_query_terms(terms),
+            qt=_query_terms(plan, terms),
             summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
             top=_top(plan, where),
         )
@@ -384,7 +404,7 @@ def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, 
     )
     return sql.SQL(
         """WITH qt AS MATERIALIZED ({qt}),
-qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids FROM qt),
+qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids, array_agg(qtf ORDER BY term_id) AS qtfs FROM qt),
 seed AS MATERIALIZED (
     SELECT DISTINCT s.row_id FROM qt CROSS JOIN LATERAL (
         SELECT p.row_id FROM {postings} AS p WHERE p.term_id = qt.term_id
@@ -409,7 +429,7 @@ theta2 AS MATERIALIZED (
 {summed}
 {top}"""
     ).format(
-        qt=_query_terms(terms),
+        qt=_query_terms(plan, terms),
         postings=postings,
         seeds=seeds,
         middle=middle,
@@ -424,15 +444,16 @@ def _impact_ctes(postings: sql.Composable) -> sql.Composable:
     """The impact plan's CTEs from read depths to ``cand`` (row_id, bound): steps 2 and 3 of the module docstring."""
     return sql.SQL(
         """ranked AS MATERIALIZED (
-    SELECT qt.term_id, qt.df, qt.max_w, qt.wq, row_number() OVER (ORDER BY qt.max_w, qt.term_id) AS pos FROM qt
+    SELECT qt.term_id, qt.df, qt.qtf, qt.max_w, qt.wq, row_number() OVER (ORDER BY qt.max_w, qt.term_id) AS pos FROM qt
 ),
 opts AS (
     -- Terms 1..j (smallest maxima) unread, the others read to level i: the
-    -- top base * 2^i postings, everything when the term has no more.
+    -- top base * 2^i postings, everything when the term has no more.  A term
+    -- adds qtf times its weight, so its bound is qtf times the weight it is read to.
     SELECT j.j, i.i,
            sum(CASE WHEN r.pos <= j.j THEN r.max_w
                     WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ i.i THEN 0
-                    ELSE r.wq[i.i + 1] END) AS fsum,
+                    ELSE r.qtf * r.wq[i.i + 1] END) AS fsum,
            sum(CASE WHEN r.pos <= j.j THEN 0 ELSE least(r.df, %(bm25_level_base)s::bigint * 2 ^ i.i) END) AS cost
     FROM generate_series(0, (SELECT count(*) FROM qt)::int) AS j(j)
     CROSS JOIN generate_series(0, (SELECT coalesce(max(cardinality(wq)), 0) FROM qt)) AS i(i)
@@ -446,20 +467,22 @@ pick AS MATERIALIZED (
           ORDER BY o.cost, o.i, o.j DESC LIMIT 1) AS b
 ),
 thr AS MATERIALIZED (
-    -- f: every posting of the term with w >= f is read; one not read has w < f.
-    SELECT r.term_id, CASE WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ l.lvl THEN 0::float8 ELSE r.wq[l.lvl + 1] END AS f
+    -- f: every posting of the term with w >= f is read; one not read has w < f, and adds less than qtf * f.
+    SELECT r.term_id, r.qtf, t.f, r.qtf * t.f AS fq
     FROM ranked AS r CROSS JOIN pick AS pk
     CROSS JOIN LATERAL (
         SELECT CASE WHEN r.pos <= pk.j THEN least(pk.i, %(bm25_skip_level)s::int) ELSE pk.i END AS lvl) AS l
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ l.lvl THEN 0::float8 ELSE r.wq[l.lvl + 1] END AS f) AS t
 ),
 cand AS MATERIALIZED (
-    -- Upper bound of each chunk read: its weights read, plus f for the terms it was not seen in.
-    SELECT e.row_id, fs.fsum + sum(e.w - thr.f) AS bound
+    -- Upper bound of each chunk read: its contributions read, plus qtf * f for the terms it was not seen in.
+    SELECT e.row_id, fs.fsum + sum(thr.qtf * e.w - thr.fq) AS bound
     FROM thr CROSS JOIN LATERAL (
         SELECT p.row_id, p.w FROM {postings} AS p WHERE p.term_id = thr.term_id AND p.w >= thr.f) AS e
-    CROSS JOIN (SELECT sum(f) AS fsum FROM thr) AS fs
+    CROSS JOIN (SELECT sum(fq) AS fsum FROM thr) AS fs
     GROUP BY e.row_id, fs.fsum
-    HAVING fs.fsum + sum(e.w - thr.f) >= (SELECT cut FROM theta)
+    HAVING fs.fsum + sum(thr.qtf * e.w - thr.fq) >= (SELECT cut FROM theta)
 )"""
     ).format(postings=postings)
 
@@ -478,10 +501,11 @@ def _dense_ctes(postings: sql.Composable, dense: sql.Composable) -> sql.Composab
     """
     return sql.SQL(
         """blocks AS MATERIALIZED (
-    -- S per block of row ids, summed by pgvector (float4).
-    SELECT d.blk, sum(d.v) AS s FROM {dense} AS d
-    WHERE d.term_id = ANY (ARRAY(SELECT qt.term_id FROM qt WHERE qt.df >= %(bm25_dense_min_df)s::int))
-      AND (SELECT theta FROM theta) > 0
+    -- S per block of row ids, summed by pgvector (float4); a term the query repeats, times its qtf.
+    SELECT d.blk, sum(CASE WHEN qt.qtf = 1 THEN d.v
+                           ELSE d.v * array_fill(qt.qtf::real, ARRAY[vector_dims(d.v)])::vector END) AS s
+    FROM {dense} AS d JOIN qt ON qt.term_id = d.term_id
+    WHERE qt.df >= %(bm25_dense_min_df)s::int AND (SELECT theta FROM theta) > 0
     GROUP BY d.blk
 ),
 dcut AS MATERIALIZED (
@@ -503,7 +527,7 @@ bq AS MATERIALIZED (
 ),
 rest AS MATERIALIZED (
     -- The other terms' postings, read whole (the plan is chosen only when they are few).
-    SELECT p.row_id, sum(p.w) AS r FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    SELECT p.row_id, sum(qt.qtf * p.w) AS r FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
     WHERE qt.df < %(bm25_dense_min_df)s::int AND (SELECT theta FROM theta) > 0
     GROUP BY p.row_id
 ),
@@ -575,7 +599,7 @@ def _summed_ctes(
         """summed AS MATERIALIZED (
     -- Every chunk with a posting, its weights summed as float8 (fast, but
     -- the last bit depends on the order rows arrive in) ...
-    SELECT p.row_id, sum(p.w) AS s FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    SELECT p.row_id, sum(qt.qtf * p.w) AS s FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
     WHERE {when}
     GROUP BY p.row_id
 ),
@@ -588,7 +612,7 @@ summed_cut AS MATERIALIZED (
 ),
 scored AS MATERIALIZED (
     {impact_rows}-- Their postings summed again in term order: the same last bit as every other plan.
-    SELECT p.row_id, sum(p.w ORDER BY p.term_id) AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    SELECT p.row_id, sum(qt.qtf * p.w ORDER BY p.term_id) AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
     WHERE p.row_id IN (SELECT summed.row_id FROM summed {summed_filter}
                        WHERE summed.s >= (SELECT cut FROM summed_cut) {summed_where})
     GROUP BY p.row_id

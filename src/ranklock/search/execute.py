@@ -33,6 +33,7 @@ from ..collection import CollectionInfo
 from ..embed.base import Embedder
 from ..errors import QueryError
 from ..settings import SearchParams, Settings
+from ..snapshot.rules import rules_of
 from ..store.database import Database
 from ..store.steps import Block, Fetch, Offload, Steps, drive, fetch_on, run_steps
 from ..store.tables import snapshot_table
@@ -236,6 +237,7 @@ def build_plan_steps(
         k1=sp.k1,
         b=sp.b,
         as_of=as_of_dt,
+        rules=rules_of(snap["manifest"]),
     )
     if req.filter is not None:
         from .filters import compile_filter

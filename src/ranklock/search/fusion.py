@@ -12,7 +12,10 @@ ranks counted from 1.  Branch ranks are competition ranks (``rank()``):
 documents with identical raw scores share a rank, so a tie stays a tie after
 fusion instead of becoming a preference for the smaller doc id; the doc id
 only decides the (stable, meaningless) order inside the tie and which tied
-documents survive a LIMIT.  The hit's chunk is the one from the branch that
+documents survive a LIMIT.  Under rule rrf/2 (ranklock.snapshot.rules) a block
+of n tied documents shares the weights of the n positions it spans
+(:func:`rrf_weight_sql`), so it weighs what n documents weigh, not n first
+places.  The hit's chunk is the one from the branch that
 ranked the document higher (the lower chunk number when both ranked it equal).
 """
 
@@ -26,7 +29,7 @@ from .lexical import lexical_hits_sql
 from .plan import SearchPlan, where_sql
 from .semantic import semantic_cte
 
-__all__ = ["BRANCHES_COLUMN", "build_search_sql"]
+__all__ = ["BRANCHES_COLUMN", "build_search_sql", "rrf_weight_sql"]
 
 #: Position of the ``branches`` column in the search statement's rows (see build_search_sql).
 BRANCHES_COLUMN = 11
@@ -41,14 +44,39 @@ lex_best AS (
            row_number() OVER (PARTITION BY doc_id ORDER BY score DESC, chunk) AS rn
     FROM lex_hits
 ),
-lex AS (
+lex_top AS (
     SELECT doc_id, chunk, score,
-           rank() OVER (ORDER BY score DESC) AS rank
+           rank() OVER (ORDER BY score DESC) AS rank,
+           row_number() OVER (ORDER BY score DESC, doc_id, chunk) AS pos
     FROM lex_best WHERE rn = 1
     ORDER BY score DESC, doc_id, chunk
     LIMIT %(depth)s::bigint
-)"""
-    ).format(hits=hits)
+),
+lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
+    ).format(hits=hits, rrf=rrf_weight_sql(plan), window=_tie_window(plan))
+
+
+def rrf_weight_sql(plan: SearchPlan) -> sql.Composable:
+    """A branch row's RRF weight, from its competition ``rank`` and its position ``pos`` in the branch.
+
+    Rule rrf/2 (ranklock.snapshot.rules): the n documents tied at rank r share
+    the positions r..r+n-1 they occupy in the branch's list, each weighing the
+    mean of 1 / (rrf_k + p) over them, summed in position order (so the bits
+    never depend on the order rows arrive in).  A block cut by the branch's
+    depth shares the positions it holds.  A document alone at its rank (pos =
+    rank) gets 1 / (rrf_k + rank), bit for bit rule rrf/1's weight.
+    """
+    if not plan.rules.shared_ties:
+        return sql.SQL("1.0::float8 / (%(rrf_k)s::bigint + rank)")
+    return sql.SQL("sum(1.0::float8 / (%(rrf_k)s::bigint + pos)) OVER tie / count(*) OVER tie")
+
+
+def _tie_window(plan: SearchPlan) -> sql.Composable:
+    if not plan.rules.shared_ties:
+        return sql.SQL("")
+    return sql.SQL(
+        " WINDOW tie AS (PARTITION BY rank ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+    )
 
 
 def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
@@ -73,7 +101,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
             params["sem_fetch"] = plan.sem_fetch
         else:
             params["sem_exact_fetch"] = plan.depth * max(1, plan.max_chunks_per_doc)
-        ctes.append(semantic_cte(plan))
+        ctes.append(semantic_cte(plan, rrf_weight_sql(plan), _tie_window(plan)))
 
     if plan.uses_lexical and plan.uses_semantic:
         fused = sql.SQL(
@@ -82,7 +110,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
            CASE WHEN s.rank IS NULL OR l.rank < s.rank THEN l.chunk
                 WHEN l.rank IS NULL OR s.rank < l.rank THEN s.chunk
                 ELSE least(l.chunk, s.chunk) END AS chunk,
-           coalesce(1.0::float8 / (%(rrf_k)s::bigint + l.rank), 0) + coalesce(1.0::float8 / (%(rrf_k)s::bigint + s.rank), 0) AS score,
+           coalesce(l.rrf, 0) + coalesce(s.rrf, 0) AS score,
            l.rank AS lexical_rank, l.score AS lexical_score,
            s.rank AS semantic_rank, s.dist AS semantic_distance
     FROM lex AS l FULL OUTER JOIN sem AS s ON s.doc_id = l.doc_id
@@ -91,7 +119,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
     elif plan.uses_lexical:
         fused = sql.SQL(
             """fused AS (
-    SELECT l.doc_id, l.chunk, 1.0::float8 / (%(rrf_k)s::bigint + l.rank) AS score,
+    SELECT l.doc_id, l.chunk, l.rrf AS score,
            l.rank AS lexical_rank, l.score AS lexical_score,
            NULL::bigint AS semantic_rank, NULL::float8 AS semantic_distance
     FROM lex AS l
@@ -100,7 +128,7 @@ def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
     else:
         fused = sql.SQL(
             """fused AS (
-    SELECT s.doc_id, s.chunk, 1.0::float8 / (%(rrf_k)s::bigint + s.rank) AS score,
+    SELECT s.doc_id, s.chunk, s.rrf AS score,
            NULL::bigint AS lexical_rank, NULL::float8 AS lexical_score,
            s.rank AS semantic_rank, s.dist AS semantic_distance
     FROM sem AS s

@@ -12,6 +12,8 @@ from typing import Any
 
 from psycopg import sql
 
+from ..snapshot.rules import CURRENT_RULES, RankingRules
+
 __all__ = ["MODES", "SearchPlan", "time_predicate", "where_sql"]
 
 MODES = ("hybrid", "lexical", "semantic")
@@ -48,6 +50,8 @@ class SearchPlan:
     lexical_params: dict[str, Any] = field(default_factory=dict)
     #: Also return each branch's candidates (for the query log), in the same statement.
     capture_branches: bool = False
+    #: The snapshot's ranking rules (ranklock.snapshot.rules): query-term frequency, tie blocks in RRF.
+    rules: RankingRules = CURRENT_RULES
 
     @property
     def uses_lexical(self) -> bool:

@@ -13,7 +13,10 @@ class Hit(BaseModel):
     rank: int
     doc_id: str
     chunk: int
-    score: float = Field(description="Fused RRF score: sum over branches of 1/(rrf_k + rank).")
+    score: float = Field(
+        description="Fused RRF score: sum over branches of 1/(rrf_k + rank); n documents tied at rank r share the "
+        "weights of positions r..r+n-1 (rule rrf/2)."
+    )
     lexical_rank: int | None
     lexical_score: float | None
     semantic_rank: int | None

@@ -71,8 +71,11 @@ def choose_ef_search(plan: SearchPlan, sp: SearchParams, matching_chunks: int, t
     return int(min(EF_SEARCH_MAX, max(EF_SEARCH_BASE, math.ceil(plan.sem_fetch / selectivity))))
 
 
-def semantic_cte(plan: SearchPlan) -> sql.Composable:
-    """The vector branch's CTEs: candidates (exact scan or ANN index), best chunk per document, rank."""
+def semantic_cte(plan: SearchPlan, rrf: sql.Composable, window: sql.Composable) -> sql.Composable:
+    """The vector branch's CTEs: candidates (exact scan or ANN index), best chunk per document, rank.
+
+    ``rrf`` and ``window`` give each document its fusion weight (ranklock.search.fusion.rrf_weight_sql).
+    """
     if plan.vector_strategy == "exact":
         # Every filtered chunk is scored: the sort is over a subquery's output,
         # by ``distance + 0``, an expression no ANN index can supply (an index
@@ -103,14 +106,16 @@ sem_best AS (
            row_number() OVER (PARTITION BY doc_id ORDER BY dist, chunk) AS rn
     FROM sem_cand
 ),
-sem AS (
+sem_top AS (
     SELECT doc_id, chunk, dist,
-           rank() OVER (ORDER BY dist) AS rank
+           rank() OVER (ORDER BY dist) AS rank,
+           row_number() OVER (ORDER BY dist, doc_id, chunk) AS pos
     FROM sem_best WHERE rn = 1
     ORDER BY dist, doc_id, chunk
     LIMIT %(depth)s::bigint
-)"""
-    ).format(cand=cand)
+),
+sem AS (SELECT doc_id, chunk, dist, rank, {rrf} AS rrf FROM sem_top{window})"""
+    ).format(cand=cand, rrf=rrf, window=window)
 
 
 def apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchParams) -> None:

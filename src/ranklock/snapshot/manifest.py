@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from ..ingest.chunker import BOUNDARY_RULES, effective_window, last_window
 from ..ingest.normalize import NORMALIZATION, canonical_json
 from ..settings import SearchParams
+from .rules import CURRENT_RULES
 
 __all__ = [
     "MANIFEST_SCHEMA",
@@ -103,6 +104,8 @@ def build_manifest(
         # the build record makes that a visible manifest difference.
         "index": {"type": coll.index_kind, "params": coll.index_params, "build": index_build or {}},
         "search": search,
+        # How scores are computed (ranklock.snapshot.rules): a search runs its snapshot's rules.
+        "ranking": CURRENT_RULES.as_manifest(),
         "time_policy": "as_of is an explicit query parameter; documents carry effective_from/effective_to; "
         "ranking never calls now()",
     }
