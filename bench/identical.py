@@ -14,7 +14,11 @@ The searches (state the scale you change):
 - k=100 for the first ``--deep`` of them in the three modes;
 - ``--ranker ts_rank_cd`` and ``--syntax websearch`` on the first ``--variants`` (hybrid, k=10);
 - 3 hybrid queries that take the warning paths (only stop words, only an exclusion);
-- ``search_sql()`` text and parameters for the first ``--variants`` (hybrid, k=10).
+- ``search_sql()`` text and parameters for the first ``--variants`` (hybrid, k=10);
+- on two more collections of the first ``FILTERED_DOCS`` SciFact documents with typed fields
+  (``year:int``, ``tags:keyword[]``) and effective dates, one with an HNSW index and one exact
+  (``ident_hnsw``, ``ident_exact``): the first ``--variants`` queries under each of ``FILTERS`` in
+  the three modes, hybrid with ``--as-of``, and ``search_sql()`` with a filter and ``as_of``.
 
 Every search passes ``--snapshot <id>`` (pinned in the baseline's header line) with
 ``RANKLOCK_LOG_QUERIES=0`` and ``RANKLOCK_RESULT_CACHE=0``; ``--json`` without ``--timings``
@@ -53,6 +57,11 @@ DATA = Path("/work/shared/data/scifact")
 COLLECTION = "scifact"
 MODES = ("hybrid", "lexical", "semantic")
 WARNING_QUERIES = ("the of and", "-alpha", "to be or not")
+#: Documents of the filtered collections, their indexes, filters (broad, tag, selective) and as_of.
+FILTERED_DOCS = 1500
+FILTERED = {"ident_hnsw": "hnsw", "ident_exact": "exact"}
+FILTERS = ("year >= 2010", 'tags has "even"', "year < 2002")
+AS_OF = "2015-06-01T00:00:00Z"
 
 
 def load_queries(n: int) -> list[tuple[str, str]]:
@@ -85,10 +94,66 @@ def cases(n: int, deep: int, variants: int) -> Iterator[dict[str, Any]]:
         yield {"qid": f"warn{i}", "query": text, "mode": "hybrid", "k": 10, "variant": ""}
     for qid, text in queries[:variants]:
         yield {"qid": qid, "query": text, "mode": "hybrid", "k": 10, "variant": "search_sql"}
+    for name in FILTERED:
+        for qid, text in queries[:variants]:
+            for f in FILTERS:
+                for mode in MODES:
+                    yield {
+                        "qid": qid,
+                        "query": text,
+                        "mode": mode,
+                        "k": 10,
+                        "variant": "",
+                        "collection": name,
+                        "filter": f,
+                    }
+            yield {
+                "qid": qid,
+                "query": text,
+                "mode": "hybrid",
+                "k": 10,
+                "variant": "",
+                "collection": name,
+                "as_of": AS_OF,
+            }
+            yield {
+                "qid": qid,
+                "query": text,
+                "mode": "hybrid",
+                "k": 10,
+                "variant": "search_sql",
+                "collection": name,
+                "filter": FILTERS[0],
+                "as_of": AS_OF,
+            }
 
 
 def _key(c: dict[str, Any]) -> str:
-    return f"{c['qid']}|{c['mode']}|{c['k']}|{c['variant']}"
+    key = f"{c['qid']}|{c['mode']}|{c['k']}|{c['variant']}"
+    if c.get("collection", COLLECTION) != COLLECTION:
+        key += f"|{c['collection']}|{c.get('filter')}|{c.get('as_of')}"
+    return key
+
+
+def filtered_documents() -> list[Any]:
+    """The first FILTERED_DOCS SciFact documents (corpus order) with typed fields and effective dates from their id."""
+    from ranklock import Document
+
+    docs = []
+    with open(DATA / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            n = int(rec["_id"])
+            year = 2000 + n % 25
+            meta = {
+                "year": year,
+                "tags": ["even" if n % 2 == 0 else "odd"],
+                "effective_from": f"{year}-01-01T00:00:00Z",
+            }
+            docs.append(Document(str(rec["_id"]), rec.get("title", ""), rec["text"], meta))
+            if len(docs) == FILTERED_DOCS:
+                break
+    return docs
 
 
 def _memoise_embedder() -> None:
@@ -111,43 +176,57 @@ def _memoise_embedder() -> None:
     engine_mod.resolve_embedder = resolve  # type: ignore[assignment]
 
 
-def ensure_snapshot(home: str) -> int:
-    """The active SciFact snapshot id, ingesting the corpus first if the collection is missing."""
+def ensure_snapshot(home: str) -> dict[str, int]:
+    """The active snapshot id of every collection the check reads, ingesting a missing one first."""
+    out: dict[str, int] = {}
     with Engine(home=home, log_queries=False) as eng:
-        try:
-            info = eng.collection(COLLECTION)
-            if info.active_snapshot_id is None:
-                raise NotFound(COLLECTION)
-        except NotFound:
-            t = time.perf_counter()
-            eng.ingest(COLLECTION, DATA / "corpus.jsonl")
-            print(f"ingested {COLLECTION} in {time.perf_counter() - t:.0f}s", flush=True)
-            info = eng.collection(COLLECTION)
-        assert info.active_snapshot_id is not None
-        return int(info.active_snapshot_id)
+        sources: dict[str, tuple[Any, dict[str, Any] | None]] = {COLLECTION: (DATA / "corpus.jsonl", None)}
+        for name, index in FILTERED.items():
+            sources[name] = (filtered_documents(), {"fields": ["year:int", "tags:keyword[]"], "index": index})
+        for name, (source, create) in sources.items():
+            try:
+                info = eng.collection(name)
+                if info.active_snapshot_id is None:
+                    raise NotFound(name)
+            except NotFound:
+                t = time.perf_counter()
+                eng.ingest(name, source, create=create)
+                print(f"ingested {name} in {time.perf_counter() - t:.0f}s", flush=True)
+                info = eng.collection(name)
+            assert info.active_snapshot_id is not None
+            out[name] = int(info.active_snapshot_id)
+    return out
 
 
-def run_case(c: dict[str, Any], home: str, sid: int, eng: Engine) -> str:
+def run_case(c: dict[str, Any], home: str, sids: dict[str, int], eng: Engine) -> str:
     """The bytes of one case: the CLI's stdout (and exit code), or search_sql's text and parameters."""
+    name = c.get("collection", COLLECTION)
+    sid = sids[name]
     if c["variant"] == "search_sql":
-        text, params = eng.search_sql(COLLECTION, c["query"], k=c["k"], mode=c["mode"], snapshot=sid)
+        extra = {key: c[key] for key in ("filter", "as_of") if c.get(key)}
+        text, params = eng.search_sql(name, c["query"], k=c["k"], mode=c["mode"], snapshot=sid, **extra)
         return json.dumps({"sql": text, "params": params}, sort_keys=True, default=str)
     from typer.testing import CliRunner
 
     from ranklock.cli import app
 
-    args = ["search", COLLECTION, "--json", "--snapshot", str(sid), "--mode", c["mode"], "-k", str(c["k"])]
+    args = ["search", name, "--json", "--snapshot", str(sid), "--mode", c["mode"], "-k", str(c["k"])]
+    if c.get("filter"):
+        args += ["--filter", c["filter"]]
+    if c.get("as_of"):
+        args += ["--as-of", c["as_of"]]
     args += [*c["variant"].split(), "--home", home, "--", c["query"]]
     res = CliRunner().invoke(app, args)
     return f"exit={res.exit_code}\n{res.stdout}"
 
 
-def run_all(args: argparse.Namespace, sid: int) -> Iterator[dict[str, Any]]:
+def run_all(args: argparse.Namespace, sids: dict[str, int]) -> Iterator[dict[str, Any]]:
     _memoise_embedder()
     with Engine(home=args.home, log_queries=False) as eng:
         for c in cases(args.queries, args.deep, args.variants):
-            out = run_case(c, args.home, sid, eng)
+            out = run_case(c, args.home, sids, eng)
             yield {
+                **{key: c[key] for key in ("collection", "filter", "as_of") if key in c},
                 "qid": c["qid"],
                 "mode": c["mode"],
                 "k": c["k"],
@@ -158,12 +237,13 @@ def run_all(args: argparse.Namespace, sid: int) -> Iterator[dict[str, Any]]:
 
 
 def record(args: argparse.Namespace) -> int:
-    sid = ensure_snapshot(args.home)
+    sids = ensure_snapshot(args.home)
     t = time.perf_counter()
     n = 0
     with open(args.out, "w", encoding="utf-8") as fh:
         header = {
-            "snapshot": sid,
+            "snapshot": sids[COLLECTION],
+            "snapshots": sids,
             "queries": args.queries,
             "deep": args.deep,
             "variants": args.variants,
@@ -171,10 +251,10 @@ def record(args: argparse.Namespace) -> int:
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         fh.write(json.dumps(header) + "\n")
-        for row in run_all(args, sid):
+        for row in run_all(args, sids):
             fh.write(json.dumps(row) + "\n")
             n += 1
-    print(f"recorded {n} outputs of snapshot {sid} in {time.perf_counter() - t:.0f}s -> {args.out}")
+    print(f"recorded {n} outputs of snapshots {sids} in {time.perf_counter() - t:.0f}s -> {args.out}")
     return 0
 
 
@@ -203,12 +283,13 @@ def compare(args: argparse.Namespace) -> int:
         header = json.loads(fh.readline())
         base = {_key(r): r for r in map(json.loads, fh)}
     args.queries, args.deep, args.variants = header["queries"], header["deep"], header["variants"]
-    sid = int(header["snapshot"])
+    sids = {k: int(v) for k, v in header.get("snapshots", {COLLECTION: header["snapshot"]}).items()}
+    sid = sids[COLLECTION]
     t = time.perf_counter()
     stats = {"searches": 0, "identical": 0, "different": 0, "missing": 0, "sql_texts": 0, "sql_identical": 0}
     diffs: list[str] = []
     seen = set()
-    for row in run_all(args, sid):
+    for row in run_all(args, sids):
         key = _key(row)
         seen.add(key)
         is_sql = row["variant"] == "search_sql"
