@@ -169,14 +169,14 @@ def _branches_column(plan: SearchPlan) -> sql.Composable:
     if plan.uses_lexical:
         parts.append(
             sql.SQL(
-                "'lexical', (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, score) ORDER BY rank), "
+                "'lexical', (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, score) ORDER BY rank, doc_id, chunk), "
                 "'[]'::json) FROM lex)"
             )
         )
     if plan.uses_semantic:
         parts.append(
             sql.SQL(
-                "'semantic', (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, dist) ORDER BY rank), "
+                "'semantic', (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, dist) ORDER BY rank, doc_id, chunk), "
                 "'[]'::json) FROM sem)"
             )
         )
