@@ -1,11 +1,13 @@
-"""Generate docs/cli.md and the README's settings table from their declarations, so neither can drift.
+"""Generate docs/cli.md, the README's settings table and the module tree of docs/architecture.md.
 
-python scripts/gen_cli_docs.py          # rewrite docs/cli.md and README.md's settings table
-python scripts/gen_cli_docs.py --check  # exit 1 if either is stale (tests run this)
+python scripts/gen_cli_docs.py          # rewrite them
+python scripts/gen_cli_docs.py --check  # exit 1 if one is stale (tests run this)
 
 docs/cli.md comes from the Typer commands (whose search options take their help from
 ``SearchParams``); the README table, between ``<!-- settings:begin -->`` and
-``<!-- settings:end -->``, comes from ``ranklock.settings.ENV``.
+``<!-- settings:end -->``, comes from ``ranklock.settings.ENV``; the tree, between
+``<!-- tree:begin -->`` and ``<!-- tree:end -->``, is every module of ``src/ranklock``
+with the first line of its docstring, grouped by top-level name in :data:`TREE_ORDER`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,28 @@ sys.path.insert(0, str(ROOT / "src"))
 
 DOC = ROOT / "docs" / "cli.md"
 README = ROOT / "README.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 BEGIN, END = "<!-- settings:begin -->", "<!-- settings:end -->"
+TREE_BEGIN, TREE_END = "<!-- tree:begin -->", "<!-- tree:end -->"
+#: Top-level names of src/ranklock, top layer first (tests/test_layers.py has the layers); a blank line between groups.
+TREE_ORDER = (
+    ("cli", "__main__"),
+    ("http",),
+    ("integrations",),
+    ("mcp_server",),
+    ("__init__", "engine", "async_engine"),
+    ("domains", "ask", "eval", "plan"),
+    ("search",),
+    ("snapshot",),
+    ("ingest",),
+    ("collection",),
+    ("validation",),
+    ("embed", "store"),
+    ("settings",),
+    ("_extras", "_version"),
+    ("limits",),
+    ("errors",),
+)
 
 
 # Typer vendors its own click, so commands and parameters are read by duck typing.
@@ -80,16 +103,56 @@ def render_readme(current: str) -> str:
     return f"{head}{BEGIN}\n{render_settings_table()}\n{END}{tail}"
 
 
+def _first_line(path: Path) -> str:
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    line = doc.strip().splitlines()[0] if doc.strip() else ""
+    return line if len(line) <= 80 else line[:80] + "…"
+
+
+def render_tree() -> str:
+    """Every module under src/ranklock, one line each: its path and the first line of its docstring."""
+    pkg = ROOT / "src" / "ranklock"
+    names = {p.stem if p.is_file() else p.name for p in pkg.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    ordered = [n for group in TREE_ORDER for n in group]
+    missing = sorted(names - set(ordered))
+    if missing:
+        raise SystemExit(f"scripts/gen_cli_docs.py: add {', '.join(missing)} to TREE_ORDER (in its layer)")
+    groups = []
+    for group in TREE_ORDER:
+        lines = []
+        for name in group:
+            files = sorted((pkg / name).rglob("*.py")) if (pkg / name).is_dir() else [pkg / f"{name}.py"]
+            for f in files:
+                rel = f.relative_to(pkg).as_posix()
+                lines.append(f"{rel:<34} {_first_line(f)}".rstrip())
+        groups.append("\n".join(lines))
+    return "```\n" + "\n\n".join(groups) + "\n```"
+
+
+def render_architecture(current: str) -> str:
+    head, sep, rest = current.partition(TREE_BEGIN)
+    _, sep2, tail = rest.partition(TREE_END)
+    if not sep or not sep2:
+        raise SystemExit(f"docs/architecture.md lacks the {TREE_BEGIN} ... {TREE_END} markers around the tree")
+    return f"{head}{TREE_BEGIN}\n{render_tree()}\n{TREE_END}{tail}"
+
+
 def main() -> None:
     text = render()
     readme = README.read_text(encoding="utf-8")
     new_readme = render_readme(readme)
+    arch = ARCHITECTURE.read_text(encoding="utf-8")
+    new_arch = render_architecture(arch)
     if "--check" in sys.argv:
         stale = []
         if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
             stale.append("docs/cli.md")
         if readme != new_readme:
             stale.append("README.md's settings table")
+        if arch != new_arch:
+            stale.append("docs/architecture.md's module tree")
         if stale:
             print(f"{' and '.join(stale)} stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
             sys.exit(1)
@@ -97,7 +160,8 @@ def main() -> None:
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text, encoding="utf-8")
     README.write_text(new_readme, encoding="utf-8")
-    print(f"wrote {DOC} and {README}'s settings table")
+    ARCHITECTURE.write_text(new_arch, encoding="utf-8")
+    print(f"wrote {DOC}, {README}'s settings table and {ARCHITECTURE}'s module tree")
 
 
 if __name__ == "__main__":

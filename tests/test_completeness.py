@@ -134,9 +134,9 @@ def test_matching_count_honours_as_of(engine: Engine, cname: str) -> None:
 def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -> None:
     from psycopg import sql
 
-    from ranklock.search.completeness import count_matching_sql
     from ranklock.search.filters import compile_filter
-    from ranklock.search.plan import SearchPlan
+    from ranklock.search.scope import count_matching_sql
+    from ranklock.search.spec import SearchSpec
     from ranklock.snapshot.build import chunk_table
 
     coll = engine.collection(hnsw_coll)
@@ -144,7 +144,7 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
     for flt in ['tag = "odd"', "n < 17", "not (n between 3 and 90)", "tag is null", 'tag in ("even", "x") or n > 5']:
         res = engine.search(hnsw_coll, "item", k=1, mode="semantic", filter=flt)
         f = compile_filter(coll, flt)
-        plan = SearchPlan(
+        spec = SearchSpec(
             table=chunk_table(sid),
             mode="semantic",
             k=1,
@@ -156,7 +156,7 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
             filter_sql=f.sql,
             filter_params=f.params,
         )
-        q, p = count_matching_sql(plan, {})
+        q, p = count_matching_sql(spec, {})
         row = engine.db.fetchone(q, p)
         assert row is not None and res.matching_count == row["documents"], flt
     # single-field filters were answered from the snapshot's value counts, built once per field

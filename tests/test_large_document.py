@@ -25,7 +25,9 @@ from ranklock.ingest.chunker import document_text
 from ranklock.limits import MAX_K
 from ranklock.search.bm25 import prepare_bm25
 from ranklock.search.fusion import build_search_sql
-from ranklock.search.plan import SearchPlan
+from ranklock.search.lexical import LexicalBranch
+from ranklock.search.semantic import SemanticBranch
+from ranklock.search.spec import SearchSpec
 from ranklock.snapshot.lexical_stats import BM25_STATS_VERSION
 
 DEPTHS = (1, 40, 100, 1000, MAX_K)  # MAX_K: the most SearchParams.depth accepts
@@ -146,11 +148,12 @@ def test_search_sql_types_every_bound_integer(engine: Engine, large: tuple[str, 
         assert untyped_integer_placeholders(text, params) == []
 
 
-def _plans() -> list[SearchPlan]:
+def _specs() -> list[SearchSpec]:
     """Every shape of search statement: modes, rankers, BM25 plans, vector strategies, filter, as_of."""
+    import dataclasses
     from datetime import UTC, datetime
 
-    plans = []
+    specs = []
     stats = {
         "max_chunks_per_doc": 5000,
         "bm25": {
@@ -173,7 +176,7 @@ def _plans() -> list[SearchPlan]:
         ]:
             for strategy in ("exact", "hnsw", "ivfflat"):
                 for filtered in (False, True):
-                    plan = SearchPlan(
+                    spec = SearchSpec(
                         table=sql.Identifier("ranklock_data", "chunks_1"),
                         mode=mode,
                         k=10,
@@ -182,33 +185,38 @@ def _plans() -> list[SearchPlan]:
                         query="q",
                         language="english",
                         accent="sensitive",
-                        syntax=syntax,
-                        lexical_ranker=ranker,
-                        k1=k1,
-                        vector_strategy=strategy,
                         max_chunks_per_doc=5000,
-                        qvec=[0.0] * 8,
                         capture_branches=filtered,
                     )
                     if filtered:
-                        plan.filter_sql = sql.SQL('"c"."year" >= {}::bigint').format(sql.Placeholder("f0"))
-                        plan.filter_params = {"f0": 2020}
-                        plan.as_of = datetime(2026, 1, 1, tzinfo=UTC)
-                    if ranker == "bm25" and plan.uses_lexical:
-                        prepare_bm25(plan, 1, stats, postings)
-                    plans.append(plan)
-    return plans
+                        spec = dataclasses.replace(
+                            spec,
+                            filter_sql=sql.SQL('"c"."year" >= {}::bigint').format(sql.Placeholder("f0")),
+                            filter_params={"f0": 2020},
+                            as_of=datetime(2026, 1, 1, tzinfo=UTC),
+                        )
+                    branches: list[Any] = []
+                    if mode in ("hybrid", "lexical"):
+                        lex = LexicalBranch("q", "english", "sensitive", syntax, ranker, k1, 0.75)
+                        if ranker == "bm25":
+                            lex = dataclasses.replace(lex, bm25=prepare_bm25(lex, 1, stats, postings))
+                        branches.append(lex)
+                    if mode in ("hybrid", "semantic"):
+                        branches.append(SemanticBranch([0.0] * 8, strategy, strategy, 160, "strict_order", 20000, 10))
+                    specs.append(spec.with_branches(tuple(branches)))
+    return specs
 
 
 def test_every_statement_shape_types_its_integers() -> None:
     """A cheap guard: no integer placeholder in any statement shape is left for psycopg to type by value."""
-    plans = _plans()
-    assert len(plans) == 3 * 6 * 3 * 2
-    assert {p.lexical_params.get("bm25_plan") for p in plans} == {None, "full", "impact", "dense"}
-    for plan in plans:
-        q, params = build_search_sql(plan)
+    specs = _specs()
+    assert len(specs) == 3 * 6 * 3 * 2
+    plans = {b.bm25.strategy if b.bm25 else None for s in specs for b in s.branches if isinstance(b, LexicalBranch)}
+    assert plans == {None, "full", "impact", "dense"}
+    for spec in specs:
+        q, params = build_search_sql(spec)
         text = q.as_string(None)
-        assert untyped_integer_placeholders(text, params) == [], (plan.mode, plan.lexical_ranker, plan.vector_strategy)
+        assert untyped_integer_placeholders(text, params) == [], (spec.mode, spec.branches)
 
 
 def test_the_guard_sees_an_untyped_integer() -> None:

@@ -30,13 +30,16 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from .collection import CollectionInfo
 from .embed import Embedder
 from .engine import Engine, IngestReport
 from .errors import QueryError
+from .search.options import SearchOptions
+from .search.request import SearchRequest
 from .search.results import SearchResult
+from .settings import REQUEST
 from .store.async_database import AsyncDatabase
 from .store.database import Tracer
 from .store.errors import refusals_as
@@ -216,48 +219,61 @@ class AsyncEngine:
         eng, adb = await self._ready()
         return await adb.run(readiness_steps(eng.settings.statement_timeout, lambda: adb.recoveries))
 
-    async def search_sql(self, name: str, query: str, **kwargs: Any) -> tuple[str, dict[str, Any]]:
+    async def search_sql(
+        self,
+        name: str,
+        query: str,
+        *,
+        k: int = REQUEST.k,
+        mode: str = REQUEST.mode,
+        filter: Any = None,
+        snapshot: int | None = None,
+        as_of: datetime | str | None = None,
+        **params: Unpack[SearchOptions],
+    ) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`search` would run, without running it; writes nothing."""
-        from .search.execute import SearchRequest, search_sql_steps
+        from .search.execute import sql_request_steps
 
         eng, adb = await self._ready()
+        req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
         with refusals_as(QueryError):
-            req = SearchRequest.of(name, query, **kwargs)
-            req.check()
-            coll = await self.collection(name)
-            snap = await self._snapshot_for(coll, req.snapshot)
             # The embedder is resolved (a model loaded) only for a vector branch, in a worker thread.
-            steps = search_sql_steps(adb.dsn, eng.settings, coll, snap, req, eng._collection_embedder)
-            q, p = await adb.run(steps)
+            q, p = await adb.run(sql_request_steps(adb.dsn, eng.settings, req, eng._collection_embedder))
             async with adb.connection() as conn:
                 return q.as_string(conn), p
 
-    async def search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
+    async def search(
+        self,
+        name: str,
+        query: str,
+        *,
+        k: int = REQUEST.k,
+        mode: str = REQUEST.mode,
+        filter: Any = None,
+        snapshot: int | None = None,
+        as_of: datetime | str | None = None,
+        **params: Unpack[SearchOptions],
+    ) -> SearchResult:
         """Search ``name``: the fused, tie-broken top ``k`` (:meth:`Engine.search`, same keywords and result).
 
         With read replicas it runs the sync Engine's router in a worker thread (see the module docstring).
         """
-        eng, _ = await self._ready()
-        if eng.router is not None:
-            return await asyncio.to_thread(eng.search, name, query, **kwargs)
-        with refusals_as(QueryError):
-            return await self._search(name, query, **kwargs)
-
-    async def _search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
-        from .search.execute import SearchRequest, search_steps
-
         eng, adb = await self._ready()
+        if eng.router is not None:
+            kwargs: dict[str, Any] = {"k": k, "mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
+            return await asyncio.to_thread(lambda: eng.search(name, query, **kwargs, **params))
+        from .search.execute import request_steps
+
         t0 = time.perf_counter()
-        req = SearchRequest.of(name, query, **kwargs)
-        req.check()
-        coll = await self.collection(name)
-        snap = await self._snapshot_for(coll, req.snapshot)
-        steps = search_steps(adb.dsn, eng.db, eng.settings, coll, snap, req, eng._collection_embedder, started=t0)
-        return await adb.run(steps)
+        req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
+        with refusals_as(QueryError):
+            return await adb.run(
+                request_steps(adb.dsn, eng.db, eng.settings, req, eng._collection_embedder, started=t0)
+            )
 
     async def replay(self, query_id: int) -> ReplayReport:
         """Re-run logged query ``query_id`` on its snapshot (:meth:`Engine.replay`); async I/O throughout."""
-        from .search.execute import SearchRequest, search_steps
+        from .search.execute import request_steps
         from .search.log import replay_steps
 
         eng, adb = await self._ready()
@@ -266,15 +282,9 @@ class AsyncEngine:
             return report
 
         def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
-            from .collection import read_collection_steps
-            from .snapshot.lifecycle import resolve_steps
-
             req = SearchRequest.of(name, query, **kwargs)
-            req.check()
-            coll = yield from read_collection_steps(name)
-            snap = yield from resolve_steps(coll, req.snapshot)
-            result: SearchResult = yield from search_steps(
-                adb.dsn, eng.db, eng.settings, coll, snap, req, eng._collection_embedder
+            result: SearchResult = yield from request_steps(
+                adb.dsn, eng.db, eng.settings, req, eng._collection_embedder
             )
             return result
 
@@ -316,7 +326,7 @@ class AsyncEngine:
         filter: Any = None,
         as_of: datetime | str | None = None,
         snapshot: int | None = None,
-        chunks: int = 8,
+        chunks: int = REQUEST.chunks,
         generator: str = "extractive",
     ) -> Answer:
         """:meth:`Engine.ask` in a worker thread: the generator (a model or an HTTP call) is blocking work."""

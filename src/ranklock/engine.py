@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
@@ -29,8 +29,10 @@ from .embed import Embedder, resolve_embedder
 from .errors import EmbedderError, IngestError, NotFound, QueryError
 from .ingest.loaders import Document, load_corpus
 from .ingest.normalize import NORMALIZATION
+from .search.options import SearchOptions
+from .search.request import SearchRequest
 from .search.results import SearchResult
-from .settings import ChunkerParams, Settings
+from .settings import REQUEST, ChunkerParams, Settings
 from .snapshot.build import Progress
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from .ask.model import Answer, Generator
     from .plan.model import Plan
     from .plan.run import PlannedSearch
+    from .search.log import ReplayReport
 
 
 @dataclass
@@ -418,7 +421,7 @@ class Engine:
 
         return readiness(self.db, self.settings.statement_timeout)
 
-    def replay(self, query_id: int) -> Any:
+    def replay(self, query_id: int) -> ReplayReport:
         """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical."""
         from .search.log import replay
 
@@ -441,48 +444,56 @@ class Engine:
         name: str,
         query: str,
         *,
-        k: int = 10,
-        mode: str = "hybrid",
+        k: int = REQUEST.k,
+        mode: str = REQUEST.mode,
         filter: Any = None,
         snapshot: int | None = None,
         as_of: datetime | str | None = None,
-        **params: Any,
+        **params: Unpack[SearchOptions],
     ) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`search` would run, without running it; writes nothing."""
-        from .search.execute import SearchRequest, search_sql
+        from .search.execute import sql_request_steps
+        from .store.steps import run_steps
 
-        req = SearchRequest(name, query, k, mode, filter, snapshot, as_of, params)
-        req.check()
-        coll = self.collection(name)
-        snap = self._snapshot_for(coll, snapshot)
-        return search_sql(self.rdb, self.settings, coll, snap, req, self._collection_embedder)
+        req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
+        q, p = run_steps(self.rdb, sql_request_steps(self.rdb.dsn, self.settings, req, self._collection_embedder))
+        with self.rdb.connection() as conn:
+            return q.as_string(conn), p
 
     @refusals_as(QueryError)
-    def search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
+    def search(
+        self,
+        name: str,
+        query: str,
+        *,
+        k: int = REQUEST.k,
+        mode: str = REQUEST.mode,
+        filter: Any = None,
+        snapshot: int | None = None,
+        as_of: datetime | str | None = None,
+        **params: Unpack[SearchOptions],
+    ) -> SearchResult:
         """Search ``name`` and return the fused, tie-broken top ``k`` documents.
 
-        Keyword arguments: ``k`` (10), ``mode`` ("hybrid"), ``filter``,
-        ``snapshot``, ``as_of`` and any :class:`SearchParams` field.  With read
-        replicas the search runs on one that has replayed the primary's
-        position (ranklock.store.replicas); ``served_by`` says where.
+        ``filter`` (hard constraints), ``snapshot`` (default: the active one), ``as_of``, and any
+        :class:`~ranklock.settings.SearchParams` field (``depth=100``, ``ef_search=200``, ...).
+        With read replicas the search runs on one that has replayed the primary's position
+        (ranklock.store.replicas); ``served_by`` says where.
         """
+        req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
         if self.router is None:
-            return self._search(name, query, **kwargs)
-        return self.router.run(name, kwargs.get("snapshot"), lambda: self._search(name, query, **kwargs))
+            return self._search(req)
+        return self.router.run(name, snapshot, lambda: self._search(req))
 
-    def _search(self, name: str, query: str, **kwargs: Any) -> SearchResult:
-        from .search.execute import SearchRequest, run_search
+    def _search(self, req: SearchRequest) -> SearchResult:
+        from .search.execute import request_steps
+        from .store.steps import run_steps
 
         t0 = time.perf_counter()
-        # SearchRequest.of holds the keywords and their defaults, once for every caller.
-        req = SearchRequest.of(name, query, **kwargs)
-        req.check()
-        coll = self.collection(name)
-        snap = self._snapshot_for(coll, req.snapshot)
         # Reads on this thread's node (ranklock.store.replicas); the query log and result cache on the primary.
-        return run_search(
-            self.rdb, self.settings, coll, snap, req, self._collection_embedder, started=t0, primary=self.db
-        )
+        rdb = self.rdb
+        steps = request_steps(rdb.dsn, self.db, self.settings, req, self._collection_embedder, started=t0)
+        return run_steps(rdb, steps, primary=self.db)
 
     # -- ask (ranklock.ask) -----------------------------------------------------------------
 
@@ -494,9 +505,9 @@ class Engine:
         filter: Any = None,
         as_of: datetime | str | None = None,
         snapshot: int | None = None,
-        chunks: int = 8,
+        chunks: int = REQUEST.chunks,
         generator: str | Generator = "extractive",
-        mode: str = "hybrid",
+        mode: str = REQUEST.mode,
     ) -> Answer:
         """Answer ``question`` from the top ``chunks`` chunks of ``search``, with citations; logged for replay.
 
@@ -543,7 +554,14 @@ class Engine:
         return plan_request(read_schema(self.db, coll, pack_for(coll)), request, extractor, name)
 
     def search_request(
-        self, name: str, request: str, *, k: int = 10, explain: bool = False, extractor: Any = None, **params: Any
+        self,
+        name: str,
+        request: str,
+        *,
+        k: int = REQUEST.k,
+        explain: bool = False,
+        extractor: Any = None,
+        **params: Any,
     ) -> PlannedSearch:
         """Plan ``request`` and run it when it is an answer (constraints as the filter, preferences as ranking)."""
         from .domains import pack_for

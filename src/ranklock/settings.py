@@ -20,10 +20,14 @@ from .limits import MAX_K
 __all__ = [
     "ASK_DEPTH",
     "ASK_RRF_K",
+    "BM25_B",
+    "BM25_K1",
     "DEFAULT_EMBEDDER",
+    "REQUEST",
     "ENV",
     "ChunkerParams",
     "EnvVar",
+    "RequestDefaults",
     "SearchParams",
     "Settings",
     "env",
@@ -42,6 +46,29 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 #: checks that the two agree.
 ASK_DEPTH = 40
 ASK_RRF_K = 60
+
+
+#: BM25's parameters: a snapshot's statistics are built under them (ranklock.snapshot.lexical_stats)
+#: and a search's default is the same pair, so a default search takes the fast BM25 plans, which
+#: apply only under the snapshot's own k1 and b (tests/test_bm25.py pins it).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+@dataclass(frozen=True)
+class RequestDefaults:
+    """The defaults of a request's own arguments, for every interface (Engine, AsyncEngine, CLI, HTTP, MCP)."""
+
+    #: Results returned.
+    k: int = 10
+    #: hybrid (every branch, fused), or one branch: lexical, semantic.
+    mode: str = "hybrid"
+    #: Ask: the numbered chunks [1]..[N] an answer is drawn from.
+    chunks: int = 8
+
+
+#: The one declaration of the request defaults; signatures read ``REQUEST.k`` and so on.
+REQUEST = RequestDefaults()
 
 
 @dataclass(frozen=True)
@@ -310,8 +337,8 @@ class SearchParams(BaseModel):
     lexical_ranker: Literal["bm25", "ts_rank_cd"] = Field(
         "bm25", description="Lexical ranking function: bm25 (Okapi BM25, in the database) or ts_rank_cd."
     )
-    k1: float = Field(1.2, ge=0, le=1000, description="BM25 term-frequency saturation.")
-    b: float = Field(0.75, ge=0, le=1, description="BM25 length normalisation, 0..1.")
+    k1: float = Field(BM25_K1, ge=0, le=1000, description="BM25 term-frequency saturation.")
+    b: float = Field(BM25_B, ge=0, le=1, description="BM25 length normalisation, 0..1.")
     query_syntax: Literal["natural", "websearch"] = Field(
         "natural", description="Lexical query syntax: natural (OR of terms) or websearch."
     )

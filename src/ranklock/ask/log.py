@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg.types.json import Jsonb
 
 from ..errors import GenerationError, NotFound, QueryError
+from ..settings import REQUEST
 from .generators import resolve_generator
 from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
 from .prompt import render_prompt
@@ -193,7 +194,7 @@ def replay_answer(
         as_of=req.get("as_of"),
         snapshot=sid,
         chunks=int(req["chunks"]),
-        mode=str(req.get("mode", "hybrid")),
+        mode=str(req.get("mode", REQUEST.mode)),
     )
     numbered = number_chunks(res.hits)
     prompt = render_prompt(req["question"], numbered)

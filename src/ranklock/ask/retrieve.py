@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import QueryError
+from ..settings import REQUEST
 from .model import AskChunk
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def retrieve(
     as_of: datetime | str | None,
     snapshot: int | None,
     chunks: int,
-    mode: str = "hybrid",
+    mode: str = REQUEST.mode,
 ) -> SearchResult:
     """The search an ask runs: hybrid, depth 40, RRF k = 60, top ``chunks`` documents.
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GenerationError, QueryError
+from ..settings import REQUEST
 from .generators import resolve_generator
 from .log import log_answer, log_rejected
 from .model import Answer, GenerationRequest, Generator
@@ -43,7 +44,7 @@ def ask(
     chunks: int = DEFAULT_CHUNKS,
     generator: str | Generator = "extractive",
     log: bool = True,
-    mode: str = "hybrid",
+    mode: str = REQUEST.mode,
 ) -> Answer:
     """Answer ``question`` over ``coll`` with citations into the retrieved chunks.
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, QueryError
-from ..settings import ASK_DEPTH, ASK_RRF_K
+from ..settings import ASK_DEPTH, ASK_RRF_K, REQUEST
 from .abstention import abstention_accuracy, false_abstention_rate
 from .answer_correctness import answer_correct
 from .citations import citation_precision, citation_recall, mean_defined
@@ -64,7 +64,7 @@ def evaluate_answers(
     *,
     generators: Sequence[str] = ("extractive",),
     modes: Sequence[str] = ("hybrid",),
-    chunks: int = 8,
+    chunks: int = REQUEST.chunks,
     snapshot: int | None = None,
     source: str = "",
     progress: Progress | None = None,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..settings import REQUEST
 from .run import snapshot_info
 from .stability import DEFAULT_THRESHOLD, Query, collect_runs, stability_of_runs
 from .target import EvalTarget
@@ -67,8 +68,8 @@ def run_canary(
     queries: Sequence[Query],
     *,
     record: str | Path | None = None,
-    k: int = 10,
-    mode: str = "hybrid",
+    k: int = REQUEST.k,
+    mode: str = REQUEST.mode,
     params: dict[str, Any] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     accept: bool = False,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, QueryError
+from ..search.branches import modes
 from .golden import GoldenSet, load_golden
 from .metrics import mean, ndcg_at_k, recall_at_k, reciprocal_rank
 from .target import EvalTarget
@@ -47,7 +48,8 @@ __all__ = ["DEFAULT_KS", "REPORT_SCHEMA", "EvalRun", "evaluate", "parse_ks", "sn
 
 REPORT_SCHEMA = "ranklock.eval/1"
 DEFAULT_KS = (10, 50, 100)
-ALL_MODES = ("hybrid", "lexical", "semantic")
+#: Every search mode, hybrid first (ranklock.search.branches).
+ALL_MODES = modes()
 
 Progress = Callable[[str, int, int], None]
 
@@ -105,9 +107,6 @@ class EvalRun:
 
     report: dict[str, Any]
     rankings: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-
-    def mode_metrics(self, mode: str) -> dict[str, float]:
-        return dict(self.report["modes"][mode])
 
     def trec_run(self, mode: str) -> str:
         """The TREC run file text for ``mode``; see the module docstring for the score column."""

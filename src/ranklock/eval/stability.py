@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, QueryError
+from ..settings import REQUEST
 from .metrics import mean
 from .overlap import jaccard, rank_biased_overlap
 from .run import snapshot_info
@@ -70,7 +71,7 @@ class StabilityReport:
     passed: bool
     kind: str = "repeat"
     concurrency: int = 1
-    mode: str = "hybrid"
+    mode: str = REQUEST.mode
     collection: str = ""
     snapshot: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
@@ -212,8 +213,8 @@ def measure_stability(
     *,
     runs: int = 10,
     concurrency: int = 1,
-    k: int = 10,
-    mode: str = "hybrid",
+    k: int = REQUEST.k,
+    mode: str = REQUEST.mode,
     snapshot: int | None = None,
     params: dict[str, Any] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
@@ -247,8 +248,8 @@ def compare_configurations(
     *,
     a: dict[str, Any],
     b: dict[str, Any],
-    k: int = 10,
-    mode: str = "hybrid",
+    k: int = REQUEST.k,
+    mode: str = REQUEST.mode,
     concurrency: int = 1,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> StabilityReport:

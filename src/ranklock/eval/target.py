@@ -13,6 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..settings import REQUEST
+
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
     from ..search.protocol import Searcher
@@ -47,7 +49,7 @@ class AskTarget(EvalTarget, Protocol):
         filter: Any = None,
         as_of: datetime | str | None = None,
         snapshot: int | None = None,
-        chunks: int = 8,
+        chunks: int = REQUEST.chunks,
         generator: Any = "extractive",
-        mode: str = "hybrid",
+        mode: str = REQUEST.mode,
     ) -> Any: ...

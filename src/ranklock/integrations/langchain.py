@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from ..engine import Engine
 from ..ingest.formats.base import require
+from ..settings import REQUEST
 from .common import engine_from, hit_metadata, run_search
 
 require("langchain_core", "langchain")
@@ -39,8 +40,8 @@ class RanklockRetriever(BaseRetriever):
 
     engine: Engine
     collection: str
-    k: int = 10
-    mode: str = "hybrid"
+    k: int = REQUEST.k
+    mode: str = REQUEST.mode
     filter: Any = None
     as_of: datetime | str | None = None
     snapshot: int | None = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..engine import Engine
 from ..ingest.formats.base import require
+from ..settings import REQUEST
 from .common import engine_from, hit_metadata, run_search
 
 require("llama_index.core", "llamaindex")
@@ -37,8 +38,8 @@ class RanklockRetriever(BaseRetriever):
         engine: Engine | str,
         collection: str,
         *,
-        k: int = 10,
-        mode: str = "hybrid",
+        k: int = REQUEST.k,
+        mode: str = REQUEST.mode,
         filter: Any = None,
         as_of: datetime | str | None = None,
         snapshot: int | None = None,

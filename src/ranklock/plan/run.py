@@ -25,6 +25,7 @@ from ..collection import CollectionInfo
 from ..errors import QueryError
 from ..search.protocol import Searcher
 from ..search.results import SearchResult
+from ..settings import REQUEST
 from ..snapshot.build import chunk_table
 from ..store.database import Database
 from .evaluate import matches
@@ -224,7 +225,7 @@ def search_request(
     schema: PlanSchema,
     request: str,
     *,
-    k: int = 10,
+    k: int = REQUEST.k,
     explain: bool = False,
     extractor: Extractor | None = None,
     **params: Any,

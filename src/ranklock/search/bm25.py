@@ -100,17 +100,19 @@ match with its phrases and exclusions; the score uses its positive terms.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from psycopg import sql
 
 from ..errors import SnapshotError
 from ..snapshot.lexical_stats import BM25_STATS_VERSION, dense_table, forward_table, postings_table, terms_table
+from .tsquery import tsquery_sql
 
 if TYPE_CHECKING:
-    from .plan import SearchPlan
+    from .spec import SearchSpec
 
 __all__ = [
     "CHUNK_POSTINGS",
@@ -125,6 +127,8 @@ __all__ = [
     "PROBE",
     "SEED_PER_TERM",
     "SKIP_LEVEL",
+    "Bm25Plan",
+    "LexicalQuery",
     "bm25_hits_sql",
     "choose_admitted_plan",
     "prepare_bm25",
@@ -165,14 +169,52 @@ DENSE_MAX_TERMS = 64
 #: (~3 us against ~0.3 us at 1M chunks); the plan is taken only when it reads less.
 CHUNK_POSTINGS = 10
 
-BM25Builder = Callable[["SearchPlan", sql.Composable], sql.Composable]
+
+class LexicalQuery(Protocol):
+    """What BM25's plan choice reads of the lexical branch (ranklock.search.lexical.LexicalBranch)."""
+
+    @property
+    def query(self) -> str: ...
+    @property
+    def language(self) -> str: ...
+    @property
+    def accent(self) -> str: ...
+    @property
+    def syntax(self) -> str: ...
+    @property
+    def ranker(self) -> str: ...
+    @property
+    def k1(self) -> float: ...
+    @property
+    def b(self) -> float: ...
 
 
-def _impact_eligible(plan: SearchPlan, entry: dict[str, Any]) -> bool:
-    return plan.syntax == "natural" and plan.k1 == entry["k1"] and plan.b == entry["b"]
+@dataclass(frozen=True)
+class Bm25Plan:
+    """How the lexical branch runs BM25 on one snapshot: which plan, with which bound statistics.
+
+    ``strategy`` is the plan (``full``, ``impact``, ``dense``, ``admitted``), or
+    None for the match plan (websearch syntax, or k1/b other than the
+    snapshot's); ``params`` are the values its SQL binds (``bm25_plan`` among
+    them, so ``search_sql`` shows the plan).
+    """
+
+    snapshot_id: int
+    #: The query is scored from the snapshot's postings and forward table (natural syntax, the snapshot's k1 and b).
+    impact: bool
+    params: Mapping[str, Any]
+
+    @property
+    def strategy(self) -> str | None:
+        got = self.params.get("bm25_plan")
+        return None if got is None else str(got)
 
 
-def query_postings_sql(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]) -> tuple[sql.Composable, list[Any]]:
+def _impact_eligible(lex: LexicalQuery, entry: dict[str, Any]) -> bool:
+    return lex.syntax == "natural" and lex.k1 == entry["k1"] and lex.b == entry["b"]
+
+
+def query_postings_sql(lex: LexicalQuery, snapshot_id: int, stats: dict[str, Any]) -> tuple[sql.Composable, list[Any]]:
     """An expression of the query's postings counts, and its values; NULL when not needed.
 
     The expression is a bigint[]: the postings of all the query's terms, those
@@ -181,9 +223,9 @@ def query_postings_sql(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]
     the snapshot's k1 and b choose a plan on them (see :func:`prepare_bm25`).
     """
     entry = (stats or {}).get("bm25")
-    if plan.lexical_ranker != "bm25" or not entry or entry.get("version") != BM25_STATS_VERSION:
+    if lex.ranker != "bm25" or not entry or entry.get("version") != BM25_STATS_VERSION:
         return sql.SQL("NULL::bigint[]"), []
-    if not _impact_eligible(plan, entry):
+    if not _impact_eligible(lex, entry):
         return sql.SQL("NULL::bigint[]"), []
     # A df no term reaches when the snapshot has no dense blocks.
     min_df = int(entry["dense"]["min_df"]) if entry.get("dense") else 2**31 - 1
@@ -191,18 +233,18 @@ def query_postings_sql(plan: SearchPlan, snapshot_id: int, stats: dict[str, Any]
         "(SELECT ARRAY[coalesce(sum(df), 0), coalesce(sum(df) FILTER (WHERE df < %s::int), 0), "
         "count(*) FILTER (WHERE df >= %s::int)]::bigint[] "
         "FROM {} WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s)))"
-    ).format(terms_table(snapshot_id)), [min_df, min_df, plan.language, plan.accent, plan.syntax, plan.query]
+    ).format(terms_table(snapshot_id)), [min_df, min_df, lex.language, lex.accent, lex.syntax, lex.query]
 
 
 def prepare_bm25(
-    plan: SearchPlan,
+    lex: LexicalQuery,
     snapshot_id: int,
     stats: dict[str, Any],
     postings: int | Sequence[int] | None,
     *,
     collection: str = "COLLECTION",
-) -> None:
-    """Point ``plan`` at the snapshot's BM25 statistics, or say why it has none.
+) -> Bm25Plan:
+    """The BM25 plan of ``lex`` on the snapshot's statistics, or an error saying why it has none.
 
     Natural queries under the snapshot's k1 and b take the impact plan when
     their terms have more than ``FULL_SCAN_POSTINGS`` postings together
@@ -220,20 +262,21 @@ def prepare_bm25(
             f"build them once with `ranklock snapshot lexical-stats {collection} {snapshot_id}` "
             f"(Python: engine.lexical_stats({collection!r}, {snapshot_id})), or search with lexical_ranker='ts_rank_cd'."
         )
-    impact = _impact_eligible(plan, entry)
+    impact = _impact_eligible(lex, entry)
     counts = [postings] if isinstance(postings, int) else [int(x) for x in postings or [0]]
     total, rest, n_dense = counts[0], counts[1] if len(counts) > 1 else counts[0], counts[2] if len(counts) > 2 else 0
     dense = entry.get("dense")
+    lp: dict[str, Any] = {}
     if impact:
-        plan.lexical_params["bm25_postings"] = total
-        plan.lexical_params["bm25_chunks"] = int(entry.get("N") or 0)
+        lp["bm25_postings"] = total
+        lp["bm25_chunks"] = int(entry.get("N") or 0)
         if total <= FULL_SCAN_POSTINGS:
-            plan.lexical_params["bm25_plan"] = "full"
+            lp["bm25_plan"] = "full"
         elif dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS:
-            plan.lexical_params["bm25_plan"] = "dense"
+            lp["bm25_plan"] = "dense"
         else:
-            plan.lexical_params["bm25_plan"] = "impact"
-    plan.lexical_params.update(
+            lp["bm25_plan"] = "impact"
+    lp.update(
         {
             "bm25_avgdl": float(entry["avgdl"]) or 1.0,
             "bm25_seed": SEED_PER_TERM,
@@ -245,8 +288,8 @@ def prepare_bm25(
             "bm25_max_chunks": max(1, int(stats.get("max_chunks_per_doc", 1) or 1)),
         }
     )
-    if plan.lexical_params.get("bm25_plan") == "dense" and dense:
-        plan.lexical_params.update(
+    if lp.get("bm25_plan") == "dense" and dense:
+        lp.update(
             {
                 "bm25_dense_seeds": DENSE_SEEDS,
                 "bm25_probe": DENSE_PROBE,
@@ -257,11 +300,10 @@ def prepare_bm25(
                 "bm25_dense_abs": DENSE_ABS,
             }
         )
-    builder: BM25Builder = partial(bm25_hits_sql, snapshot_id=snapshot_id, impact=impact)
-    plan.bm25_sql = builder
+    return Bm25Plan(snapshot_id=snapshot_id, impact=impact, params=lp)
 
 
-def choose_admitted_plan(plan: SearchPlan, admitted_chunks: int, exact_threshold: int) -> None:
+def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int, exact_threshold: int) -> Bm25Plan:
     """Score the chunks a hard constraint admits instead of the query's postings, when they are few.
 
     Called once the completeness count knows ``admitted_chunks`` (before the
@@ -273,18 +315,19 @@ def choose_admitted_plan(plan: SearchPlan, admitted_chunks: int, exact_threshold
     constraint, and under ``2 * depth`` of them theta stays 0 or weak (at 1M
     chunks a 3 % filter took 3.3 s p50 that way).
     """
-    lp = plan.lexical_params
-    if lp.get("bm25_plan") not in ("impact", "dense") or _unfiltered(plan):
-        return
+    lp = bm25.params
+    if bm25.strategy not in ("impact", "dense") or _unfiltered(spec):
+        return bm25
     if admitted_chunks * CHUNK_POSTINGS >= int(lp.get("bm25_postings") or 0):
-        return
+        return bm25
     chunks = max(1, int(lp.get("bm25_chunks") or 1))
-    if admitted_chunks <= exact_threshold or DENSE_SEEDS * admitted_chunks < 2 * plan.depth * chunks:
-        lp["bm25_plan"] = "admitted"
+    if admitted_chunks <= exact_threshold or DENSE_SEEDS * admitted_chunks < 2 * spec.depth * chunks:
+        return dataclasses.replace(bm25, params={**lp, "bm25_plan": "admitted"})
+    return bm25
 
 
 def _admitted_sql(
-    plan: SearchPlan, where: sql.Composable, terms: sql.Composable, forward: sql.Composable
+    spec: SearchSpec, where: sql.Composable, terms: sql.Composable, forward: sql.Composable
 ) -> sql.Composable:
     """The admitted plan: every chunk passing ``where`` that holds a query term, scored exactly."""
     return sql.SQL(
@@ -298,23 +341,23 @@ scored AS MATERIALIZED (
 )
 {top}"""
     ).format(
-        qt=_query_terms(plan, terms),
-        table=plan.table,
+        qt=_query_terms(spec, terms),
+        table=spec.table,
         where=where,
         score=_forward_score(),
         forward=forward,
-        top=_top(plan, where),
+        top=_top(spec, where),
     )
 
 
-def _query_terms(plan: SearchPlan, terms: sql.Composable) -> sql.Composable:
+def _query_terms(spec: SearchSpec, terms: sql.Composable) -> sql.Composable:
     """CTE ``qt``: the query's terms with their statistics and ``qtf``, how often the query holds each.
 
     A term contributes ``qtf * w`` (rule bm25/2, ranklock.snapshot.rules; 1 under bm25/1), so
     ``max_w`` is the most a term adds to a chunk: its largest weight times ``qtf`` (with a margin),
     while ``wq``, the weight quantiles the impact plan reads postings to, stay weights.
     """
-    if not plan.rules.query_tf:
+    if not spec.rules.query_tf:
         return sql.SQL(
             "SELECT t.term_id, t.lexeme, t.df, t.idf, 1 AS qtf, t.max_w::float8 * 1.000001 AS max_w, t.wq "
             "FROM {terms} AS t "
@@ -354,9 +397,9 @@ def _forward_score(alias: str = "f") -> sql.Composable:
     ).format(a=sql.Identifier(alias))
 
 
-def _doc_best(plan: SearchPlan, rows: str, forward: sql.Composable, where: sql.Composable) -> sql.Composable:
+def _doc_best(spec: SearchSpec, rows: str, forward: sql.Composable, where: sql.Composable) -> sql.Composable:
     """(doc, best): each document's exact best score over the chunks in CTE ``rows`` passing ``where``."""
-    if _unfiltered(plan):
+    if _unfiltered(spec):
         # doc_no orders like doc_id; no need to read the chunk rows.
         # = ANY of an array: one ordered pass over the forward table (see _summed_ctes).
         return sql.SQL(
@@ -367,35 +410,34 @@ def _doc_best(plan: SearchPlan, rows: str, forward: sql.Composable, where: sql.C
         "SELECT c.doc_id AS doc, max({score}) AS best FROM {forward} AS f "
         "JOIN {table} AS c ON c.row_id = f.row_id "
         "WHERE f.row_id = ANY (ARRAY(SELECT r.row_id FROM {rows} AS r)) AND {where} GROUP BY c.doc_id"
-    ).format(score=_forward_score(), rows=sql.Identifier(rows), forward=forward, table=plan.table, where=where)
+    ).format(score=_forward_score(), rows=sql.Identifier(rows), forward=forward, table=spec.table, where=where)
 
 
-def _unfiltered(plan: SearchPlan) -> bool:
-    return plan.as_of is None and plan.filter_sql == sql.SQL("TRUE")
+def _unfiltered(spec: SearchSpec) -> bool:
+    return spec.as_of is None and spec.filter_sql == sql.SQL("TRUE")
 
 
-def bm25_hits_sql(plan: SearchPlan, where: sql.Composable, *, snapshot_id: int, impact: bool) -> sql.Composable:
+def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sql.Composable:
     """Rows (doc_id, chunk, score) of the chunks that can make the lexical top ``depth``."""
+    snapshot_id = bm25.snapshot_id
     terms, postings, forward = terms_table(snapshot_id), postings_table(snapshot_id), forward_table(snapshot_id)
-    if not impact:
-        from .lexical import tsquery_sql
-
+    if not bm25.impact:
         return sql.SQL(
             "WITH qt AS MATERIALIZED ({qt}) "
             "SELECT c.doc_id, c.chunk, {score} AS score FROM {table} AS c "
             "WHERE c.tsv @@ {tsq} AND {where}"
-        ).format(qt=_query_terms(plan, terms), score=_score(), table=plan.table, tsq=tsquery_sql(), where=where)
+        ).format(qt=_query_terms(spec, terms), score=_score(), table=spec.table, tsq=tsquery_sql(), where=where)
     # ``margin``: bounds are float sums; 1e-9 relative on theta dwarfs their rounding.
-    if plan.lexical_params.get("bm25_plan") == "full":
+    if bm25.strategy == "full":
         # Few postings: sum them all; nothing to prune.
         return sql.SQL("WITH qt AS MATERIALIZED ({qt}),\n{summed}\n{top}").format(
-            qt=_query_terms(plan, terms),
-            summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
-            top=_top(plan, where),
+            qt=_query_terms(spec, terms),
+            summed=_summed_ctes(spec, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
+            top=_top(spec, where),
         )
-    if plan.lexical_params.get("bm25_plan") == "admitted":
-        return _admitted_sql(plan, where, terms, forward)
-    dense = plan.lexical_params.get("bm25_plan") == "dense"
+    if bm25.strategy == "admitted":
+        return _admitted_sql(spec, where, terms, forward)
+    dense = bm25.strategy == "dense"
     middle = _dense_ctes(postings, dense_table(snapshot_id)) if dense else _impact_ctes(postings)
     seeds = (
         sql.SQL("greatest(32, %(bm25_dense_seeds)s::bigint / (SELECT count(*) FROM qt))")
@@ -429,14 +471,14 @@ theta2 AS MATERIALIZED (
 {summed}
 {top}"""
     ).format(
-        qt=_query_terms(plan, terms),
+        qt=_query_terms(spec, terms),
         postings=postings,
         seeds=seeds,
         middle=middle,
-        seed_docs=_doc_best(plan, "seed", forward, where),
-        probe_docs=_doc_best(plan, "probe", forward, where),
-        summed=_summed_ctes(plan, where, postings, forward, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
-        top=_top(plan, where),
+        seed_docs=_doc_best(spec, "seed", forward, where),
+        probe_docs=_doc_best(spec, "probe", forward, where),
+        summed=_summed_ctes(spec, where, postings, forward, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
+        top=_top(spec, where),
     )
 
 
@@ -573,7 +615,7 @@ cand AS MATERIALIZED (
 
 
 def _summed_ctes(
-    plan: SearchPlan,
+    spec: SearchSpec,
     where: sql.Composable,
     postings: sql.Composable,
     forward: sql.Composable,
@@ -594,7 +636,7 @@ def _summed_ctes(
         if impact
         else sql.SQL("")
     )
-    unfiltered = _unfiltered(plan)
+    unfiltered = _unfiltered(spec)
     return sql.SQL(
         """summed AS MATERIALIZED (
     -- Every chunk with a posting, its weights summed as float8 (fast, but
@@ -620,43 +662,43 @@ scored AS MATERIALIZED (
     ).format(
         postings=postings,
         when=when,
-        summed_top=_summed_top(plan, where),
+        summed_top=_summed_top(spec, where),
         impact_rows=impact_rows,
         # Filtered: only chunks passing it are worth scoring exactly.
         summed_filter=sql.SQL("")
         if unfiltered
-        else sql.SQL("JOIN {} AS c ON c.row_id = summed.row_id").format(plan.table),
+        else sql.SQL("JOIN {} AS c ON c.row_id = summed.row_id").format(spec.table),
         summed_where=sql.SQL("") if unfiltered else sql.SQL("AND {}").format(where),
     )
 
 
-def _summed_top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
+def _summed_top(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     """The float sums of the top ``depth * max_chunks_per_doc`` summed chunks passing the filter."""
-    if _unfiltered(plan):
+    if _unfiltered(spec):
         return sql.SQL("SELECT s FROM summed ORDER BY s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint")
     return sql.SQL(
         "SELECT m.s FROM summed AS m JOIN {table} AS c ON c.row_id = m.row_id WHERE {where} "
         "ORDER BY m.s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
-    ).format(table=plan.table, where=where)
+    ).format(table=spec.table, where=where)
 
 
-def _top(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
+def _top(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     """The top ``depth * max_chunks_per_doc`` scored chunks passing the filter.
 
     They hold the best chunk of every top-``depth`` document.  row_id order is
     (doc_id, chunk) order (the builder numbers rows so), so ties break as in
     the branch.
     """
-    if _unfiltered(plan):
+    if _unfiltered(spec):
         # Nothing to filter: a top-N sort of the scores, then only those chunks are read.
         return sql.SQL(
             "SELECT c.doc_id, c.chunk, s.score FROM ("
             "SELECT row_id, score FROM scored ORDER BY score DESC, row_id LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
             ") AS s JOIN {table} AS c ON c.row_id = s.row_id"
-        ).format(table=plan.table)
+        ).format(table=spec.table)
     # Chunks read in score order until enough pass the filter.
     return sql.SQL(
         "SELECT c.doc_id, c.chunk, s.score FROM (SELECT row_id, score FROM scored ORDER BY score DESC, row_id) AS s "
         "JOIN {table} AS c ON c.row_id = s.row_id WHERE {where} "
         "ORDER BY s.score DESC, s.row_id LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
-    ).format(table=plan.table, where=where)
+    ).format(table=spec.table, where=where)

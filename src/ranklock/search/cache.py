@@ -27,7 +27,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..store.steps import Fetch, Steps, run_steps
+from ..store.steps import Fetch, Steps
 from ..store.tables import snapshot_table
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..store.database import Database
     from .results import SearchResult
 
-__all__ = ["CachedSearch", "cache_key", "clear", "lookup", "lookup_steps", "store", "store_steps"]
+__all__ = ["CachedSearch", "cache_key", "clear", "lookup_steps", "store_steps"]
 
 
 class CachedSearch(Protocol):
@@ -89,17 +89,10 @@ def cache_key(rec: CachedSearch) -> tuple[str, dict[str, Any]]:
     return hashlib.sha256(_canonical(key).encode("utf-8")).hexdigest(), key
 
 
-def lookup(
-    db: Database, rec: CachedSearch, key_hash: str
-) -> tuple[SearchResult, dict[str, list[list[Any]]] | None] | None:
-    """The cached result with its texts rehydrated, and the branch candidates if stored."""
-    return run_steps(db, lookup_steps(rec, key_hash))
-
-
 def lookup_steps(
     rec: CachedSearch, key_hash: str
 ) -> Steps[tuple[SearchResult, dict[str, list[list[Any]]] | None] | None]:
-    """:func:`lookup` as steps (ranklock.store.steps), on the primary: the cache lives there."""
+    """The cached result with its texts rehydrated, and the branch candidates if stored; on the primary."""
     from .results import SearchResult
 
     found = yield Fetch(
@@ -129,19 +122,12 @@ def lookup_steps(
     payload["query"] = rec.request["query"]
     payload["filter"] = rec.request.get("filter")
     result = SearchResult.model_validate(payload)
+    from .branches import signals_from_fields
+
+    for hit in result.hits:
+        hit.signals = signals_from_fields(hit)
     branches = None if row["branches"] is None else json.loads(row["branches"])
     return result, branches
-
-
-def store(
-    db: Database,
-    snapshot_id: int,
-    key: tuple[str, dict[str, Any]],
-    result: SearchResult,
-    branches: dict[str, list[list[Any]]] | None,
-) -> None:
-    """Store ``result`` (texts left out: they are read back from the snapshot) under ``key``."""
-    run_steps(db, store_steps(snapshot_id, key, result, branches))
 
 
 def store_steps(
@@ -150,7 +136,7 @@ def store_steps(
     result: SearchResult,
     branches: dict[str, list[list[Any]]] | None,
 ) -> Steps[None]:
-    """:func:`store` as steps (ranklock.store.steps), on the primary."""
+    """Store ``result`` (texts left out: they are read back from the snapshot) under ``key``, on the primary."""
     payload = result.model_dump(mode="json", exclude={"timings", "query_id", "served_by"})
     for h in payload["hits"]:
         h.pop("text", None)

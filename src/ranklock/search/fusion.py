@@ -1,183 +1,239 @@
-"""Fusion: the one search statement that joins the lexical and semantic branches by RRF.
+"""Fusion: the one search statement that joins the branches by RRF.
 
 One SQL statement, composed with :mod:`psycopg.sql`, every value bound as a
 named parameter.  Ties break by ``doc_id`` (byte order, ``COLLATE "C"``) and
 then chunk number at every step: in the per-document window, at each branch's
 LIMIT and in the outer ORDER BY, so equal scores can never reorder between
-runs.  The same filter predicate is placed in both branches.
+runs.  The same filter predicate is placed in every branch.
 
-Each branch first keeps one chunk per document (its best), then ranks
-documents; fusion is Reciprocal Rank Fusion, ``sum 1 / (rrf_k + rank)`` with
-ranks counted from 1.  Branch ranks are competition ranks (``rank()``):
+Each branch (ranklock.search.branch) first keeps one chunk per document (its
+best), then ranks documents; fusion is Reciprocal Rank Fusion, ``sum 1 /
+(rrf_k + rank)`` over the branches with ranks counted from 1, written once
+for any number of branches.  Branch ranks are competition ranks (``rank()``):
 documents with identical raw scores share a rank, so a tie stays a tie after
 fusion instead of becoming a preference for the smaller doc id; the doc id
 only decides the (stable, meaningless) order inside the tie and which tied
 documents survive a LIMIT.  Under rule rrf/2 (ranklock.snapshot.rules) a block
 of n tied documents shares the weights of the n positions it spans
-(:func:`rrf_weight_sql`), so it weighs what n documents weigh, not n first
-places.  The hit's chunk is the one from the branch that
-ranked the document higher (the lower chunk number when both ranked it equal).
+(:func:`ranklock.search.rrf.rrf_weight_sql`), so it weighs what n documents weigh, not n first
+places.  The hit's chunk is the one from the branch that ranked the document
+higher (the lower chunk number when they ranked it equal).
+
+Every branch of the registry (ranklock.search.branches) has its signal
+columns in the statement, NULL when it does not run, so a row always has the
+same shape; :func:`read_hits` reads them by name.  Branch names, aliases and
+column names are constants of the branch classes, never input, so they are
+written into the statement as they are; every value is bound.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import sql
 
-from .lexical import lexical_hits_sql
-from .plan import SearchPlan, where_sql
-from .semantic import semantic_cte
+from .branches import registry
+from .results import BranchSignal, Hit
+from .spec import SearchSpec, Signal
 
-__all__ = ["BRANCHES_COLUMN", "build_search_sql", "rrf_weight_sql"]
-
-#: Position of the ``branches`` column in the search statement's rows (see build_search_sql).
-BRANCHES_COLUMN = 11
+__all__ = ["build_search_sql", "read_hits", "settings_sql", "shortfall_column"]
 
 
-def _lexical_cte(plan: SearchPlan) -> sql.Composable:
-    hits = lexical_hits_sql(plan, where_sql(plan))
-    return sql.SQL(
-        """lex_hits AS ({hits}),
-lex_best AS (
-    SELECT doc_id, chunk, score,
-           row_number() OVER (PARTITION BY doc_id ORDER BY score DESC, chunk) AS rn
-    FROM lex_hits
-),
-lex_top AS (
-    SELECT doc_id, chunk, score,
-           rank() OVER (ORDER BY score DESC) AS rank,
-           row_number() OVER (ORDER BY score DESC, doc_id, chunk) AS pos
-    FROM lex_best WHERE rn = 1
-    ORDER BY score DESC, doc_id, chunk
-    LIMIT %(depth)s::bigint
-),
-lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
-    ).format(hits=hits, rrf=rrf_weight_sql(plan), window=_tie_window(plan))
+def shortfall_column(kind: type[Any]) -> str:
+    """The column reporting how many documents a branch that can fall short handed to fusion."""
+    return f"{kind.cte}_docs"
 
 
-def rrf_weight_sql(plan: SearchPlan) -> sql.Composable:
-    """A branch row's RRF weight, from its competition ``rank`` and its position ``pos`` in the branch.
+def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[str]]:
+    """The transaction-local settings of the search, every branch's included, in one statement."""
+    # Transaction-local (set_config(..., true)): a pooled connection never
+    # carries one query's budget into the next.  JIT compilation costs tens of
+    # milliseconds and only pays off for long analytic queries, never here.
+    # All in one round trip.
+    # work_mem: BM25 over very common terms aggregates 10^5-10^6 postings; at
+    # the default 4 MB the hash aggregate spills to disk.
+    settings: list[tuple[str, str]] = [("jit", "off"), ("work_mem", "64MB")]
+    for b in spec.branches:
+        settings += b.settings()
+    q = sql.SQL("SELECT {}").format(sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings))
+    return q, [x for pair in settings for x in pair]
 
-    Rule rrf/2 (ranklock.snapshot.rules): the n documents tied at rank r share
-    the positions r..r+n-1 they occupy in the branch's list, each weighing the
-    mean of 1 / (rrf_k + p) over them, summed in position order (so the bits
-    never depend on the order rows arrive in).  A block cut by the branch's
-    depth shares the positions it holds.  A document alone at its rank (pos =
-    rank) gets 1 / (rrf_k + rank), bit for bit rule rrf/1's weight.
-    """
-    if not plan.rules.shared_ties:
-        return sql.SQL("1.0::float8 / (%(rrf_k)s::bigint + rank)")
-    return sql.SQL("sum(1.0::float8 / (%(rrf_k)s::bigint + pos)) OVER tie / count(*) OVER tie")
 
-
-def _tie_window(plan: SearchPlan) -> sql.Composable:
-    if not plan.rules.shared_ties:
-        return sql.SQL("")
-    return sql.SQL(
-        " WINDOW tie AS (PARTITION BY rank ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+def _signals(kind: type[Any], running: bool) -> sql.Composable:
+    """A registry branch's two signal columns in the fused CTE: its own, or NULLs when it does not run."""
+    sig: Signal = kind.signal
+    if not running:
+        return sql.SQL("NULL::bigint AS {rank}, NULL::{t} AS {raw}").format(
+            rank=sql.SQL(sig.rank_key), t=sql.SQL(sig.raw_type), raw=sql.SQL(sig.raw_key)
+        )
+    return sql.SQL("{a}.rank AS {rank}, {a}.{col} AS {raw}").format(
+        a=sql.SQL(kind.alias), rank=sql.SQL(sig.rank_key), col=sql.SQL(sig.raw_column), raw=sql.SQL(sig.raw_key)
     )
 
 
-def build_search_sql(plan: SearchPlan) -> tuple[sql.Composed, dict[str, Any]]:
-    params: dict[str, Any] = {
-        "depth": plan.depth,
-        "rrf_k": plan.rrf_k,
-        "k": plan.k,
-    }
-    params.update(plan.filter_params)
-    if plan.as_of is not None:
-        params["as_of"] = plan.as_of
-    ctes: list[sql.Composable] = []
-    if plan.uses_lexical:
-        params.update({"q": plan.query, "cfg": plan.language, "accent": plan.accent, "syntax": plan.syntax})
-        if plan.lexical_ranker == "bm25":
-            params.update({"k1": plan.k1, "b": plan.b})
-            params.update(plan.lexical_params)
-        ctes.append(_lexical_cte(plan))
-    if plan.uses_semantic:
-        params["qvec"] = plan.qvec
-        if plan.vector_strategy != "exact":
-            params["sem_fetch"] = plan.sem_fetch
-        else:
-            params["sem_exact_fetch"] = plan.depth * max(1, plan.max_chunks_per_doc)
-        ctes.append(semantic_cte(plan, rrf_weight_sql(plan), _tie_window(plan)))
+def _coalesce(parts: Sequence[sql.Composable]) -> sql.Composable:
+    # coalesce of one value is that value.
+    return parts[0] if len(parts) == 1 else sql.SQL("coalesce({})").format(sql.SQL(", ").join(parts))
 
-    if plan.uses_lexical and plan.uses_semantic:
-        fused = sql.SQL(
+
+def _least(parts: Sequence[sql.Composable]) -> sql.Composable:
+    return parts[0] if len(parts) == 1 else sql.SQL("least({})").format(sql.SQL(", ").join(parts))
+
+
+def _pick_chunk(
+    ranks: Sequence[sql.Composable], chunk: sql.Composable, rank: sql.Composable, other_chunk: sql.Composable
+) -> sql.Composable:
+    """The chunk of the better-ranked side of (the branches so far, one more), the lower chunk on a tie.
+
+    ``ranks`` are the ranks of the branches so far (their best is their
+    ``least``) and ``chunk`` the chunk they chose.  Folding this over the
+    branches picks the chunk of the best-ranked branch, ties by chunk number.
+    """
+    best = _least(ranks)
+    return sql.SQL(
+        """CASE WHEN {rank} IS NULL OR {best} < {rank} THEN {chunk}
+                WHEN {best} IS NULL OR {rank} < {best} THEN {other}
+                ELSE least({chunk}, {other}) END"""
+    ).format(rank=rank, best=best, chunk=chunk, other=other_chunk)
+
+
+def _fused_cte(spec: SearchSpec) -> sql.Composable:
+    running = {b.name for b in spec.branches}
+    signals = sql.SQL(",\n           ").join(_signals(kind, kind.name in running) for kind in registry())
+    first = spec.branches[0]
+    a0 = sql.SQL(first.alias)
+    if len(spec.branches) == 1:
+        # One branch: nothing to join or add.
+        return sql.SQL(
             """fused AS (
-    SELECT coalesce(l.doc_id, s.doc_id) AS doc_id,
-           CASE WHEN s.rank IS NULL OR l.rank < s.rank THEN l.chunk
-                WHEN l.rank IS NULL OR s.rank < l.rank THEN s.chunk
-                ELSE least(l.chunk, s.chunk) END AS chunk,
-           coalesce(l.rrf, 0) + coalesce(s.rrf, 0) AS score,
-           l.rank AS lexical_rank, l.score AS lexical_score,
-           s.rank AS semantic_rank, s.dist AS semantic_distance
-    FROM lex AS l FULL OUTER JOIN sem AS s ON s.doc_id = l.doc_id
+    SELECT {a}.doc_id, {a}.chunk, {a}.rrf AS score,
+           {signals}
+    FROM {cte} AS {a}
 )"""
+        ).format(a=a0, signals=signals, cte=sql.SQL(first.cte))
+    doc_ids: list[sql.Composable] = [sql.SQL("{}.doc_id").format(a0)]
+    ranks: list[sql.Composable] = [sql.SQL("{}.rank").format(a0)]
+    chunk: sql.Composable = sql.SQL("{}.chunk").format(a0)
+    scores: list[sql.Composable] = [sql.SQL("coalesce({}.rrf, 0)").format(a0)]
+    joins: list[sql.Composable] = [sql.SQL("{} AS {}").format(sql.SQL(first.cte), a0)]
+    for b in spec.branches[1:]:
+        a = sql.SQL(b.alias)
+        joins.append(
+            sql.SQL("FULL OUTER JOIN {cte} AS {a} ON {a}.doc_id = {prev}").format(
+                cte=sql.SQL(b.cte), a=a, prev=_coalesce(doc_ids)
+            )
         )
-    elif plan.uses_lexical:
-        fused = sql.SQL(
-            """fused AS (
-    SELECT l.doc_id, l.chunk, l.rrf AS score,
-           l.rank AS lexical_rank, l.score AS lexical_score,
-           NULL::bigint AS semantic_rank, NULL::float8 AS semantic_distance
-    FROM lex AS l
+        rank = sql.SQL("{}.rank").format(a)
+        chunk = _pick_chunk(ranks, chunk, rank, sql.SQL("{}.chunk").format(a))
+        doc_ids.append(sql.SQL("{}.doc_id").format(a))
+        ranks.append(rank)
+        scores.append(sql.SQL("coalesce({}.rrf, 0)").format(a))
+    return sql.SQL(
+        """fused AS (
+    SELECT {doc_id} AS doc_id,
+           {chunk} AS chunk,
+           {score} AS score,
+           {signals}
+    FROM {joins}
 )"""
+    ).format(
+        doc_id=_coalesce(doc_ids),
+        chunk=chunk,
+        score=sql.SQL(" + ").join(scores),
+        signals=signals,
+        joins=sql.SQL(" ").join(joins),
+    )
+
+
+def build_search_sql(spec: SearchSpec) -> tuple[sql.Composed, dict[str, Any]]:
+    """The search statement of ``spec`` and its bound values."""
+    params: dict[str, Any] = {"depth": spec.depth, "rrf_k": spec.rrf_k, "k": spec.k}
+    params.update(spec.filter_params)
+    if spec.as_of is not None:
+        params["as_of"] = spec.as_of
+    ctes: list[sql.Composable] = []
+    for b in spec.branches:
+        params.update(b.params(spec))
+        ctes.append(b.ctes(spec))
+    ctes.append(_fused_cte(spec))
+    running = {b.name for b in spec.branches}
+    signal_cols = sql.SQL(", ").join(
+        sql.SQL("f.{}, f.{}").format(sql.SQL(kind.signal.rank_key), sql.SQL(kind.signal.raw_key)) for kind in registry()
+    )
+    # How many documents each branch that can fall short handed to fusion: the
+    # completeness check compares it with min(depth, matching documents) to
+    # detect an index scan that came back short.
+    shortfalls = [
+        sql.SQL("{} AS {}").format(
+            sql.SQL("(SELECT count(*) FROM {})").format(sql.SQL(kind.cte))
+            if kind.name in running
+            else sql.SQL("NULL::bigint"),
+            sql.SQL(shortfall_column(kind)),
         )
-    else:
-        fused = sql.SQL(
-            """fused AS (
-    SELECT s.doc_id, s.chunk, s.rrf AS score,
-           NULL::bigint AS lexical_rank, NULL::float8 AS lexical_score,
-           s.rank AS semantic_rank, s.dist AS semantic_distance
-    FROM sem AS s
-)"""
-        )
-    ctes.append(fused)
+        for kind in registry()
+        if kind.can_fall_short
+    ]
     query = sql.SQL(
         """WITH {ctes}
 SELECT row_number() OVER (ORDER BY f.score DESC, f.doc_id, f.chunk) AS rank,
-       f.doc_id, f.chunk, f.score, f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_distance,
-       c.char_start, c.char_end, c.text, {branches} AS branches, {sem_docs} AS sem_docs
+       f.doc_id, f.chunk, f.score, {signal_cols},
+       c.char_start, c.char_end, c.text, {branches} AS branches{shortfalls}
 FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk
 ORDER BY f.score DESC, f.doc_id, f.chunk
 LIMIT %(k)s::bigint"""
     ).format(
         ctes=sql.SQL(",\n").join(ctes),
-        table=plan.table,
-        # How many documents the vector branch handed to fusion: the
-        # completeness check compares it with min(depth, matching documents)
-        # to detect an index scan that came back short.
-        sem_docs=sql.SQL("(SELECT count(*) FROM sem)") if plan.uses_semantic else sql.SQL("NULL::bigint"),
-        branches=_branches_column(plan),
+        signal_cols=signal_cols,
+        table=spec.table,
+        branches=_branches_column(spec),
+        shortfalls=sql.SQL("").join(sql.SQL(", {}").format(s) for s in shortfalls),
     )
     return query, params
 
 
-def _branches_column(plan: SearchPlan) -> sql.Composable:
+def _branches_column(spec: SearchSpec) -> sql.Composable:
     """Each branch's candidates as JSON ``{"lexical": [[doc_id, chunk, rank, score], …], "semantic": …}``.
 
     Computed in the search statement itself, from the very CTEs fusion reads
     (an uncorrelated subquery: evaluated once, not per row), so logging costs
     no second search.  Raw scores keep their SQL types, so they read back
-    equal to the hits' lexical_score / semantic_distance.
+    equal to the hits' raw signals.
     """
-    if not plan.capture_branches:
+    if not spec.capture_branches:
         return sql.SQL("NULL::json")
-    parts: list[sql.Composable] = []
-    if plan.uses_lexical:
-        parts.append(
-            sql.SQL(
-                "'lexical', (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, score) ORDER BY rank, doc_id, chunk), "
-                "'[]'::json) FROM lex)"
-            )
-        )
-    if plan.uses_semantic:
-        parts.append(
-            sql.SQL(
-                "'semantic', (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, dist) ORDER BY rank, doc_id, chunk), "
-                "'[]'::json) FROM sem)"
-            )
-        )
+    parts = [
+        sql.SQL(
+            "{name}, (SELECT coalesce(json_agg(json_build_array(doc_id, chunk, rank, {raw}) "
+            "ORDER BY rank, doc_id, chunk), '[]'::json) FROM {cte})"
+        ).format(name=sql.Literal(b.name), raw=sql.SQL(b.signal.raw_column), cte=sql.SQL(b.cte))
+        for b in spec.branches
+    ]
     return sql.SQL("(SELECT json_build_object({}))").format(sql.SQL(", ").join(parts))
+
+
+def read_hits(rows: Sequence[Mapping[str, Any]]) -> list[Hit]:
+    """The hits of the statement's rows, every registry branch's signals by name."""
+    hits = []
+    for r in rows:
+        signals = {
+            kind.name: BranchSignal(
+                rank=None if r[kind.signal.rank_key] is None else int(r[kind.signal.rank_key]),
+                raw=None if r[kind.signal.raw_key] is None else float(r[kind.signal.raw_key]),
+            )
+            for kind in registry()
+        }
+        hits.append(
+            Hit.of(
+                rank=int(r["rank"]),
+                doc_id=r["doc_id"],
+                chunk=int(r["chunk"]),
+                score=float(r["score"]),
+                signals=signals,
+                keys={kind.name: kind.signal for kind in registry()},
+                char_start=int(r["char_start"]),
+                char_end=int(r["char_end"]),
+                text=r["text"],
+            )
+        )
+    return hits

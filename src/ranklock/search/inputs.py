@@ -12,7 +12,6 @@ from ..errors import QueryError
 from ..ingest.normalize import unstorable
 from ..limits import BIGINT_MAX, MAX_K, MAX_QUERY_CHARS
 from ..validation import short_repr
-from .plan import MODES
 
 __all__ = ["check_query", "check_request"]
 
@@ -33,8 +32,10 @@ def check_query(query: Any) -> None:
 
 def check_request(*, mode: Any, k: Any, snapshot: Any) -> None:
     """Raise QueryError for an unknown mode, a k outside 1..10000, or a snapshot id that is not one."""
-    if not isinstance(mode, str) or mode not in MODES:
-        raise QueryError(f"unknown mode {short_repr(mode)}; use one of {', '.join(MODES)}.")
+    from .branches import modes
+
+    if not isinstance(mode, str) or mode not in modes():
+        raise QueryError(f"unknown mode {short_repr(mode)}; use one of {', '.join(modes())}.")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > MAX_K:
         raise QueryError(f"k must be an integer from 1 to {MAX_K}, got {short_repr(k)}.")
     if snapshot is not None and (isinstance(snapshot, bool) or not isinstance(snapshot, int)):

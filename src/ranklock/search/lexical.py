@@ -4,55 +4,173 @@ Two rankers, both computed inside PostgreSQL:
 
 ``bm25`` (default)
     Okapi BM25 over the snapshot's precomputed term statistics; see
-    ranklock.search.bm25.  The engine points the plan at the snapshot's
-    statistics (``plan.bm25_sql``) before the SQL is built.
+    ranklock.search.bm25.  :meth:`LexicalBranch.prepare` points the branch at
+    the snapshot's statistics and picks the BM25 plan before the SQL is built.
 ``ts_rank_cd``
     PostgreSQL's cover-density ranking of every chunk matching the tsquery.
 
 Example::
 
-    >>> lexical_hits_sql(plan, sql.SQL("TRUE"))   # a Composable for the lex_hits CTE
+    >>> branch = yield from LexicalBranch.prepare(ctx)   # doctest: +SKIP
+    >>> branch.ctes(spec)                                 # the lex_hits ... lex CTEs
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from psycopg import sql
 
 from ..errors import QueryError
+from ..store.steps import Fetch, Steps
+from .bm25 import Bm25Plan, bm25_hits_sql, choose_admitted_plan, prepare_bm25, query_postings_sql
+from .rrf import rrf_weight_sql, tie_window
+from .spec import SearchSpec, Signal, where_sql
+from .tsquery import tsquery_sql
 
 if TYPE_CHECKING:
-    from .plan import SearchPlan
+    from ..settings import SearchParams
+    from .spec import BranchContext, Scope
 
-__all__ = ["LEXICAL_RANKERS", "QUERY_SYNTAXES", "lexical_hits_sql", "tsquery_sql"]
+__all__ = ["LEXICAL_RANKERS", "QUERY_SYNTAXES", "LexicalBranch"]
 
 LEXICAL_RANKERS = ("bm25", "ts_rank_cd")
 QUERY_SYNTAXES = ("natural", "websearch")
 
 
-def tsquery_sql() -> sql.Composable:
-    return sql.SQL("ranklock.query_tsquery(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s)")
+@dataclass(frozen=True)
+class LexicalBranch:
+    """The keyword branch: BM25 (or ts_rank_cd) over the chunks' tsvectors."""
 
+    name: ClassVar[str] = "lexical"
+    alias: ClassVar[str] = "l"
+    cte: ClassVar[str] = "lex"
+    signal: ClassVar[Signal] = Signal("lexical_rank", "lexical_score", "score", "float8")
+    ranks_every_document: ClassVar[bool] = False
+    can_fall_short: ClassVar[bool] = False
 
-def lexical_hits_sql(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
-    """Rows (doc_id, chunk, score) of every chunk that can rank in the branch, passing ``where``."""
-    if plan.lexical_ranker not in LEXICAL_RANKERS:
-        raise QueryError(f"unknown lexical ranker {plan.lexical_ranker!r}; use one of {', '.join(LEXICAL_RANKERS)}.")
-    if plan.syntax not in QUERY_SYNTAXES:
-        raise QueryError(f"unknown query syntax {plan.syntax!r}; use one of {', '.join(QUERY_SYNTAXES)}.")
-    if plan.lexical_ranker == "bm25":
-        if plan.bm25_sql is None:
-            # Never fall back silently to another ranker: the result would
-            # claim BM25 and be something else.
-            raise QueryError(
-                "BM25 was asked but the plan carries no BM25 statistics; build the plan through "
-                "Engine.search, or pass lexical_ranker='ts_rank_cd'."
-            )
-        out: sql.Composable = plan.bm25_sql(plan, where)
+    #: The normalised query text.
+    query: str
+    language: str
+    accent: str
+    syntax: str
+    ranker: str
+    k1: float
+    b: float
+    #: The BM25 plan on the snapshot's statistics (None for ts_rank_cd).
+    bm25: Bm25Plan | None = None
+
+    @classmethod
+    def prepare(cls, ctx: BranchContext) -> Steps[tuple[LexicalBranch | None, str | None]]:
+        """The branch for ``ctx``'s query, after one probe: (the branch or None, a warning or None).
+
+        When the query has only stop words or only exclusions, lexical mode is
+        refused (QueryError) and hybrid mode runs without this branch.
+        """
+        from ..validation import short_repr
+
+        sp, coll = ctx.params, ctx.coll
+        if sp.lexical_ranker not in LEXICAL_RANKERS:
+            raise QueryError(f"unknown lexical ranker {sp.lexical_ranker!r}; use one of {', '.join(LEXICAL_RANKERS)}.")
+        if sp.query_syntax not in QUERY_SYNTAXES:
+            raise QueryError(f"unknown query syntax {sp.query_syntax!r}; use one of {', '.join(QUERY_SYNTAXES)}.")
+        branch = cls(
+            query=ctx.spec.query,
+            language=coll.language,
+            accent=coll.accent,
+            syntax=sp.query_syntax,
+            ranker=sp.lexical_ranker,
+            k1=sp.k1,
+            b=sp.b,
+        )
+        sid, stats = int(ctx.snap["id"]), ctx.snap.get("stats") or {}
+        count_sql, count_params = query_postings_sql(branch, sid, stats)
+        # Is anything searchable, and (BM25) how many postings its terms have: one round trip.
+        rows = yield Fetch(
+            sql.SQL(
+                "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, "
+                "cardinality(ranklock.query_terms(%s::regconfig, %s, %s, %s)) AS positive, {} AS postings"
+            ).format(count_sql),
+            [*(2 * [coll.language, coll.accent, branch.syntax, branch.query]), *count_params],
+        )
+        row = rows[0] if rows else None
+        lexical_only = ctx.spec.mode == cls.name
+        if row is None or row["n"] == 0:
+            if lexical_only:
+                raise QueryError(
+                    f"the query {short_repr(ctx.request_query)} has no searchable words in {coll.language} (only "
+                    "stop words or punctuation); add content words, or use --mode semantic."
+                )
+            return None, "query has only stop words: the lexical branch was skipped"
+        if not row["positive"]:
+            # websearch "-word" alone: it would match (and tie) nearly every chunk.
+            if lexical_only:
+                raise QueryError(
+                    f"the query {short_repr(ctx.request_query)} only excludes words (-word); say what to look for "
+                    "too, e.g. 'canyon -alpha', or drop the minus signs."
+                )
+            return None, "query only excludes words: the lexical branch was skipped"
+        if branch.ranker != "bm25":
+            return branch, None
+        postings = None if row["postings"] is None else [int(x) for x in row["postings"]]
+        bm25 = prepare_bm25(branch, sid, stats, postings, collection=coll.name)
+        return dataclasses.replace(branch, bm25=bm25), None
+
+    def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> LexicalBranch:
+        """A constraint admitting few chunks: score those (the same threshold as the vector branch's exact scan)."""
+        if self.bm25 is None or self.bm25.strategy is None:
+            return self
+        return dataclasses.replace(self, bm25=choose_admitted_plan(spec, self.bm25, scope.chunks, sp.exact_threshold))
+
+    def ctes(self, spec: SearchSpec) -> sql.Composable:
+        return sql.SQL(
+            """lex_hits AS ({hits}),
+lex_best AS (
+    SELECT doc_id, chunk, score,
+           row_number() OVER (PARTITION BY doc_id ORDER BY score DESC, chunk) AS rn
+    FROM lex_hits
+),
+lex_top AS (
+    SELECT doc_id, chunk, score,
+           rank() OVER (ORDER BY score DESC) AS rank,
+           row_number() OVER (ORDER BY score DESC, doc_id, chunk) AS pos
+    FROM lex_best WHERE rn = 1
+    ORDER BY score DESC, doc_id, chunk
+    LIMIT %(depth)s::bigint
+),
+lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
+        ).format(hits=self._hits_sql(spec, where_sql(spec)), rrf=rrf_weight_sql(spec), window=tie_window(spec))
+
+    def _hits_sql(self, spec: SearchSpec, where: sql.Composable) -> sql.Composable:
+        """Rows (doc_id, chunk, score) of every chunk that can rank in the branch, passing ``where``."""
+        if self.ranker == "bm25":
+            if self.bm25 is None:
+                # Never fall back silently to another ranker: the result would
+                # claim BM25 and be something else.
+                raise QueryError(
+                    "BM25 was asked but the branch carries no BM25 statistics; build it through "
+                    "Engine.search, or pass lexical_ranker='ts_rank_cd'."
+                )
+            return bm25_hits_sql(spec, self.bm25, where)
+        return sql.SQL(
+            "SELECT c.doc_id, c.chunk, ts_rank_cd(c.tsv, q.tsq)::float8 AS score "
+            "FROM {table} AS c, (SELECT {tsq} AS tsq) AS q "
+            "WHERE c.tsv @@ q.tsq AND {where}"
+        ).format(table=spec.table, tsq=tsquery_sql(), where=where)
+
+    def params(self, spec: SearchSpec) -> Mapping[str, Any]:
+        out: dict[str, Any] = {"q": self.query, "cfg": self.language, "accent": self.accent, "syntax": self.syntax}
+        if self.ranker == "bm25":
+            out.update({"k1": self.k1, "b": self.b})
+            out.update(self.bm25.params if self.bm25 is not None else {})
         return out
-    return sql.SQL(
-        "SELECT c.doc_id, c.chunk, ts_rank_cd(c.tsv, q.tsq)::float8 AS score "
-        "FROM {table} AS c, (SELECT {tsq} AS tsq) AS q "
-        "WHERE c.tsv @@ q.tsq AND {where}"
-    ).format(table=plan.table, tsq=tsquery_sql(), where=where)
+
+    def settings(self) -> list[tuple[str, str]]:
+        return []
+
+    @property
+    def approximate(self) -> bool:
+        return False

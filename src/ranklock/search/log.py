@@ -14,10 +14,10 @@ the result cache, and compares every recorded list and the result digest::
     True
 
 :class:`SearchRecord` is the small object a search (ranklock.search.execute) drives: it
-serves from the result cache, asks the search statement to return the branch
-candidates too (``SearchPlan.capture_branches``: one statement, no second
-search), and logs and caches the finished result.  It keeps those concerns
-out of the (shared) search method.
+says whether the search statement must return the branch candidates too
+(``SearchSpec.capture_branches``: one statement, no second search), serves
+from the result cache keyed by that statement, and logs and caches the
+finished result.  It keeps those concerns out of the (shared) search method.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -44,9 +44,9 @@ if TYPE_CHECKING:
     from ..collection import CollectionInfo
     from ..settings import Settings
     from ..store.database import Database
-    from .plan import SearchPlan
     from .protocol import Searcher
     from .results import SearchResult
+    from .spec import SearchSpec
 
 __all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "replay_steps", "result_digest"]
 
@@ -64,9 +64,10 @@ def result_digest(result: SearchResult) -> str:
 
 
 def final_order(result: SearchResult) -> list[list[Any]]:
-    """The final hits as ``[doc_id, chunk, rank, score, lex rank, lex score, sem rank, sem distance]``."""
+    """The final hits as ``[doc_id, chunk, rank, score]`` then each branch's rank and raw score, in registry
+    order: ``[…, lex rank, lex score, sem rank, sem distance]``."""
     return [
-        [h.doc_id, h.chunk, h.rank, h.score, h.lexical_rank, h.lexical_score, h.semantic_rank, h.semantic_distance]
+        [h.doc_id, h.chunk, h.rank, h.score, *(x for sig in h.signals.values() for x in (sig.rank, sig.raw))]
         for h in result.hits
     ]
 
@@ -104,16 +105,15 @@ class SearchRecord:
     db: Database
     settings: Settings
     coll: CollectionInfo
-    plan: SearchPlan
     snapshot_id: int
     manifest_hash: str | None
     request: dict[str, Any]
     fingerprint: str
-    sql_query: sql.Composable
-    sql_params: dict[str, Any]
+    #: The statement that runs (set by :meth:`statement` once it is built): the cache key hashes it.
+    sql_query: sql.Composable = field(default_factory=lambda: sql.SQL(""))
+    sql_params: dict[str, Any] = field(default_factory=dict)
     branches: dict[str, list[list[Any]]] | None = None
     cache_key: tuple[str, dict[str, Any]] | None = None
-    cached_hit: bool = False
     _capture: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @classmethod
@@ -124,31 +124,27 @@ class SearchRecord:
         *,
         coll: CollectionInfo,
         snap: dict[str, Any],
-        plan: SearchPlan,
-        sql_query: sql.Composable,
-        sql_params: dict[str, Any],
+        spec: SearchSpec,
         request: dict[str, Any],
     ) -> SearchRecord:
         req = {k: _jsonable(v) for k, v in request.items() if k != "params"}
         req["params"] = {k: _jsonable(v) for k, v in sorted(request.get("params", {}).items()) if v is not None}
-        if plan.as_of is not None:
-            req["as_of"] = plan.as_of.isoformat()
-        capture = _REPLAY.get()
-        # The search statement returns the branch candidates only when someone records them.
-        plan.capture_branches = capture is not None or bool(settings.log_queries)
+        if spec.as_of is not None:
+            req["as_of"] = spec.as_of.isoformat()
         return cls(
             db=db,
             settings=settings,
             coll=coll,
-            plan=plan,
             snapshot_id=int(snap["id"]),
             manifest_hash=snap.get("manifest_hash"),
             request=req,
             fingerprint=fingerprint(str(request["query"]), coll.language),
-            sql_query=sql_query,
-            sql_params=sql_params,
-            _capture=capture,
+            _capture=_REPLAY.get(),
         )
+
+    def statement(self, query: sql.Composable, params: dict[str, Any]) -> None:
+        """The statement the search runs (built once :attr:`wants_branches` was known): the cache keys on it."""
+        self.sql_query, self.sql_params = query, params
 
     # -- policy --------------------------------------------------------------
 
@@ -162,16 +158,13 @@ class SearchRecord:
 
     @property
     def wants_branches(self) -> bool:
+        """The search statement must return the branch candidates: someone records them."""
         return self.logging or self._capture is not None
 
-    # -- the three hooks run_search calls -------------------------------------
-
-    def cached(self, timings: dict[str, float], t0: float) -> SearchResult | None:
-        """The cached result of this exact request, or None (then search runs)."""
-        return run_steps(self.db, self.cached_steps(timings, t0))
+    # -- the hooks the search calls ------------------------------------------
 
     def cached_steps(self, timings: dict[str, float], t0: float) -> Steps[SearchResult | None]:
-        """:meth:`cached` as steps (ranklock.store.steps)."""
+        """The cached result of this exact request, or None (then search runs)."""
         if not self.caching:
             return None
         from .cache import cache_key, lookup_steps
@@ -185,7 +178,6 @@ class SearchRecord:
         if self.logging and branches is None:
             return None  # the entry lacks what the log needs: run the search and refresh it
         self.branches = branches
-        self.cached_hit = True
         timings["cache_ms"] = (time.perf_counter() - t) * 1000
         timings["total_ms"] = (time.perf_counter() - t0) * 1000
         result.timings = timings
@@ -193,31 +185,20 @@ class SearchRecord:
             result.query_id = yield from self._log(result, cached=True)
         return result
 
-    def capture_branches(self, rows: Sequence[Sequence[Any]]) -> None:
+    def capture_branches(self, spec: SearchSpec, rows: Sequence[Mapping[str, Any]]) -> None:
         """Read each branch's candidates from the search statement's ``branches`` column.
 
-        :meth:`start` asked the plan for them (``plan.capture_branches``), so
-        the statement that served the result also reported what fusion saw,
-        with no second statement.  An empty result means both branches were empty.
+        The statement was built for them (``spec.capture_branches``), so the
+        statement that served the result also reported what fusion saw, with
+        no second statement.  An empty result means every branch was empty.
         """
         if not self.wants_branches:
             return
-        from .fusion import BRANCHES_COLUMN
-
-        got: dict[str, list[list[Any]]] = rows[0][BRANCHES_COLUMN] if rows else {}
-        out: dict[str, list[list[Any]]] = {}
-        if self.plan.uses_lexical:
-            out["lexical"] = got.get("lexical", [])
-        if self.plan.uses_semantic:
-            out["semantic"] = got.get("semantic", [])
-        self.branches = out
-
-    def finish(self, result: SearchResult) -> None:
-        """Log the finished result (sets ``result.query_id``) and store it in the cache."""
-        run_steps(self.db, self.finish_steps(result))
+        got: dict[str, list[list[Any]]] = rows[0]["branches"] if rows else {}
+        self.branches = {b.name: got.get(b.name, []) for b in spec.branches}
 
     def finish_steps(self, result: SearchResult) -> Steps[None]:
-        """:meth:`finish` as steps (ranklock.store.steps)."""
+        """Log the finished result (sets ``result.query_id``) and store it in the cache."""
         if self._capture is not None:
             self._capture.append(self.entry(result))
             return

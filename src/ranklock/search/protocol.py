@@ -12,8 +12,10 @@ import the :class:`~ranklock.Engine` (dependencies point one way).  They take a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
+from ..settings import REQUEST
+from .options import SearchOptions
 from .results import SearchResult
 
 __all__ = ["Searcher"]
@@ -27,10 +29,10 @@ class Searcher(Protocol):
         name: str,
         query: str,
         *,
-        k: int = 10,
-        mode: str = "hybrid",
+        k: int = REQUEST.k,
+        mode: str = REQUEST.mode,
         filter: Any = None,
         snapshot: int | None = None,
         as_of: datetime | str | None = None,
-        **params: Any,
+        **params: Unpack[SearchOptions],
     ) -> SearchResult: ...

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
-__all__ = ["Hit", "SearchResult", "SnapshotRef"]
+if TYPE_CHECKING:
+    from .spec import Signal
+
+__all__ = ["BranchSignal", "Hit", "SearchResult", "SnapshotRef"]
+
+
+class BranchSignal(NamedTuple):
+    """What one branch said of a hit: its competition rank and raw score (None: it did not rank it)."""
+
+    rank: int | None
+    raw: float | None
 
 
 class Hit(BaseModel):
@@ -29,6 +40,41 @@ class Hit(BaseModel):
         description="Hits sharing a tie group have identical ranking signals; their order within "
         "the group (by doc_id, then chunk) carries no meaning.",
     )
+    #: Every branch's signals by branch name (ranklock.search.branches); the JSON keys above
+    #: (``lexical_rank``, ...) are derived from them, and the JSON leaves this out.
+    signals: dict[str, BranchSignal] = Field(default_factory=dict, exclude=True, repr=False)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        rank: int,
+        doc_id: str,
+        chunk: int,
+        score: float,
+        signals: Mapping[str, BranchSignal],
+        keys: Mapping[str, Signal],
+        char_start: int,
+        char_end: int,
+        text: str,
+    ) -> Hit:
+        """A hit from every branch's signals; each fills the JSON fields its ``keys`` name, where the hit has them."""
+        named: dict[str, Any] = {}
+        for name, sig in signals.items():
+            named[keys[name].rank_key] = sig.rank
+            named[keys[name].raw_key] = sig.raw
+        fields = {k: v for k, v in named.items() if k in cls.model_fields}
+        return cls(
+            rank=rank,
+            doc_id=doc_id,
+            chunk=chunk,
+            score=score,
+            char_start=char_start,
+            char_end=char_end,
+            text=text,
+            signals=dict(signals),
+            **fields,
+        )
 
 
 class SnapshotRef(BaseModel):

@@ -1,32 +1,38 @@
 """The semantic branch: nearest chunks by cosine distance, exact or through an ANN index.
 
-:func:`setup_semantic` fills the plan's vector fields from the query vector and
-the snapshot's statistics; :func:`semantic_cte` is the branch's SQL;
-:func:`apply_index_settings` sets the index's scan budget for one transaction.
-Which strategy serves the branch (exact or the index) is decided by the
-completeness count (ranklock.search.completeness.choose_strategy).
+:meth:`SemanticBranch.prepare` embeds the query (through the embedding cache)
+and fills the branch from the snapshot's statistics; which strategy serves it
+(exact or the index) is decided once the completeness count knows how many
+chunks the hard constraints admit (:meth:`SemanticBranch.constrained`), and an
+index scan that came back short is rescanned exactly (:meth:`SemanticBranch.exact`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import psycopg
 from psycopg import sql
 
-from ..collection import CollectionInfo
+from ..embed.base import Embedder
 from ..settings import SearchParams
-from .plan import SearchPlan, where_sql
+from ..store.steps import Offload, Steps
+from .rrf import rrf_weight_sql, tie_window
+from .spec import SearchSpec, Signal, where_sql
+
+if TYPE_CHECKING:
+    from .spec import BranchContext, Scope
 
 __all__ = [
     "EF_SEARCH_BASE",
     "EF_SEARCH_MAX",
-    "apply_index_settings",
+    "SemanticBranch",
     "choose_ef_search",
-    "index_settings_sql",
-    "semantic_cte",
-    "setup_semantic",
+    "choose_strategy",
 ]
 
 #: hnsw.ef_search of an unfiltered query (and the least of any query): five times
@@ -39,19 +45,7 @@ EF_SEARCH_BASE = 200
 EF_SEARCH_MAX = 1000
 
 
-def setup_semantic(plan: SearchPlan, coll: CollectionInfo, snap: dict[str, Any], qvec: Any) -> None:
-    """Point the plan's vector branch at ``qvec``: strategy, over-fetch and chunks per document."""
-    plan.qvec = qvec
-    if coll.index_kind == "exact":
-        plan.vector_strategy = "exact"
-    else:
-        plan.vector_strategy = coll.index_kind
-    max_chunks = int((snap.get("stats") or {}).get("max_chunks_per_doc", 1) or 1)
-    plan.sem_fetch = max(plan.depth, plan.depth * min(max_chunks, 4))
-    plan.max_chunks_per_doc = max_chunks
-
-
-def choose_ef_search(plan: SearchPlan, sp: SearchParams, matching_chunks: int, total_chunks: int) -> int:
+def choose_ef_search(sem_fetch: int, sp: SearchParams, matching_chunks: int, total_chunks: int) -> int:
     """hnsw.ef_search for this query: the caller's, else sized from the filter's measured selectivity.
 
     HNSW walks the whole graph whatever the filter, so of the ``ef`` nearest
@@ -68,39 +62,112 @@ def choose_ef_search(plan: SearchPlan, sp: SearchParams, matching_chunks: int, t
     if matching_chunks <= 0 or total_chunks <= 0:
         return EF_SEARCH_BASE
     selectivity = min(1.0, matching_chunks / total_chunks)
-    return int(min(EF_SEARCH_MAX, max(EF_SEARCH_BASE, math.ceil(plan.sem_fetch / selectivity))))
+    return int(min(EF_SEARCH_MAX, max(EF_SEARCH_BASE, math.ceil(sem_fetch / selectivity))))
 
 
-def semantic_cte(plan: SearchPlan, rrf: sql.Composable, window: sql.Composable) -> sql.Composable:
-    """The vector branch's CTEs: candidates (exact scan or ANN index), best chunk per document, rank.
+def choose_strategy(index_kind: str, matching_chunks: int, sp: SearchParams) -> str:
+    """``exact`` for a small filtered set or an index-less collection, else the collection's index."""
+    if index_kind == "exact" or matching_chunks <= sp.exact_threshold:
+        return "exact"
+    return index_kind
 
-    ``rrf`` and ``window`` give each document its fusion weight (ranklock.search.fusion.rrf_weight_sql).
-    """
-    if plan.vector_strategy == "exact":
-        # Every filtered chunk is scored: the sort is over a subquery's output,
-        # by ``distance + 0``, an expression no ANN index can supply (an index
-        # orders only by the bare ``embedding <=> const``): a scan and a top-N sort,
-        # exact and complete by construction; ``+ 0`` changes no value.  The
-        # sort keeps depth * max_chunks_per_doc chunks, which always hold the
-        # best chunk of each of the top `depth` documents: at most
-        # (depth - 1) * max_chunks chunks of better-ranked documents can
-        # precede it.
-        # (OFFSET 0 keeps the subquery whole, so each distance is computed once.)
-        cand: sql.Composable = sql.SQL(
-            "SELECT doc_id, chunk, dist FROM ("
-            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
-            "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint"
-        ).format(table=plan.table, where=where_sql(plan))
-    else:
-        # ORDER BY the bare distance so the planner can use the ANN index; the
-        # over-fetch leaves room for several chunks of one document.  Ties
-        # are broken after the index returns, below.
-        cand = sql.SQL(
-            "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
-            "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s::bigint"
-        ).format(table=plan.table, where=where_sql(plan))
-    return sql.SQL(
-        """sem_cand AS MATERIALIZED ({cand}),
+
+@dataclass(frozen=True)
+class SemanticBranch:
+    """The vector branch: cosine distance to the query's embedding, exact or through the ANN index."""
+
+    name: ClassVar[str] = "semantic"
+    alias: ClassVar[str] = "s"
+    cte: ClassVar[str] = "sem"
+    signal: ClassVar[Signal] = Signal("semantic_rank", "semantic_distance", "dist", "float8")
+    ranks_every_document: ClassVar[bool] = True
+    can_fall_short: ClassVar[bool] = True
+    #: The keys of :meth:`echo`, all None in a result this branch did not serve.
+    ECHO_KEYS: ClassVar[tuple[str, ...]] = (
+        "vector_strategy",
+        "ef_search",
+        "iterative_scan",
+        "max_scan_tuples",
+        "probes",
+    )
+
+    qvec: Any
+    #: The collection's vector index: "hnsw", "ivfflat" or "exact".
+    index_kind: str
+    #: "hnsw"/"ivfflat": index scan with over-fetch; "exact": full scan of the filtered set.
+    strategy: str
+    #: Chunks an index scan fetches: room for several chunks of one document.
+    sem_fetch: int
+    #: hnsw.ef_search for this query (:func:`choose_ef_search`); None: not chosen (not an HNSW scan).
+    iterative_scan: str
+    max_scan_tuples: int
+    probes: int
+    ef_search: int | None = None
+
+    @classmethod
+    def prepare(cls, ctx: BranchContext) -> Steps[tuple[SemanticBranch, None]]:
+        """The branch for ``ctx``'s query: its embedding (from the cache when it was embedded before)."""
+        from .embedding import query_vector_steps
+
+        t = time.perf_counter()
+        # Resolving the embedder may load a model (seconds of CPU): off the event loop when async.
+        emb: Embedder = yield Offload(lambda: ctx.embedder(ctx.coll))
+        qvec = yield from query_vector_steps(ctx.coll, emb, ctx.spec.query, store=ctx.store_vector)
+        ctx.timings["embed_ms"] = (time.perf_counter() - t) * 1000
+        sp, depth = ctx.params, ctx.spec.depth
+        branch = cls(
+            qvec=qvec,
+            index_kind=ctx.coll.index_kind,
+            strategy="exact" if ctx.coll.index_kind == "exact" else ctx.coll.index_kind,
+            sem_fetch=max(depth, depth * min(ctx.spec.max_chunks_per_doc, 4)),
+            iterative_scan=sp.iterative_scan,
+            max_scan_tuples=sp.max_scan_tuples,
+            probes=sp.probes,
+        )
+        return branch, None
+
+    def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> SemanticBranch:
+        """The strategy the count picks, and for HNSW the ``ef_search`` its selectivity asks for."""
+        strategy = choose_strategy(self.index_kind, scope.chunks, sp)
+        ef_search = self.ef_search
+        if strategy == "hnsw":
+            ef_search = choose_ef_search(self.sem_fetch, sp, scope.chunks, scope.total_chunks)
+        return dataclasses.replace(self, strategy=strategy, ef_search=ef_search)
+
+    @property
+    def approximate(self) -> bool:
+        return self.strategy != "exact"
+
+    def exact(self) -> SemanticBranch:
+        return dataclasses.replace(self, strategy="exact")
+
+    def ctes(self, spec: SearchSpec) -> sql.Composable:
+        """The vector branch's CTEs: candidates (exact scan or ANN index), best chunk per document, rank."""
+        if self.strategy == "exact":
+            # Every filtered chunk is scored: the sort is over a subquery's output,
+            # by ``distance + 0``, an expression no ANN index can supply (an index
+            # orders only by the bare ``embedding <=> const``): a scan and a top-N sort,
+            # exact and complete by construction; ``+ 0`` changes no value.  The
+            # sort keeps depth * max_chunks_per_doc chunks, which always hold the
+            # best chunk of each of the top `depth` documents: at most
+            # (depth - 1) * max_chunks chunks of better-ranked documents can
+            # precede it.
+            # (OFFSET 0 keeps the subquery whole, so each distance is computed once.)
+            cand: sql.Composable = sql.SQL(
+                "SELECT doc_id, chunk, dist FROM ("
+                "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
+                "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint"
+            ).format(table=spec.table, where=where_sql(spec))
+        else:
+            # ORDER BY the bare distance so the planner can use the ANN index; the
+            # over-fetch leaves room for several chunks of one document.  Ties
+            # are broken after the index returns, below.
+            cand = sql.SQL(
+                "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
+                "WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s::bigint"
+            ).format(table=spec.table, where=where_sql(spec))
+        return sql.SQL(
+            """sem_cand AS MATERIALIZED ({cand}),
 sem_best AS (
     SELECT doc_id, chunk, dist,
            row_number() OVER (PARTITION BY doc_id ORDER BY dist, chunk) AS rn
@@ -115,33 +182,42 @@ sem_top AS (
     LIMIT %(depth)s::bigint
 ),
 sem AS (SELECT doc_id, chunk, dist, rank, {rrf} AS rrf FROM sem_top{window})"""
-    ).format(cand=cand, rrf=rrf, window=window)
+        ).format(cand=cand, rrf=rrf_weight_sql(spec), window=tie_window(spec))
 
+    def params(self, spec: SearchSpec) -> Mapping[str, Any]:
+        if self.strategy != "exact":
+            return {"qvec": self.qvec, "sem_fetch": self.sem_fetch}
+        return {"qvec": self.qvec, "sem_exact_fetch": spec.depth * max(1, spec.max_chunks_per_doc)}
 
-def apply_index_settings(conn: psycopg.Connection[Any], plan: SearchPlan, sp: SearchParams) -> None:
-    """Set the vector index's scan settings (and jit, work_mem) for the caller's transaction only."""
-    q, p = index_settings_sql(plan, sp)
-    conn.execute(q, p)
+    def settings(self) -> list[tuple[str, str]]:
+        """The index's scan budget, for the search's transaction only."""
+        if self.strategy == "hnsw":
+            return [
+                ("hnsw.ef_search", str(self.ef_search or EF_SEARCH_BASE)),
+                ("hnsw.iterative_scan", self.iterative_scan),
+                ("hnsw.max_scan_tuples", str(self.max_scan_tuples)),
+            ]
+        if self.strategy == "ivfflat":
+            # IVFFlat supports only relaxed_order iterative scans.
+            mode = "relaxed_order" if self.iterative_scan != "off" else "off"
+            return [("ivfflat.probes", str(self.probes)), ("ivfflat.iterative_scan", mode)]
+        return []
 
+    def shortfall(self, got: int, want: int, *, fallback: bool) -> str:
+        """What a scan that handed fusion ``got`` of ``want`` documents says: a note, or the warning."""
+        if fallback:
+            return f"index_scan_budget: {self.strategy} returned {got} of {want} documents; rescanned exactly"
+        return (
+            f"the {self.strategy} index returned {got} of {want} documents before its scan budget "
+            f"ran out; raise max_scan_tuples (now {self.max_scan_tuples}) or allow exact_fallback"
+        )
 
-def index_settings_sql(plan: SearchPlan, sp: SearchParams) -> tuple[sql.Composed, list[str]]:
-    """The one statement :func:`apply_index_settings` runs (shared by the sync and async search)."""
-    # Transaction-local (set_config(..., true)): a pooled connection never
-    # carries one query's budget into the next.  JIT compilation costs tens of
-    # milliseconds and only pays off for long analytic queries, never here.
-    # All in one round trip.
-    # work_mem: BM25 over very common terms aggregates 10^5-10^6 postings; at
-    # the default 4 MB the hash aggregate spills to disk.
-    settings: list[tuple[str, str]] = [("jit", "off"), ("work_mem", "64MB")]
-    if plan.uses_semantic and plan.vector_strategy == "hnsw":
-        settings += [
-            ("hnsw.ef_search", str(plan.ef_search or EF_SEARCH_BASE)),
-            ("hnsw.iterative_scan", sp.iterative_scan),
-            ("hnsw.max_scan_tuples", str(sp.max_scan_tuples)),
-        ]
-    elif plan.uses_semantic and plan.vector_strategy == "ivfflat":
-        # IVFFlat supports only relaxed_order iterative scans.
-        mode = "relaxed_order" if sp.iterative_scan != "off" else "off"
-        settings += [("ivfflat.probes", str(sp.probes)), ("ivfflat.iterative_scan", mode)]
-    q = sql.SQL("SELECT {}").format(sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings))
-    return q, [x for pair in settings for x in pair]
+    def echo(self) -> dict[str, Any]:
+        """The strategy and scan settings a result echoes in ``params``."""
+        return {
+            "vector_strategy": self.strategy,
+            "ef_search": self.ef_search if self.strategy == "hnsw" else None,
+            "iterative_scan": self.iterative_scan if self.strategy in ("hnsw", "ivfflat") else None,
+            "max_scan_tuples": self.max_scan_tuples if self.strategy == "hnsw" else None,
+            "probes": self.probes if self.strategy == "ivfflat" else None,
+        }

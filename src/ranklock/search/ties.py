@@ -1,8 +1,8 @@
 """Ties are not preferences: hits with identical ranking signals share a tie group.
 
 Each branch ranks with competition ranks (``rank()``), so two documents the
-ranker cannot tell apart (the same lexical score and the same vector
-distance, e.g. two identical resumes under different names) get the same
+rankers cannot tell apart (the same raw score in every branch: the same
+lexical score and the same vector distance, e.g. two identical resumes under different names) get the same
 branch ranks and the same fused score, and sit next to each other; the final
 order inside the tie is by doc id: stable, but meaningless.  This module
 finds such hits among the results and gives them one ``tie_group`` (the rank
@@ -22,9 +22,9 @@ from .results import Hit
 __all__ = ["assign_tie_groups", "signal_key"]
 
 
-def signal_key(hit: Hit) -> tuple[float | None, float | None]:
-    """Everything the ranker knows about a hit: its raw lexical score and vector distance."""
-    return (hit.lexical_score, hit.semantic_distance)
+def signal_key(hit: Hit) -> tuple[float | None, ...]:
+    """Everything the rankers know about a hit: each branch's raw score (its lexical score, its vector distance)."""
+    return tuple(sig.raw for sig in hit.signals.values())
 
 
 def assign_tie_groups(hits: Sequence[Hit]) -> list[str]:
@@ -33,17 +33,20 @@ def assign_tie_groups(hits: Sequence[Hit]) -> list[str]:
     A hit without ties keeps ``tie_group = None``.  Groups are numbered by the
     rank of their first member, so the output is the same on every run.
 
+    >>> from ranklock.search.results import BranchSignal
+    >>> signals = {"lexical": BranchSignal(1, 0.5), "semantic": BranchSignal(1, 0.2)}
     >>> a = Hit(rank=1, doc_id="a", chunk=0, score=0.03, lexical_rank=1, lexical_score=0.5, semantic_rank=1,
-    ...         semantic_distance=0.2, char_start=0, char_end=1, text="x")
+    ...         semantic_distance=0.2, char_start=0, char_end=1, text="x", signals=signals)
     >>> b = a.model_copy(update={"rank": 2, "doc_id": "b", "score": 0.0325})
     >>> assign_tie_groups([a, b]), a.tie_group, b.tie_group
     (['tie group 1: ranks 1, 2 (a, b) have identical ranking signals; their order within the group (by doc id) carries no meaning'], 1, 1)
     """
-    groups: dict[tuple[float | None, float | None], list[Hit]] = {}
+    groups: dict[tuple[float | None, ...], list[Hit]] = {}
     for h in hits:
-        if h.lexical_score is None and h.semantic_distance is None:
+        key = signal_key(h)
+        if all(raw is None for raw in key):
             continue  # nothing to compare
-        groups.setdefault(signal_key(h), []).append(h)
+        groups.setdefault(key, []).append(h)
     notes: list[str] = []
     for members in sorted(groups.values(), key=lambda m: min(h.rank for h in m)):
         if len(members) < 2:

@@ -66,13 +66,12 @@ from typing import Any
 from psycopg import sql
 
 from ..errors import SnapshotError
+from ..settings import BM25_B, BM25_K1
 from ..store.database import Database
 from ..store.tables import snapshot_table, snapshot_table_name
 
 __all__ = [
     "BM25_STATS_VERSION",
-    "DEFAULT_B",
-    "DEFAULT_K1",
     "DENSE_BLOCK",
     "DENSE_SHARE",
     "LEVEL_BASE",
@@ -87,8 +86,6 @@ __all__ = [
 #: Version of the BM25 statistics layout; recorded in the snapshot's stats.
 #: 3 added the forward table and the per-term impact quantiles (``wq``).
 BM25_STATS_VERSION = 3
-DEFAULT_K1 = 1.2
-DEFAULT_B = 0.75
 #: Rank of a term's first impact quantile; the next ones double it (a power of two).
 LEVEL_BASE = 256
 #: Terms in at least this share of the chunks get dense blocks (see the module docstring for why).
@@ -169,8 +166,8 @@ def build_lexical_stats(
     db: Database,
     snapshot_id: int,
     *,
-    k1: float = DEFAULT_K1,
-    b: float = DEFAULT_B,
+    k1: float = BM25_K1,
+    b: float = BM25_B,
     force: bool = False,
     level_base: int | None = None,
     dense: bool = True,
