@@ -14,9 +14,9 @@ from ranklock import Engine, IngestError
 from ranklock.cli import app
 from ranklock.domains.resumes.load import load_resumes
 from ranklock.errors import ConfigError, NotFound
-from ranklock.ingest import load_corpus
 from ranklock.ingest.formats import load_files
 from ranklock.ingest.formats.base import require
+from ranklock.ingest.loaders import load_corpus
 
 
 @pytest.fixture

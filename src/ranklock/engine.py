@@ -26,25 +26,26 @@ import numpy as np
 
 from .collection import CollectionInfo, FieldSpec
 from .embed import Embedder, resolve_embedder
-from .errors import EmbedderError, IngestError, NotFound, QueryError
-from .ingest.loaders import Document, load_corpus
+from .errors import EmbedderError, IngestError, NotFound, QueryError, RanklockError
 from .ingest.normalize import NORMALIZATION
 from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
 from .settings import REQUEST, ChunkerParams, Settings
-from .snapshot.build import Progress
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
 
 __all__ = ["Engine", "IngestReport"]
 
 if TYPE_CHECKING:
+    # Types only: a search never loads the file readers or the snapshot builder (bench/cli_startup.py).
     from .ask.log import AnswerReplay
     from .ask.model import Answer, Generator
+    from .ingest.document import Document
     from .plan.model import Plan
     from .plan.run import PlannedSearch
     from .search.log import ReplayReport
+    from .snapshot.build import Progress
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Engine:
         tracer: Tracer | None = None,
         log_queries: bool | None = None,
         read_dsns: Sequence[str] | None = None,
+        embed_service: bool = False,
     ) -> None:
         settings = Settings()
         if read_dsns is not None:
@@ -114,6 +116,9 @@ class Engine:
         self.router = open_router(
             self.db, settings.read_dsns, home=settings.home, embedded=restart is not None, wait=settings.replica_wait
         )
+        # A short-lived process (a CLI command) asks the local embedding service instead of loading the
+        # model itself (ranklock.embed.service); the vectors are the same bits either way.
+        self._embed_service = embed_service
         self._embedders: dict[str, Embedder] = {}
         if embedder is not None:
             self._embedders[embedder.id] = embedder
@@ -146,6 +151,10 @@ class Engine:
             return self._default_embedder
         if key not in self._embedders:
             emb = resolve_embedder(spec)
+            if self._embed_service:
+                from .embed.served import serve_through
+
+                emb = serve_through(emb, self.settings.home, idle_s=self.settings.embed_idle)
             self._embedders[key] = emb
             self._embedders[emb.id] = emb
         return self._embedders[key]
@@ -160,6 +169,27 @@ class Engine:
                 "original model, or re-ingest into a new collection with the new model."
             )
         return emb
+
+    def warm(self) -> list[str]:
+        """Load the embedder of every collection and embed one text, so no first search pays for it.
+
+        A long-lived process (``ranklock serve``) calls it before it reports ready.  Returns one line
+        per embedder: what was loaded and how long it took, or why it could not be.
+        """
+        lines: list[str] = []
+        done: set[str] = set()
+        for row in self.collections():
+            try:
+                emb = self._collection_embedder(self.collection(row["name"]))
+                if emb.id in done:
+                    continue
+                t = time.perf_counter()
+                emb.embed(["ranklock"])
+                done.add(emb.id)
+                lines.append(f"embedder {emb.id} loaded in {time.perf_counter() - t:.1f} s")
+            except RanklockError as exc:
+                lines.append(f"collection {row['name']!r}: embedder not loaded: {exc}")
+        return lines
 
     # -- collections ----------------------------------------------------------------
 
@@ -242,6 +272,7 @@ class Engine:
         A ``activate=False`` build has the same parent; it does not change what
         the next ingest builds from.
         """
+        from .ingest.loaders import load_corpus
         from .snapshot.ingest import empty_snapshot_error, ingest_snapshot, split_empty
 
         t0 = time.perf_counter()
