@@ -68,6 +68,9 @@ class IngestReport:
     parent_id: int | None = None
     #: Ids of given documents with empty text: not part of the snapshot (they could never be found).
     skipped: list[str] = field(default_factory=list)
+    #: The typed fields this ingest inferred from the metadata when it created the collection
+    #: (ranklock.ingest.infer: ``fields``, ``untyped`` keys with the reason); None otherwise.
+    field_inference: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -206,12 +209,14 @@ class Engine:
         embedder: str | None = None,
         search_defaults: dict[str, Any] | None = None,
         if_missing: bool = False,
+        field_inference: dict[str, Any] | None = None,
     ) -> CollectionInfo:
         """Create a collection; its language, fields, index and embedder are fixed for its lifetime.
 
         With ``if_missing`` an existing collection with exactly these settings
         is returned instead of an error (safe when several processes create it
         at once); one with other settings is a ConfigError naming them.
+        ``field_inference`` records how ``fields`` were inferred (:meth:`ingest` sets it).
         """
         from .collection import insert_new_collection, new_collection_values
         from .store.collections import text_search_configs
@@ -228,6 +233,7 @@ class Engine:
             configs=text_search_configs(self.db),
             embedder=lambda: self.embedder_for(embedder),
             normalization=NORMALIZATION,
+            field_inference=field_inference,
         )
         insert_new_collection(self.db, values, if_missing=if_missing)
         return self.collection(name)
@@ -271,6 +277,11 @@ class Engine:
         the snapshot active at that moment (its ``parent_id``) and activated.
         A ``activate=False`` build has the same parent; it does not change what
         the next ingest builds from.
+
+        A collection this call creates gets ``create``'s settings; without
+        ``create["fields"]`` its typed fields are inferred from the documents'
+        metadata (ranklock.ingest.infer), recorded with the collection and in
+        its manifests, and reported in ``field_inference``.
         """
         from .ingest.loaders import load_corpus
         from .snapshot.ingest import empty_snapshot_error, ingest_snapshot, split_empty
@@ -279,12 +290,20 @@ class Engine:
         docs = list(source) if not isinstance(source, (str, Path)) else load_corpus(source)
         seconds = {"load": time.perf_counter() - t0}
         given, skipped = split_empty(docs)
+        inferred: dict[str, Any] | None = None
         try:
             coll = self.collection(name)
         except NotFound:
             if not given and not allow_empty:
                 raise empty_snapshot_error(name, 0, None, skipped) from None
-            coll = self.create_collection(name, **(create or {}), if_missing=True)
+            options = dict(create or {})
+            if options.get("fields") is None:
+                from .ingest.infer import infer_fields
+
+                inference = infer_fields(list(given.values()))
+                options["fields"] = inference.fields
+                options["field_inference"] = inferred = inference.record()
+            coll = self.create_collection(name, **options, if_missing=True)
         out = ingest_snapshot(
             self.db,
             coll,
@@ -318,6 +337,7 @@ class Engine:
             seconds=seconds,
             parent_id=out.parent_id,
             skipped=skipped,
+            field_inference=inferred,
         )
 
     # -- snapshots -------------------------------------------------------------------
