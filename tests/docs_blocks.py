@@ -133,7 +133,7 @@ def output_matches(expected: list[str], actual: str) -> bool:
     """Whether ``actual`` is ``expected`` up to whitespace, ``...`` matching any text (also across lines)."""
     want = " ".join(" ".join(expected).split())
     got = " ".join(actual.split())
-    pattern = ".*?".join(re.escape(part) for part in want.split("..."))
+    pattern = ".*?".join(re.escape(part.strip()) for part in want.split("..."))
     return re.fullmatch(pattern, got, re.DOTALL) is not None
 
 
