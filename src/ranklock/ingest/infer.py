@@ -155,5 +155,5 @@ def infer_fields(docs: Sequence[Document]) -> FieldInference:
         elif len(fields) >= MAX_INFERRED_FIELDS:
             untyped[key] = f"more than {MAX_INFERRED_FIELDS} keys (MAX_INFERRED_FIELDS); declare it with --field"
         else:
-            fields.append(FieldSpec(name=key, type=kind))  # type: ignore[arg-type]
+            fields.append(FieldSpec(name=key, type=kind))
     return FieldInference(len(docs), sorted(fields, key=lambda f: f.name), dict(sorted(untyped.items())))

@@ -178,14 +178,14 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
         root = p
         files = []
         for f in sorted(p.rglob("*")):
-            rel = f.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts) or not f.is_file():
+            parts = f.relative_to(root).parts
+            if any(part.startswith(".") for part in parts) or not f.is_file():
                 continue
             if f.suffix.lower() in SUFFIXES:
                 files.append(f)
             else:
                 what = repr(f.suffix) if f.suffix else "files without a suffix"
-                out.skipped.append(SkippedFile(rel.as_posix(), f"no loader for {what} (known: {known})"))
+                out.skipped.append(SkippedFile("/".join(parts), f"no loader for {what} (known: {known})"))
         if not files:
             raise IngestError(f"{p} holds no {known} files; nothing to ingest.")
     else:
@@ -211,8 +211,8 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
     if out.unreadable and not skip_unreadable:
         raise unreadable_error(p, out.unreadable)
     if not out.documents:
-        parts = [f"{len(out.unreadable)} unreadable"] + ([f"{len(out.skipped)} skipped"] if out.skipped else [])
-        raise IngestError(f"no file under {p} could be read ({', '.join(parts)}); nothing to ingest.")
+        counts = [f"{len(out.unreadable)} unreadable"] + ([f"{len(out.skipped)} skipped"] if out.skipped else [])
+        raise IngestError(f"no file under {p} could be read ({', '.join(counts)}); nothing to ingest.")
     return out
 
 
