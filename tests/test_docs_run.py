@@ -11,7 +11,6 @@ test of the markers fails on a block that does neither.
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import os
 import shutil
@@ -155,25 +154,34 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsSession]:
     s.shell("ranklock db stop", check=False)
 
 
-def _engines() -> set[int]:
-    return {id(o) for o in gc.get_objects() if isinstance(o, Engine)}
+@pytest.fixture
+def page_engines(monkeypatch: pytest.MonkeyPatch) -> list[Engine]:
+    """Every Engine a page makes (``eng = Engine()``, a retriever's ``Engine()``), to close after it."""
+    made: list[Engine] = []
+    init = Engine.__init__
+
+    def recording(self: Engine, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(Engine, "__init__", recording)
+    return made
 
 
 @pytest.mark.parametrize(
     "page", [p.relative_to(ROOT).as_posix() for p in doc_files() if any(is_runnable(b) for b in blocks(p)[0])]
 )
-def test_page_runs_as_written(session: DocsSession, page: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = _engines()
+def test_page_runs_as_written(
+    session: DocsSession, page: str, monkeypatch: pytest.MonkeyPatch, page_engines: list[Engine]
+) -> None:
     ns: dict[str, Any] = {"__name__": "__docs__"}
     try:
         for b in blocks(ROOT / page)[0]:
             if is_runnable(b):
                 session.run_block(b, ns, monkeypatch)
     finally:
-        # The page's own engines (eng = Engine(), retrievers' Engine()): closed, so no pool outlives the page.
-        for o in gc.get_objects():
-            if isinstance(o, Engine) and id(o) not in before:
-                o.close()
+        for eng in page_engines:  # closed, so no pool outlives the page
+            eng.close()
 
 
 #: Lines README.md cannot lose: without each, a later block fails (so a README that drifts from the

@@ -208,3 +208,11 @@ def _doc(doc_id: str, text: str) -> object:
     from ranklock import Document
 
     return Document(doc_id, "", text)
+
+
+def test_warm_loads_every_collections_embedder_before_a_search(engine: Engine) -> None:
+    engine.ingest("t_embed_service_warm", [_doc("w", "kiln shelves for the glaze firing")])
+    lines = engine.warm()  # what `ranklock serve` runs before it listens
+    assert any(line.startswith("embedder sentence-transformers/all-MiniLM-L6-v2 loaded in ") for line in lines)
+    emb = engine._collection_embedder(engine.collection("t_embed_service_warm"))
+    assert isinstance(emb, SentenceTransformerEmbedder) and emb.loaded

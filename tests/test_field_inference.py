@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fakes import HashEmbedder, use_hash_embedder
+from fakes import HashEmbedder, resolve_hash_embedder_by_id, use_hash_embedder
 from ranklock import Document, Engine, FilterError, IngestError
 from ranklock.cli import app
 from ranklock.ingest.infer import infer_fields
@@ -102,12 +102,7 @@ def test_declared_fields_are_never_inferred(engine: Engine, cname: str) -> None:
 
 @pytest.fixture
 def cli_hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ranklock.engine
-
-    real = ranklock.engine.resolve_embedder
-    monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
-    )
+    resolve_hash_embedder_by_id(monkeypatch)
 
 
 @pytest.mark.usefixtures("cli_hash_embedder")
