@@ -114,7 +114,9 @@ def _first_line(path: Path) -> str:
 def render_tree() -> str:
     """Every module under src/ranklock, one line each: its path and the first line of its docstring."""
     pkg = ROOT / "src" / "ranklock"
-    names = {p.stem if p.is_file() else p.name for p in pkg.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    names = {
+        p.stem if p.is_file() else p.name for p in pkg.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()
+    }
     ordered = [n for group in TREE_ORDER for n in group]
     missing = sorted(names - set(ordered))
     if missing:

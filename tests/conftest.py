@@ -11,11 +11,19 @@ import pytest
 
 from ranklock import Engine
 
+# CLI tests run the commands inside this process (CliRunner), which has the model loaded already:
+# they embed in-process.  tests/test_embed_service.py and the documentation runner
+# (tests/test_docs_run.py) start real `ranklock` processes with the embedding service turned on.
+os.environ.setdefault("RANKLOCK_EMBED_SERVICE", "0")
+
 
 @pytest.fixture(scope="session")
 def rl_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("ranklock-home")
     yield home
+    from ranklock.embed import service
+
+    service.stop(home)
     if not os.environ.get("RANKLOCK_TEST_DSN"):
         from ranklock.store.server import EmbeddedServer
 

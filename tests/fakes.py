@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,3 +46,13 @@ def use_hash_embedder(engine: Engine, id: str = "test:hash-8") -> str:
     emb = HashEmbedder(id)
     engine._embedders[emb.id] = emb
     return emb.id
+
+
+def resolve_hash_embedder_by_id(monkeypatch: Any) -> None:
+    """A CLI command builds its own Engine: let it resolve the HashEmbedder's id to a HashEmbedder."""
+    import ranklock.engine
+
+    real = ranklock.engine.resolve_embedder
+    monkeypatch.setattr(
+        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
+    )

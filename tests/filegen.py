@@ -120,3 +120,45 @@ def vault(root: Path) -> Path:
         "Celadon: 2% iron oxide. Tag #1 is an issue number, not a tag.\n", encoding="utf-8"
     )
     return root
+
+
+#: The bytes of a 1x1 PNG: a binary attachment as vaults hold them.
+PNG_1PX = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082"
+)
+
+
+def pt_es_vault(root: Path) -> Path:
+    """A vault as people keep them: Portuguese and Spanish notes in nested folders with accents and spaces,
+    front matter, a tag at the end of a line, attachments, app state, empty notes and two broken files."""
+    files: dict[str, str | bytes] = {
+        ".obsidian/app.json": '{"theme": "obsidian"}',  # application state: passed over, not reported
+        ".DS_Store": b"\x00\x00\x00\x01Bud1",
+        "Diário/2024-03-04 reunião.md": (
+            "---\ntags: [cerâmica]\npeople: João Araújo, Inês Gonçalves\n---\n# Segunda-feira\n\n"
+            "Reunião com [[João Araújo]] sobre o forno elétrico. #trabalho\n"
+            "Próxima etapa: esmaltação das peças.\n"
+        ),
+        "Proyectos/Año 2024/Cocción lenta.md": (
+            "---\ntitle: Cocción lenta\ndate: 2024-02-11\nestado: activo\n---\n# Cocción lenta\n\n"
+            "La cocción del bizcocho sube despacio hasta el cono 04. #cerámica\n"
+            "Después, el esmalte a cono 6. Ver [[Recetas de esmalte]].\n"
+        ),
+        "Proyectos/Recetas de esmalte.md": "Celadón: 2 % de óxido de hierro.\n",
+        "Empty Note.md": "---\ntitle: Empty Note\n---\n",  # front matter alone: no document
+        "vazio.md": "",
+        "anexos/foto do forno.png": PNG_1PX,
+        "anexos/orçamento.csv": "item,preço\nforno,1200\n",
+        "LEIA-ME": "no suffix",
+        "binário.md": b"\x89PNG\r\n\x1a\n\x00\x00 not text",
+        "latin1.md": "Ação e cocção".encode("latin-1"),
+    }
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root

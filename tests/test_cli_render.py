@@ -185,10 +185,26 @@ def test_eval_format_trec_is_one_run(engine: Engine, coll: str, rl_home: Path, g
 
 
 def test_spinner_on_stderr_only_for_a_terminal(coll: str, rl_home: Path) -> None:
-    wait = "searching (a new query loads the embedding model first: a few seconds)…"
+    wait = "searching (the first search starts the embedding service: a few seconds)…"
     rc, out, err = cli(rl_home, "search", coll, "ledger spinner", "-k", "1", terminal=True)
     assert rc == 0 and wait in err and wait not in out
     rc, out, err = cli(rl_home, "search", coll, "ledger spinner", "-k", "1")
     assert rc == 0 and err == "" and wait not in out
     rc, _, err = cli(rl_home, "search", coll, "ledger spinner", "-k", "1", "--mode", "lexical", terminal=True)
     assert rc == 0 and "searching…" in err and wait not in err
+
+
+def test_collection_list_is_collections(rl_home: Path, coll: str) -> None:
+    rc, listed, _ = cli(rl_home, "collection", "list", "--json")
+    rc2, plain, _ = cli(rl_home, "collections", "--json")
+    assert rc == rc2 == 0 and listed == plain and coll in [c["name"] for c in json.loads(listed)["collections"]]
+
+
+def test_text_cut_in_a_table_ends_with_an_ellipsis_at_a_word() -> None:
+    from ranklock.cli.render import clip
+
+    text = "Recall is the ceiling:\na retrieval-augmented generator cannot cite a passage it never retrieved."
+    assert clip(text, 70) == "Recall is the ceiling: a retrieval-augmented generator cannot cite a…"
+    assert len(clip(text, 70)) <= 70
+    assert clip("pump seals", 70) == "pump seals"
+    assert clip("x" * 100, 10) == "x" * 9 + "…"  # one long word: cut inside it, still marked

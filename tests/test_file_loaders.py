@@ -9,14 +9,15 @@ import pytest
 from typer.testing import CliRunner
 
 from fakes import HashEmbedder
-from filegen import corrupt_docx, docx_file, encrypted_pdf, html_page, image_pdf, text_pdf, vault
+from filegen import corrupt_docx, docx_file, encrypted_pdf, html_page, image_pdf, pt_es_vault, text_pdf, vault
 from ranklock import Engine, IngestError
 from ranklock.cli import app
 from ranklock.domains.resumes.load import load_resumes
 from ranklock.errors import ConfigError, NotFound
-from ranklock.ingest import load_corpus
 from ranklock.ingest.formats import load_files
 from ranklock.ingest.formats.base import require
+from ranklock.ingest.formats.markdown import read_markdown
+from ranklock.ingest.loaders import load_corpus
 
 
 @pytest.fixture
@@ -152,12 +153,23 @@ def test_cli_ingest_vault_typed_fields_and_date_filter(
     chars = len(monday.body)  # type: ignore[attr-defined]
     assert f"read daily/2024-03-04.md (markdown): {chars} characters; metadata date, links, tags\n" in r.stdout
     coll = engine.collection(cname)
-    assert [(f.name, f.type) for f in coll.fields] == [
-        ("date", "date"),
-        ("tags", "keyword[]"),
-        ("people", "keyword[]"),
-        ("links", "keyword[]"),
+    # Inferred from the notes' metadata (ranklock.ingest.infer), printed, and kept in the manifest.
+    assert [(f.name, f.type, f.required) for f in coll.fields] == [
+        ("date", "date", False),
+        ("links", "keyword[]", False),
+        ("people", "keyword[]", False),
+        ("status", "keyword", False),
+        ("tags", "keyword[]", False),
     ]
+    assert (
+        "typed fields inferred from the metadata of 4 documents: date:date, links:keyword[], people:keyword[], "
+        "status:keyword, tags:keyword[]\n" in r.stdout
+    )
+    assert engine.manifest(cname)["field_inference"] == {
+        "documents": 4,
+        "fields": ["date:date", "links:keyword[]", "people:keyword[]", "status:keyword", "tags:keyword[]"],
+        "untyped": {},
+    }
     res = engine.search(cname, "glaze kiln pottery", mode="lexical", filter="date >= '2024-03-01'", k=10)
     assert [h.doc_id for h in res.hits] == ["daily/2024-03-04.md"]
     res = engine.search(cname, "canal", mode="lexical", filter='people has "Ben Okafor"', k=10)
@@ -213,3 +225,116 @@ def test_resumes_from_pdf_and_docx(tmp_path: Path) -> None:
         "  scan.pdf: no text layer in 1 page(s) (a scanned or image-only PDF); run OCR on it (e.g. ocrmypdf) "
         "and ingest the result\nFix or remove them."
     )
+
+
+KNOWN = "known: .docx, .htm, .html, .markdown, .md, .pdf, .txt"
+EMPTY = "empty: no text to search (a title or front matter alone is no document)"
+
+
+def test_a_tag_at_the_end_of_a_line_ends_there(tmp_path: Path) -> None:
+    note = tmp_path / "n.md"
+    note.write_text("first #alpha\nsecond line #beta\\\nthird\n", encoding="utf-8")
+    got = read_markdown(note)
+    assert got.metadata == {"tags": ["alpha", "beta"]}
+    assert got.body == "first #alpha\nsecond line #beta\\\nthird"  # the text itself is kept as written
+
+
+def test_pt_es_vault_nested_folders_accents_attachments_empty_and_broken_files(tmp_path: Path) -> None:
+    loaded = load_files(pt_es_vault(tmp_path / "vault"), skip_unreadable=True)
+    docs = {d.doc_id: d for d in loaded.documents}
+    assert sorted(docs) == [
+        "Diário/2024-03-04 reunião.md",
+        "Proyectos/Año 2024/Cocción lenta.md",
+        "Proyectos/Recetas de esmalte.md",
+    ]
+    reuniao = docs["Diário/2024-03-04 reunião.md"]
+    assert (reuniao.title, reuniao.metadata) == (
+        "Segunda-feira",
+        {
+            "date": "2024-03-04",
+            "links": ["João Araújo"],
+            "people": ["Inês Gonçalves", "João Araújo"],
+            "tags": ["cerâmica", "trabalho"],  # not "trabalhopróxima": the tag ends with its line
+        },
+    )
+    coccion = docs["Proyectos/Año 2024/Cocción lenta.md"]
+    # The title is the front matter's; the heading that repeats it is not stored twice.
+    assert coccion.title == "Cocción lenta" and coccion.body.startswith("La cocción del bizcocho")
+    assert coccion.metadata == {
+        "date": "2024-02-11",
+        "estado": "activo",
+        "links": ["Recetas de esmalte"],
+        "tags": ["cerámica"],
+    }
+    # Attachments, files without a suffix and empty notes are skipped and named; app state is passed over.
+    assert [(s.path, s.reason) for s in loaded.skipped] == [
+        ("Empty Note.md", EMPTY),
+        ("LEIA-ME", f"no loader for files without a suffix ({KNOWN})"),
+        ("anexos/foto do forno.png", f"no loader for '.png' ({KNOWN})"),
+        ("anexos/orçamento.csv", f"no loader for '.csv' ({KNOWN})"),
+        ("vazio.md", EMPTY),
+    ]
+    assert [(u.path, u.reason) for u in loaded.unreadable] == [
+        ("binário.md", "not UTF-8 text (byte 0); re-encode it as UTF-8"),
+        ("latin1.md", "not UTF-8 text (byte 1); re-encode it as UTF-8"),
+    ]
+
+
+@pytest.mark.usefixtures("cli_hash_embedder")
+def test_cli_ingest_of_the_pt_es_vault_names_every_file_it_left_out(
+    engine: Engine, cname: str, rl_home: Path, tmp_path: Path
+) -> None:
+    root = pt_es_vault(tmp_path / "vault")
+    base = ["--home", str(rl_home), "--embedder", HashEmbedder.id]
+    r = CliRunner().invoke(app, ["ingest", cname, str(root), *base])
+    assert r.exit_code == 2 and "2 file(s) under" in r.stderr and "binário.md: not UTF-8 text" in r.stderr
+    r = CliRunner().invoke(app, ["ingest", cname, str(root), "--skip-unreadable", *base])
+    assert r.exit_code == 0, r.output
+    for line in (
+        "skipped binário.md (markdown): not UTF-8 text (byte 0); re-encode it as UTF-8",
+        f"skipped Empty Note.md: {EMPTY}",
+        f"skipped anexos/orçamento.csv: no loader for '.csv' ({KNOWN})",
+        f"skipped vazio.md: {EMPTY}",
+    ):
+        assert line in " ".join(r.stderr.split()), line
+    assert ".obsidian" not in r.output and ".DS_Store" not in r.output
+    assert engine.snapshot_info(cname)["documents"] == 3
+    # The empty note is no document, so it cannot turn up in an unrelated search.
+    res = engine.search(cname, "empty note", mode="lexical", k=10)
+    assert res.hits == []
+    res = engine.search(cname, "forno", mode="lexical", filter='tags has "trabalho"', k=10)
+    assert [h.doc_id for h in res.hits] == ["Diário/2024-03-04 reunião.md"]
+    res = engine.search(cname, "cocción", mode="lexical", filter="estado = 'activo' and date < '2024-03-01'", k=10)
+    assert [h.doc_id for h in res.hits] == ["Proyectos/Año 2024/Cocción lenta.md"]
+
+
+def test_pdf_docx_and_html_texts_do_not_repeat_their_title(tmp_path: Path) -> None:
+    text_pdf(
+        tmp_path / "r.pdf", ["Quarterly kiln report\n40 firings, 2 cracked shelves."], title="Quarterly Kiln Report"
+    )
+    docx_file(tmp_path / "m.docx", ["Glaze memo", "Order more cone 6 witness cones."], title="Glaze memo")
+    html_page(tmp_path / "p.html", "Kiln firing schedules", ["Bisque firing reaches cone 04 slowly."])
+    docs = {d.doc_id: d for d in load_files(tmp_path).documents}
+    assert (docs["r.pdf"].title, docs["r.pdf"].body) == ("Quarterly Kiln Report", "40 firings, 2 cracked shelves.")
+    assert (docs["m.docx"].title, docs["m.docx"].body) == ("Glaze memo", "Order more cone 6 witness cones.")
+    assert docs["p.html"].title == "Kiln firing schedules"
+    assert docs["p.html"].body == "Bisque firing reaches cone 04 slowly."
+
+
+def test_a_page_with_no_main_text_is_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "index.html").write_text(
+        "<!doctype html><html><head><title>Home</title></head><body><header><nav><ul>"
+        + "".join(f'<li><a href="/{n.lower()}">{n}</a></li>' for n in ("Home", "About us", "Blog", "Contact"))
+        + "</ul></nav></header><main><h1>Home</h1><ul><li><a href='/b/1'>Spring glaze notes</a></li>"
+        "<li><a href='/b/2'>Kiln repairs</a></li></ul></main><footer>Copyright 2026</footer></body></html>",
+        encoding="utf-8",
+    )
+    (tmp_path / "ok.txt").write_text("a real note", encoding="utf-8")
+    loaded = load_files(tmp_path, skip_unreadable=True)
+    assert [d.doc_id for d in loaded.documents] == ["ok.txt"]
+    assert [(u.path, u.reason) for u in loaded.unreadable] == [
+        (
+            "index.html",
+            "no main text found (only navigation, boilerplate or a heading); check the page has an article body",
+        )
+    ]

@@ -91,7 +91,8 @@ def test_real_server_smoke(rl_home: Path, client: TestClient) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
+        # `serve` loads every collection's model before it listens (issue 28): allow for that on a loaded machine.
+        deadline = time.monotonic() + 300
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as resp:

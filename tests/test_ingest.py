@@ -10,7 +10,9 @@ from psycopg import sql
 
 from ranklock import Document, Engine, IngestError
 from ranklock.embed.sentence import MINILM_SHA256, default_embedder
-from ranklock.ingest import chunk_text, load_corpus, normalize
+from ranklock.ingest.chunker import chunk_text
+from ranklock.ingest.loaders import load_corpus
+from ranklock.ingest.normalize import normalize
 from ranklock.snapshot.build import chunk_table
 
 

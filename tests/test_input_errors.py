@@ -472,12 +472,12 @@ def test_readme_filter_example_runs_as_written(engine: Engine, rl_home: Path, tm
     lines = [ln.split("  #")[0].strip() for ln in readme.splitlines()]
     create = next(ln for ln in lines if ln.startswith("ranklock collection create"))
     ingest = next(ln for ln in lines if ln.startswith("ranklock ingest") and create.split()[3] in ln.split())
-    search = next(ln for ln in lines if ln.startswith("ranklock search") and "--filter" in ln)
     name = create.split()[3]
+    search = next(ln for ln in lines if ln.startswith(f"ranklock search {name} ") and "--filter" in ln)
     assert f"ranklock ingest {name} " in ingest + " " and f"ranklock search {name} " in search
     for other in engine.collections():
         assert other["name"] != "t_readme_parts"
-    rename = {name: "t_readme_parts", "parts.jsonl": str(tmp_path / "parts.jsonl")}
+    rename = {name: "t_readme_parts", "examples/parts.jsonl": str(tmp_path / "parts.jsonl")}
     (tmp_path / "parts.jsonl").write_text(
         json.dumps({"id": "p1", "text": "pump seals", "metadata": {"year": 2021, "tags": ["parts"]}})
         + "\n"

@@ -9,7 +9,7 @@ import pytest
 
 from ranklock.collection import FieldSpec
 from ranklock.errors import IngestError, SnapshotError
-from ranklock.ingest import Document
+from ranklock.ingest.document import Document
 from ranklock.ingest.fields import check_effective_dates, coerce_value
 from ranklock.ingest.timestamps import TimestampError, parse_date, parse_timestamp
 from ranklock.snapshot.build import _ts

@@ -6,28 +6,78 @@ every time, and never silently returns less than it should.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .async_engine import AsyncEngine
-from .collection import CollectionInfo, FieldSpec
-from .engine import Engine, IngestReport
-from .errors import (
-    ConfigError,
-    DatabaseError,
-    DatabaseUnavailable,
-    EmbedderError,
-    ExtensionError,
-    FilterError,
-    IngestError,
-    InputError,
-    NotFound,
-    QueryError,
-    QueryTimeout,
-    RanklockError,
-    SnapshotError,
-)
-from .ingest.loaders import Document
-from .search.results import Hit, SearchResult
-from .settings import ChunkerParams, SearchParams, Settings
+
+if TYPE_CHECKING:
+    from .async_engine import AsyncEngine
+    from .collection import CollectionInfo, FieldSpec
+    from .engine import Engine, IngestReport
+    from .errors import (
+        ConfigError,
+        DatabaseError,
+        DatabaseUnavailable,
+        EmbedderError,
+        ExtensionError,
+        FilterError,
+        IngestError,
+        InputError,
+        NotFound,
+        QueryError,
+        QueryTimeout,
+        RanklockError,
+        SnapshotError,
+    )
+    from .ingest.document import Document
+    from .search.results import Hit, SearchResult
+    from .settings import ChunkerParams, SearchParams, Settings
+
+#: Where each public name lives.  They are imported on first use (PEP 562), not here: every
+#: ``ranklock`` process runs this file, and a CLI search must not pay for importing the async
+#: engine, the loaders and the model stack it never uses (bench/cli_startup.py).
+_EXPORTS = {
+    "AsyncEngine": "async_engine",
+    "CollectionInfo": "collection",
+    "FieldSpec": "collection",
+    "Engine": "engine",
+    "IngestReport": "engine",
+    "ConfigError": "errors",
+    "DatabaseError": "errors",
+    "DatabaseUnavailable": "errors",
+    "EmbedderError": "errors",
+    "ExtensionError": "errors",
+    "FilterError": "errors",
+    "IngestError": "errors",
+    "InputError": "errors",
+    "NotFound": "errors",
+    "QueryError": "errors",
+    "QueryTimeout": "errors",
+    "RanklockError": "errors",
+    "SnapshotError": "errors",
+    "Document": "ingest.document",
+    "Hit": "search.results",
+    "SearchResult": "search.results",
+    "ChunkerParams": "settings",
+    "SearchParams": "settings",
+    "Settings": "settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ranklock' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next lookup is a plain global
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "AsyncEngine",

@@ -115,6 +115,8 @@ class CollectionInfo(BaseModel):
     chunker: ChunkerParams
     normalization: str
     search_defaults: dict[str, Any] = Field(default_factory=dict)
+    #: How the fields were inferred at the first ingest (ranklock.ingest.infer), or None: declared.
+    field_inference: dict[str, Any] | None = None
     active_snapshot_id: int | None = None
     previous_snapshot_id: int | None = None
 
@@ -138,6 +140,7 @@ def new_collection_values(
     configs: list[str],
     embedder: Callable[[], Embedder],
     normalization: str,
+    field_inference: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``ranklock.collections`` row of a new collection, each setting checked (ConfigError).
 
@@ -192,6 +195,7 @@ def new_collection_values(
         "chunker": Jsonb(ch.model_dump()),
         "normalization": normalization,
         "search_defaults": Jsonb(sdefaults),
+        "field_inference": Jsonb(field_inference) if field_inference is not None else None,
     }
 
 

@@ -26,25 +26,26 @@ import numpy as np
 
 from .collection import CollectionInfo, FieldSpec
 from .embed import Embedder, resolve_embedder
-from .errors import EmbedderError, IngestError, NotFound, QueryError
-from .ingest.loaders import Document, load_corpus
+from .errors import EmbedderError, IngestError, NotFound, QueryError, RanklockError
 from .ingest.normalize import NORMALIZATION
 from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
 from .settings import REQUEST, ChunkerParams, Settings
-from .snapshot.build import Progress
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
 
 __all__ = ["Engine", "IngestReport"]
 
 if TYPE_CHECKING:
+    # Types only: a search never loads the file readers or the snapshot builder (bench/cli_startup.py).
     from .ask.log import AnswerReplay
     from .ask.model import Answer, Generator
+    from .ingest.document import Document
     from .plan.model import Plan
     from .plan.run import PlannedSearch
     from .search.log import ReplayReport
+    from .snapshot.build import Progress
 
 
 @dataclass
@@ -67,6 +68,9 @@ class IngestReport:
     parent_id: int | None = None
     #: Ids of given documents with empty text: not part of the snapshot (they could never be found).
     skipped: list[str] = field(default_factory=list)
+    #: The typed fields this ingest inferred from the metadata when it created the collection
+    #: (ranklock.ingest.infer: ``fields``, ``untyped`` keys with the reason); None otherwise.
+    field_inference: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -84,6 +88,7 @@ class Engine:
         tracer: Tracer | None = None,
         log_queries: bool | None = None,
         read_dsns: Sequence[str] | None = None,
+        embed_service: bool = False,
     ) -> None:
         settings = Settings()
         if read_dsns is not None:
@@ -114,6 +119,9 @@ class Engine:
         self.router = open_router(
             self.db, settings.read_dsns, home=settings.home, embedded=restart is not None, wait=settings.replica_wait
         )
+        # A short-lived process (a CLI command) asks the local embedding service instead of loading the
+        # model itself (ranklock.embed.service); the vectors are the same bits either way.
+        self._embed_service = embed_service
         self._embedders: dict[str, Embedder] = {}
         if embedder is not None:
             self._embedders[embedder.id] = embedder
@@ -146,6 +154,10 @@ class Engine:
             return self._default_embedder
         if key not in self._embedders:
             emb = resolve_embedder(spec)
+            if self._embed_service:
+                from .embed.served import serve_through
+
+                emb = serve_through(emb, self.settings.home, idle_s=self.settings.embed_idle)
             self._embedders[key] = emb
             self._embedders[emb.id] = emb
         return self._embedders[key]
@@ -160,6 +172,27 @@ class Engine:
                 "original model, or re-ingest into a new collection with the new model."
             )
         return emb
+
+    def warm(self) -> list[str]:
+        """Load the embedder of every collection and embed one text, so no first search pays for it.
+
+        A long-lived process (``ranklock serve``) calls it before it reports ready.  Returns one line
+        per embedder: what was loaded and how long it took, or why it could not be.
+        """
+        lines: list[str] = []
+        done: set[str] = set()
+        for row in self.collections():
+            try:
+                emb = self._collection_embedder(self.collection(row["name"]))
+                if emb.id in done:
+                    continue
+                t = time.perf_counter()
+                emb.embed(["ranklock"])
+                done.add(emb.id)
+                lines.append(f"embedder {emb.id} loaded in {time.perf_counter() - t:.1f} s")
+            except RanklockError as exc:
+                lines.append(f"collection {row['name']!r}: embedder not loaded: {exc}")
+        return lines
 
     # -- collections ----------------------------------------------------------------
 
@@ -176,12 +209,14 @@ class Engine:
         embedder: str | None = None,
         search_defaults: dict[str, Any] | None = None,
         if_missing: bool = False,
+        field_inference: dict[str, Any] | None = None,
     ) -> CollectionInfo:
         """Create a collection; its language, fields, index and embedder are fixed for its lifetime.
 
         With ``if_missing`` an existing collection with exactly these settings
         is returned instead of an error (safe when several processes create it
         at once); one with other settings is a ConfigError naming them.
+        ``field_inference`` records how ``fields`` were inferred (:meth:`ingest` sets it).
         """
         from .collection import insert_new_collection, new_collection_values
         from .store.collections import text_search_configs
@@ -198,6 +233,7 @@ class Engine:
             configs=text_search_configs(self.db),
             embedder=lambda: self.embedder_for(embedder),
             normalization=NORMALIZATION,
+            field_inference=field_inference,
         )
         insert_new_collection(self.db, values, if_missing=if_missing)
         return self.collection(name)
@@ -241,19 +277,33 @@ class Engine:
         the snapshot active at that moment (its ``parent_id``) and activated.
         A ``activate=False`` build has the same parent; it does not change what
         the next ingest builds from.
+
+        A collection this call creates gets ``create``'s settings; without
+        ``create["fields"]`` its typed fields are inferred from the documents'
+        metadata (ranklock.ingest.infer), recorded with the collection and in
+        its manifests, and reported in ``field_inference``.
         """
+        from .ingest.loaders import load_corpus
         from .snapshot.ingest import empty_snapshot_error, ingest_snapshot, split_empty
 
         t0 = time.perf_counter()
         docs = list(source) if not isinstance(source, (str, Path)) else load_corpus(source)
         seconds = {"load": time.perf_counter() - t0}
         given, skipped = split_empty(docs)
+        inferred: dict[str, Any] | None = None
         try:
             coll = self.collection(name)
         except NotFound:
             if not given and not allow_empty:
                 raise empty_snapshot_error(name, 0, None, skipped) from None
-            coll = self.create_collection(name, **(create or {}), if_missing=True)
+            options = dict(create or {})
+            if options.get("fields") is None:
+                from .ingest.infer import infer_fields
+
+                inference = infer_fields(list(given.values()))
+                options["fields"] = inference.fields
+                options["field_inference"] = inferred = inference.record()
+            coll = self.create_collection(name, **options, if_missing=True)
         out = ingest_snapshot(
             self.db,
             coll,
@@ -287,6 +337,7 @@ class Engine:
             seconds=seconds,
             parent_id=out.parent_id,
             skipped=skipped,
+            field_inference=inferred,
         )
 
     # -- snapshots -------------------------------------------------------------------

@@ -16,6 +16,7 @@ __all__ = [
     "MAX_FILTER_CHARS",
     "MAX_FILTER_DEPTH",
     "MAX_FILTER_VALUES",
+    "MAX_INFERRED_FIELDS",
     "MAX_K",
     "MAX_KEYWORD_CHARS",
     "MAX_QUERY_CHARS",
@@ -37,6 +38,9 @@ MAX_FILTER_VALUES = 10_000
 MAX_DOC_ID_CHARS = 512
 #: Characters in one `keyword` / `keyword[]` value: each is an index key (btree or GIN), capped near 2.7 KB.
 MAX_KEYWORD_CHARS = 512
+#: Typed fields inferred at a collection's first ingest: each is a column and an index in every
+#: snapshot, so a corpus with hundreds of metadata keys gets its most common ones typed, not all.
+MAX_INFERRED_FIELDS = 32
 #: The range of an `int` field (PostgreSQL bigint).
 BIGINT_MIN = -(2**63)
 BIGINT_MAX = 2**63 - 1
@@ -49,4 +53,5 @@ LIMITS: tuple[tuple[str, int, str], ...] = (
     ("MAX_FILTER_VALUES", MAX_FILTER_VALUES, "values in one filter, over all its conditions"),
     ("MAX_DOC_ID_CHARS", MAX_DOC_ID_CHARS, "characters in a document id"),
     ("MAX_KEYWORD_CHARS", MAX_KEYWORD_CHARS, "characters in one keyword or keyword[] value of a document"),
+    ("MAX_INFERRED_FIELDS", MAX_INFERRED_FIELDS, "typed fields inferred from the metadata of a first ingest"),
 )

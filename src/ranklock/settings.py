@@ -127,6 +127,14 @@ ENV: tuple[EnvVar, ...] = (
         "longest a search waits for a replica to replay the primary's position at request start, then another "
         "node serves it",
     ),
+    EnvVar(
+        "RANKLOCK_EMBED_SERVICE",
+        "1",
+        "a `ranklock` command embeds through the local embedding service (started by the first command that "
+        "needs the model, on a socket in the data directory, stopped by `ranklock db stop`; same vectors); `0` "
+        "loads the model in each command",
+    ),
+    EnvVar("RANKLOCK_EMBED_IDLE", "30m", "the embedding service exits after this long without a request (`0`: never)"),
     EnvVar("RANKLOCK_TRACE", "0", "`1` prints every SQL statement with its timing on stderr"),
     EnvVar("RANKLOCK_LLM_URL", None, "OpenAI-compatible endpoint of the `openai` Ask generator"),
     EnvVar("RANKLOCK_LLM_MODEL", None, "model name sent to `RANKLOCK_LLM_URL`"),
@@ -271,6 +279,18 @@ class Settings(BaseModel):
         default_factory=lambda: env("RANKLOCK_TRACE") in ("1", "true", "yes"),
         description="Print every SQL statement with its duration and row count to stderr "
         "(RANKLOCK_TRACE=1; off by default).",
+    )
+    embed_service: bool = Field(
+        default_factory=lambda: env("RANKLOCK_EMBED_SERVICE") not in ("0", "false", "no"),
+        description="The `ranklock` command embeds through the local embedding service, which keeps the model "
+        "loaded between commands (RANKLOCK_EMBED_SERVICE=0: load it in each command). The Python API loads the "
+        "model in its own process unless `Engine(embed_service=True)`.",
+    )
+    embed_idle: float = Field(
+        default_factory=lambda: parse_duration(env("RANKLOCK_EMBED_IDLE"), what="RANKLOCK_EMBED_IDLE"),
+        ge=0,
+        description="The embedding service exits after this many seconds without a request "
+        "(RANKLOCK_EMBED_IDLE, e.g. 30m; 0: it runs until `ranklock db stop`).",
     )
     lock_wait: float = Field(
         default_factory=lambda: parse_duration(env("RANKLOCK_LOCK_WAIT"), what="RANKLOCK_LOCK_WAIT"),

@@ -110,11 +110,17 @@ def parse_settings(pairs: list[str] | None, *, taken: dict[str, Any] | None = No
 
 
 @contextmanager
-def engine(dsn: str | None, home: Path | None, read_dsns: list[str] | None = None) -> Iterator[Any]:
+def engine(
+    dsn: str | None, home: Path | None, read_dsns: list[str] | None = None, *, long_lived: bool = False
+) -> Iterator[Any]:
+    """The command's Engine.  A command is a short process: it embeds through the local embedding
+    service (RANKLOCK_EMBED_SERVICE) unless it is ``long_lived`` (serve, mcp), which loads the model once."""
     from ..engine import Engine
+    from ..settings import Settings
 
     try:
-        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None)
+        served = not long_lived and Settings().embed_service
+        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None, embed_service=served)
     except RanklockError as exc:
         raise fail(exc) from None
     try:

@@ -164,3 +164,11 @@ def _print_collection(info: dict[str, Any], as_json: bool) -> None:
     for f in out["fields"]:
         table.add_row(f["name"], f["type"], "yes" if f["required"] else "no")
     console.print(table)
+
+
+@collection_app.command("list")
+def collection_list(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """List collections with their active snapshot (the same as `ranklock collections`)."""
+    from .ingest import collections
+
+    collections(dsn=dsn, home=home, as_json=as_json)

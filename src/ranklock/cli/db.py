@@ -22,24 +22,30 @@ app.add_typer(db_app, name="db")
 
 @db_app.command("stop")
 def db_stop(home: HomeOpt = None) -> None:
-    """Stop the embedded PostgreSQL server."""
+    """Stop the embedded PostgreSQL server and the embedding service of the data directory."""
+    from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
 
     h = home or Settings().home
+    embedder = service.stop(h)
     stopped = EmbeddedServer(h).stop()
     console.print("stopped" if stopped else "not running")
+    if embedder:
+        console.print("embedding service stopped")
 
 
 @db_app.command("status")
 def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Say whether the embedded server runs, and report the query log (size, oldest entry, retention)."""
+    from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
 
     h = home or Settings().home
     server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
-    status: dict[str, Any] = {"server": server, "query_log": None}
+    embedder = service.status(h)
+    status: dict[str, Any] = {"server": server, "embedding_service": embedder, "query_log": None}
     if server != "not running":  # never start a stopped server just to report on it
         with engine(dsn, home) as eng:
             status["query_log"] = eng.log_status()
@@ -53,5 +59,13 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
             f"query log: {q['rows']} entries, {q['bytes']:,} bytes ({q['table_bytes']:,} on disk), oldest "
             f"{q['oldest'] or '-'}; retention keeps {q['policy']['describe']}; ids up to {q['pruned_through']} "
             f"pruned ({q['pruned_rows']} entries, last {q['last_pruned_at'] or 'never'})",
+            highlight=False,
+        )
+    if embedder is None:
+        console.print("embedding service: not running (the next command that needs the model starts it)")
+    else:
+        console.print(
+            f"embedding service: pid {embedder['pid']}, {embedder['id']} ({embedder['sha256'][:12]}…), "
+            f"{embedder['requests']} requests served",
             highlight=False,
         )

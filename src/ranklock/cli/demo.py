@@ -12,6 +12,7 @@ from rich.table import Table
 
 # typer vendors its own click; its parser raises these.
 from ._common import DsnOpt, HomeOpt, console, engine, progress_bar
+from .render import clip
 
 __all__ = ["DEMO_QUERIES", "JOURNAL_QUERIES", "demo_corpus_path", "run_demo", "run_journal_demo"]
 
@@ -84,7 +85,7 @@ def _print_searches(eng: Any, console: Console, collection: str, queries: list[s
                 f"{h.score:.5f}",
                 "-" if h.lexical_rank is None else str(h.lexical_rank),
                 "-" if h.semantic_rank is None else str(h.semantic_rank),
-                h.text.replace("\n", " ")[:70],
+                clip(h.text, 70),
             )
         console.print(table)
 

@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 
 from ..errors import InputError, RanklockError
 from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, console, engine, err_console, fail, print_json, progress_bar
-from .render import FORMATS, FormatOpt, render_eval, resolve_format, table_box
+from .render import FORMATS, FormatOpt, clip, render_eval, resolve_format, table_box
 
 #: This module's commands; cli/__init__.py merges them into the root app.
 app = typer.Typer()
@@ -191,8 +191,7 @@ def eval_compare(
 
 
 def _short(v: Any) -> str:
-    s = json.dumps(v, default=str)
-    return s if len(s) <= 40 else s[:37] + "…"
+    return clip(json.dumps(v, default=str), 40)
 
 
 @app.command()

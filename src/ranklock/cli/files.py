@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.markup import escape
+
 from ..ingest.formats import FileLoad, handles, load_files
 from ._common import console, err_console
 
@@ -25,9 +27,11 @@ def print_files_report(loaded: FileLoad) -> None:
     if len(loaded.read) <= LIST_FILES_UP_TO:
         for r in loaded.read:
             keys = f"; metadata {', '.join(r.metadata_keys)}" if r.metadata_keys else ""
-            console.print(f"read {r.path} ({r.format}): {r.characters:,} characters{keys}", highlight=False)
+            console.print(f"read {escape(r.path)} ({r.format}): {r.characters:,} characters{keys}", highlight=False)
     else:
         counts = ", ".join(f"{n:,} {fmt}" for fmt, n in loaded.by_format().items())
         console.print(f"read {len(loaded.read):,} files: {counts}", highlight=False)
     for u in loaded.unreadable:
-        err_console.print(f"[yellow]skipped[/] {u.path} ({u.format}): {u.reason}", highlight=False)
+        err_console.print(f"[yellow]skipped[/] {escape(u.path)} ({u.format}): {escape(u.reason)}", highlight=False)
+    for s in loaded.skipped:
+        err_console.print(f"[yellow]skipped[/] {escape(s.path)}: {escape(s.reason)}", highlight=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import typer.core
@@ -13,6 +13,8 @@ from rich.table import Table
 # typer vendors its own click; its parser raises these.
 from ..settings import DEFAULT_EMBEDDER, ChunkerParams
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json, progress_bar
+
+__all__ = ["print_field_inference"]
 
 #: This module's commands; cli/__init__.py merges them into the root app.
 app = typer.Typer()
@@ -83,8 +85,8 @@ def ingest(
     """Ingest a corpus into a new snapshot of COLLECTION and activate it.
 
     PATH may be a folder of .txt, .md (front matter, wiki links, #tags), .pdf, .docx and .html files:
-    each is read by the loader for its extension. Notes' date, tags, people and links become typed
-    fields of a new collection unless --field is given.
+    each is read by the loader for its extension. A new collection's typed fields are inferred from
+    the metadata (every key whose values agree on a type; the others are named) unless --field is given.
     """
     from .files import load_for_cli, print_files_report
 
@@ -93,7 +95,8 @@ def ingest(
         create = {
             "language": language,
             "accent": accent,
-            "fields": field or (loaded.suggested_fields() if loaded else []),
+            # No --field: the engine infers the typed fields of a new collection from the metadata.
+            "fields": field or None,
             "index": index,
             "chunker": ChunkerParams(window=window, overlap=overlap),
             "embedder": embedder,
@@ -126,6 +129,8 @@ def ingest(
         f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
     )
     console.print(f"corpus digest {report.corpus_digest[:16]}…  manifest {report.manifest_hash[:16]}…")
+    if report.field_inference is not None:
+        print_field_inference(report.field_inference)
     if report.skipped:
         shown = ", ".join(report.skipped[:10]) + (
             f" and {len(report.skipped) - 10} more" if len(report.skipped) > 10 else ""
@@ -135,4 +140,18 @@ def ingest(
             f"(not in the snapshot): {escape(shown)}",
             highlight=False,
             soft_wrap=True,
+        )
+
+
+def print_field_inference(inference: dict[str, Any]) -> None:
+    """What a first ingest inferred: the typed fields (filterable), then each key left untyped and why."""
+    fields = ", ".join(inference["fields"]) or "none"
+    console.print(
+        f"typed fields inferred from the metadata of {inference['documents']} documents: {escape(fields)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for key, why in inference["untyped"].items():
+        console.print(
+            f"  left untyped (no filter on it): {escape(key)}: {escape(why)}", highlight=False, soft_wrap=True
         )

@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json, progress_bar
+from .render import clip
 
 #: This module's commands; cli/__init__.py merges them into the root app.
 app = typer.Typer()
@@ -141,8 +142,7 @@ def search_request_command(
                 "-" if e.moved_by_preferences is None else f"{e.moved_by_preferences:+d}",
             ]
         if not explain:
-            snippet = h.text.replace("\n", " ")
-            row.append(snippet[:60] + ("…" if len(snippet) > 60 else ""))
+            row.append(clip(h.text, 60))
         table.add_row(*row)
     console.print(table)
     console.print(

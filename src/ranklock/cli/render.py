@@ -36,6 +36,7 @@ from ..errors import InputError
 
 __all__ = [
     "FORMATS",
+    "clip",
     "FormatOpt",
     "query_terms",
     "render_eval",
@@ -57,6 +58,23 @@ FormatOpt = Annotated[
 ]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` on one line in at most ``width`` characters: cut at a word boundary, with "…" where it was cut.
+
+    >>> clip("Recall is the ceiling: a generator cannot cite a passage", 30)
+    'Recall is the ceiling: a…'
+    """
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    cut = flat[: width - 1]
+    space = cut.rfind(" ")
+    # Back to the last space unless that loses most of the room (one very long word).
+    if space > (width - 1) // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
 
 
 def resolve_format(fmt: str | None, as_json: bool, allowed: Sequence[str], command: str) -> str:

@@ -101,10 +101,13 @@ def search(
         out_format = render.resolve_format(fmt, as_json, render.FORMATS, "search")
     except RanklockError as exc:
         raise fail(exc) from None
-    # A CLI process starts without the model: a query whose embedding is not cached yet imports and
-    # loads it first, which is most of a cold search's seconds; say so while it happens.
+    # A CLI process never loads the model: a new query's vector comes from the local embedding service
+    # (ranklock.embed.service), which only the first such command after `db stop` (or an idle exit)
+    # has to start, loading the model for seconds; say so while it may happen.
     wait = (
-        "searching (a new query loads the embedding model first: a few seconds)…" if mode != "lexical" else "searching…"
+        "searching (the first search starts the embedding service: a few seconds)…"
+        if mode != "lexical"
+        else "searching…"
     )
     with engine(dsn, home, read_dsn) as eng, render.waiting(wait):
         res = eng.search(

@@ -35,7 +35,10 @@ def serve(
         raise fail(exc) from None
     from ..http import create_app
 
-    with engine(dsn, home, read_dsn) as eng:
+    with engine(dsn, home, read_dsn, long_lived=True) as eng:
+        # Load every collection's model before listening, so the first search does not pay for it.
+        for line in eng.warm():
+            logging.getLogger("ranklock.serve").warning("%s", line)
         # Bring the query log within its retention policy without delaying start-up.
         threading.Thread(target=_prune_log, args=(eng,), name="ranklock-log-prune", daemon=True).start()
         uvicorn.run(create_app(eng), host=host, port=port, log_level="info")

