@@ -519,13 +519,14 @@ class Engine:
             generator=generator,
             log=bool(self.settings.log_queries),
             mode=mode,
+            embedder=lambda: self._collection_embedder(coll),
         )
 
     def replay_answer(self, answer_id: str) -> AnswerReplay:
         """Re-run logged answer ``answer_id``; the report says per layer (retrieval, prompt, answer) what changed."""
         from .ask.log import replay_answer
 
-        return replay_answer(self.db, self.collection, self.search, answer_id)
+        return replay_answer(self.db, self.collection, self.search, answer_id, self._collection_embedder)
 
     # -- structured requests (ranklock.plan) ---------------------------------------------
 

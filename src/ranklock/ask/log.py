@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING, Any
 from psycopg.types.json import Jsonb
 
 from ..errors import GenerationError, NotFound, QueryError
-from .generators import resolve_generator
+from .generators import logged_generator
 from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
 from .prompt import render_prompt
-from .retrieve import SearchFn, number_chunks, retrieve
+from .retrieve import SearchFn, embed_fn, passages, retrieve
 from .validate import cited_answer
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
+    from ..embed.base import Embedder
     from ..search.results import SearchResult
     from ..store.database import Database
 
@@ -160,7 +161,11 @@ def _layer(logged: Any, replayed: Any) -> dict[str, Any]:
 
 
 def replay_answer(
-    db: Database, collection_of: Callable[[str], CollectionInfo], search: SearchFn, answer_id: str
+    db: Database,
+    collection_of: Callable[[str], CollectionInfo],
+    search: SearchFn,
+    answer_id: str,
+    embedder_of: Callable[[CollectionInfo], Embedder] | None = None,
 ) -> AnswerReplay:
     """Re-run logged answer ``answer_id`` on its snapshot; compare retrieval, prompt, generator and answer."""
     if not isinstance(answer_id, str) or not _ANSWER_ID.fullmatch(answer_id):
@@ -184,7 +189,7 @@ def replay_answer(
         )
     req: dict[str, Any] = row["request"]
     coll = collection_of(row["collection"])
-    gen = resolve_generator(row["generator"]["name"])
+    gen = logged_generator(row["generator"])
     res = retrieve(
         search,
         coll.name,
@@ -195,12 +200,13 @@ def replay_answer(
         chunks=int(req["chunks"]),
         mode=str(req.get("mode", "hybrid")),
     )
-    numbered = number_chunks(res.hits)
+    numbered = passages(db, coll, res)
     prompt = render_prompt(req["question"], numbered)
     info = gen.info()
     replayed: str | dict[str, str]
+    embed = embed_fn(db, coll, None if embedder_of is None else (lambda: embedder_of(coll)))
     try:
-        draft = gen.generate(GenerationRequest(req["question"], numbered, prompt, coll.language))
+        draft = gen.generate(GenerationRequest(req["question"], numbered, prompt, coll.language, embed))
         replayed = cited_answer(
             draft,
             question=req["question"],

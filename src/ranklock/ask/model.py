@@ -4,7 +4,7 @@
 
     {"question", "collection", "answer",
      "citations": [{"n", "doc_id", "chunk", "quote"}],
-     "chunks": [{"n", "doc_id", "chunk", "rank", "score", "text"}],
+     "chunks": [{"n", "doc_id", "chunk", "rank", "score", "text", "date"}],
      "abstained", "generator": {"name", "model", "checksum", "params"},
      "prompt_sha256", "snapshot": {"id", "manifest_hash"}, "answer_id"}
 
@@ -24,9 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "ABSTAIN",
@@ -35,6 +39,7 @@ __all__ = [
     "Citation",
     "Draft",
     "DraftCitation",
+    "EmbedFn",
     "GenerationRequest",
     "Generator",
     "GeneratorInfo",
@@ -61,6 +66,8 @@ class AskChunk:
     rank: int
     score: float
     text: str
+    #: The note's date (its first date or timestamp field, else its effective_from), ISO text; None: undated.
+    date: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +77,7 @@ class AskChunk:
             "rank": self.rank,
             "score": self.score,
             "text": self.text,
+            "date": self.date,
         }
 
 
@@ -108,14 +116,23 @@ class Prompt:
     sha256: str
 
 
+#: Texts -> one L2-normalised row each, under the collection's pinned embedder, through the embedding cache.
+EmbedFn = Callable[[Sequence[str]], "npt.NDArray[np.float32]"]
+
+
 @dataclass(frozen=True)
 class GenerationRequest:
-    """Everything a generator may read: the question, the numbered chunks and the prompt."""
+    """Everything a generator may read: the question, the numbered chunks and the prompt.
+
+    ``embed`` (set by the ask runner) gives vectors of any texts under the collection's
+    embedder, read from or written to the embedding cache; a generator never sees the database.
+    """
 
     question: str
     chunks: tuple[AskChunk, ...]
     prompt: Prompt
     language: str = "english"  # the collection's text-search language
+    embed: EmbedFn | None = None
 
 
 @dataclass(frozen=True)
