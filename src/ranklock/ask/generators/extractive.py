@@ -19,9 +19,10 @@ with each answer hashes every constant and list below and the segmentation rules
    matches (the subject it talks about was named before it: "Vai mudar-se para
    Maputo", "She is allergic to…").  A span is a sentence together with the
    predecessors it continues, so a quote always names what it is about.
-4. **Meaning.**  The meaning query is the question without calendar words and
-   four-digit years (a date selects *which* note, through the filter; it is
-   not what the note says).  ``cos(q, s)`` is the cosine of the query's and the
+4. **Meaning.**  The meaning query is the question without calendar words,
+   four-digit years and present markers (rule 8): a date selects *which* note,
+   through the filter, and "now" selects the latest; neither is what a note
+   says.  Present markers are not content terms either.  ``cos(q, s)`` is the cosine of the query's and the
    span's vectors; ``c`` is the normalised mean of the given chunks' vectors:
    what retrieval found them all by.
 5. **Score.**  ``S = cos(q, s) - BETA * cos(c, s) + LAMBDA * T(s)``, where
@@ -42,10 +43,12 @@ with each answer hashes every constant and list below and the segmentation rules
    the tuning half of the journal questions (ranklock.eval.split).
 8. **Present tense.**  A question with a present marker (:data:`PRESENT`:
    now, currently, still, latest, today... and their pt/es forms) is about the
-   current state: among the spans within :data:`NOW_MARGIN` of the best that say
-   the same kind of thing as the best (vector cosine >= :data:`NOW_SIMILAR`),
-   coming from several dated notes, the notes disagree, and only the latest
-   note's best span is quoted, followed by "(the latest note: DOC, DATE)".
+   current state.  Among the spans within :data:`NOW_MARGIN` of the best, a span
+   from a dated note that says the same kind of thing (vector cosine >=
+   :data:`NOW_SIMILAR`) as a span of an earlier-dated note *revisits* it: the
+   notes speak to one matter at two times and may disagree.  Then only the
+   latest revisiting note's best span is quoted, followed by
+   "(the latest note: DOC, DATE)".
 9. **Select** otherwise: the best span, then spans of other chunks scoring
    within :data:`MARGIN` of it that say the same kind of thing (cosine with the
    best span >= :data:`SAME_KIND`: the several answers of a multi-part
@@ -93,7 +96,7 @@ EVIDENCE_BETA = 0.5
 THRESHOLD = 0.09
 MARGIN = 0.1
 SAME_KIND = 0.7
-NOW_MARGIN = 0.1
+NOW_MARGIN = 0.3
 NOW_SIMILAR = 0.5
 MAX_SPANS = 3
 
@@ -208,7 +211,7 @@ def has_type(kind: str | None, text: str) -> bool:
 
 
 def meaning_query(question: str) -> str:
-    """The question without calendar words and four-digit years, spaces collapsed (rule 4).
+    """The question without calendar words, four-digit years and present markers, spaces collapsed (rule 4).
 
     >>> meaning_query("Which city did I fly to in March 2024?")
     'Which city did I fly to in ?'
@@ -216,7 +219,7 @@ def meaning_query(question: str) -> str:
 
     def drop(m: re.Match[str]) -> str:
         w = m.group(0)
-        return "" if fold(w) in CALENDAR_V3 or _YEAR.fullmatch(w) else w
+        return "" if fold(w) in CALENDAR_V3 or fold(w) in PRESENT or _YEAR.fullmatch(w) else w
 
     return _SPACES.sub(" ", _WORD.sub(drop, question)).strip()
 
@@ -279,7 +282,8 @@ class ExtractiveGenerator:
         )
 
     def generate(self, request: GenerationRequest) -> Draft:
-        q = content_terms(request.question)
+        # Present markers say when, not what (rule 8): like calendar words, they are no content.
+        q = [t for t in content_terms(request.question) if t not in PRESENT]
         if not q or not request.chunks:
             return Draft(answer=ABSTAIN, citations=(), abstained=True)
         if request.embed is None:
@@ -349,17 +353,21 @@ class ExtractiveGenerator:
     def _latest(
         chunks: Sequence[AskChunk], candidates: list[Span], order: list[int], score: np.ndarray, vs: np.ndarray
     ) -> tuple[Span, AskChunk] | None:
-        """Rule 7: the latest dated note's best span among those that disagree with the best, or None."""
-        best = order[0]
-        pool = [
-            i
-            for i in order
-            if float(score[i]) >= float(score[best]) - NOW_MARGIN and float(vs[i] @ vs[best]) >= NOW_SIMILAR
+        """Rule 8: the latest note that revisits what an earlier candidate note says, or None.
+
+        The pool is the spans within NOW_MARGIN of the best.  A span *revisits* when it comes from
+        a note dated after another pool span's note and says the same kind of thing (cosine >=
+        NOW_SIMILAR): the two notes speak to one matter at two times, and the present is the later.
+        """
+        best = float(score[order[0]])
+        pool = [i for i in order if float(score[i]) >= best - NOW_MARGIN]
+        dated = [(w, i) for i in pool if (w := _when(chunks[candidates[i].n - 1].date)) is not None]
+        revisits = [
+            (w, i) for w, i in dated if any(v < w and float(vs[i] @ vs[j]) >= NOW_SIMILAR for v, j in dated)
         ]
-        dated = [(when, i) for i in pool if (when := _when(chunks[candidates[i].n - 1].date)) is not None]
-        if len({chunks[candidates[i].n - 1].doc_id for _w, i in dated}) < 2:
+        if not revisits:
             return None
-        # The latest date wins; among spans of that date, the better score (pool keeps score order).
-        top = max(w for w, _i in dated)
-        i = next(i for w, i in dated if w == top)
+        # The latest date wins; among spans of that date, the better score (the pool keeps score order).
+        top = max(w for w, _i in revisits)
+        i = next(i for w, i in revisits if w == top)
         return candidates[i], chunks[candidates[i].n - 1]
