@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .ask.model import Answer, Generator
     from .plan.model import Plan
     from .plan.run import PlannedSearch
+    from .rerank.base import Reranker
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Engine:
         tracer: Tracer | None = None,
         log_queries: bool | None = None,
         read_dsns: Sequence[str] | None = None,
+        reranker: str | Reranker | None = None,
     ) -> None:
         settings = Settings()
         if read_dsns is not None:
@@ -115,6 +117,16 @@ class Engine:
         if embedder is not None:
             self._embedders[embedder.id] = embedder
         self._default_embedder = embedder
+        self._reranker_spec = reranker
+        self._reranker: Reranker | None = None
+
+    def reranker(self) -> Reranker:
+        """The reranker of ``rerank=N`` (Engine(reranker=...), else RANKLOCK_RERANKER), resolved once."""
+        if self._reranker is None:
+            from .rerank import resolve_reranker
+
+            self._reranker = resolve_reranker(self._reranker_spec)
+        return self._reranker
 
     def close(self) -> None:
         if self.router is not None:
@@ -420,9 +432,10 @@ class Engine:
 
     def replay(self, query_id: int) -> Any:
         """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical."""
+        from .rerank.stage import replay_rerank
         from .search.log import replay
 
-        return replay(self.db, self.settings, self.search, query_id)
+        return replay_rerank(self.db, self.search, self.reranker, replay(self.db, self.settings, self.search, query_id))
 
     # -- search ------------------------------------------------------------------------
 
@@ -465,7 +478,13 @@ class Engine:
         ``snapshot``, ``as_of`` and any :class:`SearchParams` field.  With read
         replicas the search runs on one that has replayed the primary's
         position (ranklock.store.replicas); ``served_by`` says where.
+        ``rerank=N`` reorders the top N fused hits with :meth:`reranker` (ranklock.rerank.stage).
         """
+        if kwargs.get("rerank") is not None:
+            from .rerank.stage import reranked_search
+
+            return reranked_search(self.search, self.db, self.reranker(), name, query, kwargs.pop("rerank"), kwargs)
+        kwargs.pop("rerank", None)
         if self.router is None:
             return self._search(name, query, **kwargs)
         return self.router.run(name, kwargs.get("snapshot"), lambda: self._search(name, query, **kwargs))
@@ -497,10 +516,12 @@ class Engine:
         chunks: int = 8,
         generator: str | Generator = "extractive",
         mode: str = "hybrid",
+        rerank: int | None = None,
     ) -> Answer:
         """Answer ``question`` from the top ``chunks`` chunks of ``search``, with citations; logged for replay.
 
         ``mode`` (evaluation only: ``eval --answers`` compares Ask over each retrieval mode) replaces hybrid.
+        ``rerank=N`` reranks the top N fused chunks (:meth:`reranker`) before the top ``chunks`` are taken.
 
         >>> eng.ask("journal", "who reviewed XJ-900?").to_json()   # doctest: +SKIP
         """
@@ -520,6 +541,7 @@ class Engine:
             log=bool(self.settings.log_queries),
             mode=mode,
             embedder=lambda: self._collection_embedder(coll),
+            rerank=rerank,
         )
 
     def replay_answer(self, answer_id: str) -> AnswerReplay:

@@ -9,6 +9,7 @@ answer, why it was rejected.
 layer whether it is identical::
 
     retrieval   the numbered chunks: ids, ranks, scores and texts
+    rerank      the reranker record and its order (null on both sides for an ask without --rerank)
     prompt      the prompt's sha256 (template version and rendered messages)
     generator   the generator record: name, model, checksum, params
     answer      the answer JSON, byte for byte
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LAYERS", "AnswerReplay", "chunk_records", "log_answer", "log_rejected", "replay_answer"]
 
-LAYERS = ("retrieval", "prompt", "generator", "answer")
+LAYERS = ("retrieval", "rerank", "prompt", "generator", "answer")
 _ANSWER_ID = re.compile(r"[0-9a-f]{16}")
 
 
@@ -56,9 +57,10 @@ def chunk_records(chunks: Sequence[AskChunk]) -> list[list[Any]]:
 def _insert(db: Database, values: dict[str, Any]) -> int:
     row = db.fetchone(
         "INSERT INTO ranklock.answer_log (answer_id, status, collection, snapshot_id, manifest_hash, query_id, "
-        "request, chunks, prompt_version, prompt_sha256, generator, answer, error, raw) VALUES (%(answer_id)s, "
+        "request, chunks, prompt_version, prompt_sha256, generator, answer, error, raw, rerank) VALUES (%(answer_id)s, "
         "%(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, %(request)s, %(chunks)s, "
-        "%(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, %(error)s, %(raw)s) RETURNING id",
+        "%(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, %(error)s, %(raw)s, %(rerank)s) "
+        "RETURNING id",
         values,
     )
     assert row is not None  # INSERT … RETURNING always returns the row
@@ -83,6 +85,7 @@ def _common(
         "prompt_version": prompt.version,
         "prompt_sha256": prompt.sha256,
         "generator": Jsonb(info.to_dict()),
+        "rerank": None if res.params.get("rerank") is None else Jsonb(res.params["rerank"]),
     }
 
 
@@ -199,6 +202,7 @@ def replay_answer(
         snapshot=sid,
         chunks=int(req["chunks"]),
         mode=str(req.get("mode", "hybrid")),
+        rerank=req.get("rerank"),
     )
     numbered = passages(db, coll, res)
     prompt = render_prompt(req["question"], numbered)
@@ -216,11 +220,13 @@ def replay_answer(
             prompt=prompt,
             snapshot_id=res.snapshot.id,
             manifest_hash=res.snapshot.manifest_hash,
+            rerank=res.params.get("rerank"),
         ).to_json()
     except GenerationError as exc:
         replayed = {"error": str(exc)}
     layers = {
         "retrieval": _layer(row["chunks"], chunk_records(numbered)),
+        "rerank": _layer(row.get("rerank"), res.params.get("rerank")),
         "prompt": _layer(row["prompt_sha256"], prompt.sha256),
         "generator": _layer(row["generator"], info.to_dict()),
         "answer": _layer(row["answer"], replayed),

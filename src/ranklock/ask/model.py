@@ -6,7 +6,7 @@
      "citations": [{"n", "doc_id", "chunk", "quote"}],
      "chunks": [{"n", "doc_id", "chunk", "rank", "score", "text", "date"}],
      "abstained", "generator": {"name", "model", "checksum", "params"},
-     "prompt_sha256", "snapshot": {"id", "manifest_hash"}, "answer_id"}
+     "prompt_sha256", "snapshot": {"id", "manifest_hash"}, ["rerank",] "answer_id"}
 
 ``answer_id`` is content-addressed: the first 16 hex digits of the sha256 of
 that object without ``answer_id``.  Asking the same question of the same
@@ -182,13 +182,15 @@ class Answer:
     prompt_sha256: str
     snapshot_id: int
     manifest_hash: str | None
+    #: The rerank record of a reranked ask (reranker, N, order; ranklock.rerank.stage), else None.
+    rerank: dict[str, Any] | None = None
     #: The search's query-log entry (None when query logging is off); not part of the JSON.
     query_id: int | None = None
     #: The answer-log row of this ask (None when logging is off); not part of the JSON.
     log_id: int | None = None
 
     def _body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "question": self.question,
             "collection": self.collection,
             "answer": self.answer,
@@ -199,6 +201,9 @@ class Answer:
             "prompt_sha256": self.prompt_sha256,
             "snapshot": {"id": self.snapshot_id, "manifest_hash": self.manifest_hash},
         }
+        if self.rerank is not None:
+            body["rerank"] = self.rerank  # only a reranked answer has the key: every other keeps its shape
+        return body
 
     @property
     def answer_id(self) -> str:

@@ -52,14 +52,17 @@ def retrieve(
     snapshot: int | None,
     chunks: int,
     mode: str = "hybrid",
+    rerank: int | None = None,
 ) -> SearchResult:
     """The search an ask runs: hybrid, depth 40, RRF k = 60, top ``chunks`` documents.
 
     ``mode`` exists for evaluation and replay only: ``eval --answers`` runs Ask over
     each retrieval mode, logs it, and the replay of such an answer must use it.
+    ``rerank=N`` has the search rerank its top N fused hits first (ranklock.rerank.stage).
     """
     if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_CHUNKS:
         raise QueryError(f"chunks must be an integer from 1 to {MAX_CHUNKS}, got {chunks!r}; the default is 8.")
+    more: dict[str, Any] = {} if rerank is None else {"rerank": rerank}
     return search(
         collection,
         question,
@@ -70,6 +73,7 @@ def retrieve(
         as_of=as_of,
         depth=DEPTH,
         rrf_k=RRF_K,
+        **more,
     )
 
 

@@ -48,6 +48,7 @@ def ask(
     log: bool = True,
     mode: str = "hybrid",
     embedder: Callable[[], Embedder] | None = None,
+    rerank: int | None = None,
 ) -> Answer:
     """Answer ``question`` over ``coll`` with citations into the retrieved chunks.
 
@@ -61,7 +62,17 @@ def ask(
     if not isinstance(question, str) or not question.strip():
         raise QueryError("the question is empty; pass the question to answer.")
     gen = resolve_generator(generator)  # before retrieval: a misconfigured generator costs no search
-    res = retrieve(search, coll.name, question, filter=filter, as_of=as_of, snapshot=snapshot, chunks=chunks, mode=mode)
+    res = retrieve(
+        search,
+        coll.name,
+        question,
+        filter=filter,
+        as_of=as_of,
+        snapshot=snapshot,
+        chunks=chunks,
+        mode=mode,
+        rerank=rerank,
+    )
     numbered = passages(db, coll, res)
     prompt = render_prompt(question, numbered)
     info = gen.info()
@@ -74,6 +85,8 @@ def ask(
         "chunks": chunks,
         "mode": res.mode,
     }
+    if rerank is not None:
+        request["rerank"] = rerank  # only when given: the request of an ask without it is as before
     draft = None
     try:
         draft = gen.generate(GenerationRequest(question, numbered, prompt, coll.language, embed_fn(db, coll, embedder)))
@@ -87,6 +100,7 @@ def ask(
             snapshot_id=res.snapshot.id,
             manifest_hash=res.snapshot.manifest_hash,
             query_id=res.query_id,
+            rerank=res.params.get("rerank"),
         )
     except GenerationError as exc:
         if log:

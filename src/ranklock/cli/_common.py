@@ -41,6 +41,21 @@ DsnOpt = Annotated[
     str | None, typer.Option("--dsn", envvar="RANKLOCK_DSN", help="External PostgreSQL DSN (default: embedded).")
 ]
 
+RerankOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--rerank",
+        help="Rerank the top N fused hits with the reranker (--reranker or RANKLOCK_RERANKER) before taking the top k.",
+    ),
+]
+RerankerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--reranker",
+        help="The reranker of --rerank: a saved CrossEncoder directory or a /rerank endpoint URL "
+        "(default RANKLOCK_RERANKER).",
+    ),
+]
 HomeOpt = Annotated[
     Path | None,
     typer.Option("--home", envvar="RANKLOCK_HOME", help=f"Data directory (default ./{env_default('RANKLOCK_HOME')})."),
@@ -110,11 +125,13 @@ def parse_settings(pairs: list[str] | None, *, taken: dict[str, Any] | None = No
 
 
 @contextmanager
-def engine(dsn: str | None, home: Path | None, read_dsns: list[str] | None = None) -> Iterator[Any]:
+def engine(
+    dsn: str | None, home: Path | None, read_dsns: list[str] | None = None, *, reranker: str | None = None
+) -> Iterator[Any]:
     from ..engine import Engine
 
     try:
-        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None)
+        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None, reranker=reranker)
     except RanklockError as exc:
         raise fail(exc) from None
     try:

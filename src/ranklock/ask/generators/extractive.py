@@ -160,7 +160,17 @@ _RULE_CHECKSUM = hashlib.sha256(
     json.dumps(
         {
             "version": RULE_VERSION,
-            "constants": [LAMBDA, BETA, EVIDENCE_BETA, THRESHOLD, MARGIN, SAME_KIND, NOW_MARGIN, NOW_SIMILAR, MAX_SPANS],
+            "constants": [
+                LAMBDA,
+                BETA,
+                EVIDENCE_BETA,
+                THRESHOLD,
+                MARGIN,
+                SAME_KIND,
+                NOW_MARGIN,
+                NOW_SIMILAR,
+                MAX_SPANS,
+            ],
             "number_questions": NUMBER_QUESTIONS,
             "person_questions": sorted(PERSON_QUESTIONS),
             "number_words": sorted(NUMBER_WORDS),
@@ -245,7 +255,9 @@ def spans_of(chunk: AskChunk, q: Sequence[str], keys: set[str]) -> list[Span]:
     for i, (a, b) in enumerate(cuts):
         first = terms(chunk.text[a:b])[:1]
         named_before = {k for k in keys if k in hits[i - 1]} if i else set()
-        continues = i > 0 and (bool(first and first[0] in CONTINUATION) or bool(named_before and not named_before & hits[i]))
+        continues = i > 0 and (
+            bool(first and first[0] in CONTINUATION) or bool(named_before and not named_before & hits[i])
+        )
         if not continues:
             start = i
         text = chunk.text[cuts[start][0] : b]
@@ -317,9 +329,7 @@ class ExtractiveGenerator:
         centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
         cos_q = span_vs @ qv
         cos_c = span_vs @ centroid
-        score = cos_q - BETA * cos_c + LAMBDA * np.array(
-            [sum(weight[t] for t in s.hits) / total for s in candidates]
-        )
+        score = cos_q - BETA * cos_c + LAMBDA * np.array([sum(weight[t] for t in s.hits) / total for s in candidates])
         order = sorted(range(len(candidates)), key=lambda i: (-float(score[i]), candidates[i].n, candidates[i].first))
         best = order[0]
         if float(cos_q[best] - EVIDENCE_BETA * cos_c[best]) < THRESHOLD:
@@ -362,9 +372,7 @@ class ExtractiveGenerator:
         best = float(score[order[0]])
         pool = [i for i in order if float(score[i]) >= best - NOW_MARGIN]
         dated = [(w, i) for i in pool if (w := _when(chunks[candidates[i].n - 1].date)) is not None]
-        revisits = [
-            (w, i) for w, i in dated if any(v < w and float(vs[i] @ vs[j]) >= NOW_SIMILAR for v, j in dated)
-        ]
+        revisits = [(w, i) for w, i in dated if any(v < w and float(vs[i] @ vs[j]) >= NOW_SIMILAR for v, j in dated)]
         if not revisits:
             return None
         # The latest date wins; among spans of that date, the better score (the pool keeps score order).
