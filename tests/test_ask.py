@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from fakes import HashEmbedder, use_hash_embedder
+from fakes import BagOfWordsEmbedder, use_bow_embedder
 from ranklock import Document, Engine, QueryError
 from ranklock.ask.model import ABSTAIN, Answer
 from ranklock.ask.run import DEPTH, RRF_K
@@ -66,7 +66,7 @@ def journal() -> list[Document]:
 @pytest.fixture(scope="module")
 def coll(engine: Engine) -> str:
     """One collection for the module: these tests only read it (and append to the logs)."""
-    emb = use_hash_embedder(engine)
+    emb = use_bow_embedder(engine)
     engine.create_collection(COLL, fields=["lang:keyword", "date:date"], embedder=emb)
     engine.ingest(COLL, journal(), replace=True)
     return COLL
@@ -130,7 +130,10 @@ def test_json_has_exactly_the_issue_shape(engine: Engine, coll: str) -> None:
     d = json.loads(ans.to_json())
     assert list(d) == SHAPE
     assert list(d["citations"][0]) == ["n", "doc_id", "chunk", "quote"]
-    assert list(d["chunks"][0]) == ["n", "doc_id", "chunk", "rank", "score", "text"]
+    assert list(d["chunks"][0]) == ["n", "doc_id", "chunk", "rank", "score", "text", "date"]
+    # Each passage carries its note's date (the collection's date field), for the present-tense rule.
+    assert {c["doc_id"]: c["date"] for c in d["chunks"]}["n02"] == "2024-05-10"
+    assert "rerank" not in d  # only a reranked answer has the key
     assert list(d["generator"]) == ["name", "model", "checksum", "params"]
     assert list(d["snapshot"]) == ["id", "manifest_hash"]
     assert d["generator"]["name"] == "extractive"
@@ -187,7 +190,7 @@ def test_bad_inputs(engine: Engine, coll: str) -> None:
     assert str(e.value) == "the question is empty; pass the question to answer."
     with pytest.raises(ConfigError) as c:
         engine.ask(coll, "who?", generator="gpt")
-    assert str(c.value) == "unknown generator 'gpt'; use one of extractive, local, openai."
+    assert str(c.value) == "unknown generator 'gpt'; use one of extractive, extractive-v2, local, openai."
 
 
 def test_answer_log_row(engine: Engine, coll: str) -> None:
@@ -197,7 +200,7 @@ def test_answer_log_row(engine: Engine, coll: str) -> None:
     assert row["answer_id"] == ans.answer_id and row["status"] == "answered"
     assert row["answer"] == ans.to_json()
     assert row["query_id"] == ans.query_id
-    assert row["prompt_sha256"] == ans.prompt_sha256 and row["prompt_version"] == "ask-v1"
+    assert row["prompt_sha256"] == ans.prompt_sha256 and row["prompt_version"] == "ask-v2"
     assert row["generator"] == ans.generator.to_dict()
     assert [r[:3] for r in row["chunks"]] == [[c.n, c.doc_id, c.chunk] for c in ans.chunks]
     logged = engine.db.fetchone("SELECT request FROM ranklock.query_log WHERE id = %s", [ans.query_id])
@@ -229,10 +232,12 @@ def test_replay_is_identical(engine: Engine, coll: str) -> None:
     assert rep.identical
     assert {k: v["identical"] for k, v in rep.layers.items()} == {
         "retrieval": True,
+        "rerank": True,
         "prompt": True,
         "generator": True,
         "answer": True,
     }
+    assert rep.layers["rerank"] == {"identical": True, "logged": None, "replayed": None}
     assert rep.layers["answer"]["replayed"] == ans.to_json()
 
 
@@ -246,6 +251,7 @@ def test_replay_reports_the_layer_that_changed(engine: Engine, coll: str) -> Non
     assert not rep.identical
     assert {k: v["identical"] for k, v in rep.layers.items()} == {
         "retrieval": True,
+        "rerank": True,
         "prompt": True,
         "generator": True,
         "answer": False,
@@ -269,6 +275,7 @@ def test_replay_reports_a_changed_prompt_template(engine: Engine, coll: str, mon
     rep = engine.replay_answer(ans.answer_id)
     assert {k: v["identical"] for k, v in rep.layers.items()} == {
         "retrieval": True,
+        "rerank": True,
         "prompt": False,
         "generator": True,
         "answer": False,  # the answer records its prompt hash
@@ -284,7 +291,10 @@ def test_replay_uses_the_logged_retrieval_mode(engine: Engine, coll: str) -> Non
     def lexical(*args: Any, **params: Any) -> Any:
         return engine.search(*args, **{**params, "mode": "lexical"})
 
-    ans = ask(engine.db, engine.collection(coll), lexical, "Where did Oksana Vrell move?")
+    info = engine.collection(coll)
+    ans = ask(
+        engine.db, info, lexical, "Where did Oksana Vrell move?", embedder=lambda: engine.embedder_for(info.embedder_id)
+    )
     row = engine.db.fetchone("SELECT request FROM ranklock.answer_log WHERE id = %s", [ans.log_id])
     assert row is not None and row["request"]["mode"] == "lexical"
     assert [c.doc_id for c in ans.chunks] == [
@@ -309,13 +319,12 @@ def test_replay_errors(engine: Engine, coll: str) -> None:
 
 @pytest.fixture
 def cli_hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI builds its own Engine: let it resolve the test's hash embedder by id."""
+    """The CLI builds its own Engine: let it resolve the test's bag-of-words embedder by id."""
     import ranklock.engine
 
     real = ranklock.engine.resolve_embedder
-    monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
-    )
+    bow = BagOfWordsEmbedder()
+    monkeypatch.setattr(ranklock.engine, "resolve_embedder", lambda spec: bow if spec == bow.id else real(spec))
 
 
 @pytest.mark.usefixtures("cli_hash_embedder")
@@ -361,7 +370,7 @@ def test_http_ask_matches_the_engine_byte_for_byte(engine: Engine, coll: str) ->
     assert r.status_code == 400
     assert r.json()["error"] == {
         "type": "ConfigError",
-        "message": "unknown generator 'gpt'; use one of extractive, local, openai.",
+        "message": "unknown generator 'gpt'; use one of extractive, extractive-v2, local, openai.",
     }
     # The request model is strict: an unknown key or a loosely typed value is refused, not ignored.
     for bad in (
