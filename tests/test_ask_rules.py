@@ -297,6 +297,19 @@ def test_answers_cite_and_abstentions_do_not() -> None:
 # -- model replies --------------------------------------------------------------------------
 
 
+def test_local_reply_gate() -> None:
+    from ranklock.ask.generators.local import reply_state
+
+    assert [reply_state(t) for t in ("", " ``", '```json\n{"a"', '{"a": "}\\" x"}', '{"a": {"b": 1}}')] == [
+        "more",
+        "more",
+        "more",
+        "done",
+        "done",
+    ]
+    assert [reply_state(t) for t in ("Sure, here it is", "[1] Lisbon", "```python")] == ["not_json"] * 3
+
+
 def test_reply_parsing_accepts_fenced_json() -> None:
     d = parse_reply(
         '```json\n{"answer": "Lisbon [1].", "citations": [{"n": "[1]", "quote": "Lisbon"}]}\n```', source="m"
