@@ -3,11 +3,10 @@ citation validation and the parsing of a model's reply."""
 
 from __future__ import annotations
 
-import pytest
-
 import hashlib
 
 import numpy as np
+import pytest
 
 from ranklock.ask.generators.extractive import (
     ExtractiveGenerator,
@@ -18,11 +17,11 @@ from ranklock.ask.generators.extractive import (
     spans_of,
 )
 from ranklock.ask.generators.extractive_v2 import ExtractiveV2Generator
-from ranklock.ask.terms import content_terms, key_terms, stem, terms
 from ranklock.ask.generators.reply import parse_reply
 from ranklock.ask.model import ABSTAIN, AskChunk, Draft, DraftCitation, GenerationRequest
 from ranklock.ask.prompt import render_prompt
 from ranklock.ask.segment import RULES_SHA256, language_code, sentences
+from ranklock.ask.terms import content_terms, key_terms, stem, terms
 from ranklock.ask.validate import validate_draft
 from ranklock.errors import CitationError, GenerationError
 
