@@ -93,7 +93,7 @@ RULE_VERSION = "extractive-v3"
 LAMBDA = 1.0
 BETA = 0.3
 EVIDENCE_BETA = 0.5
-THRESHOLD = 0.09
+THRESHOLD = 0.093
 MARGIN = 0.1
 SAME_KIND = 0.7
 NOW_MARGIN = 0.3
@@ -285,15 +285,22 @@ class ExtractiveGenerator:
 
     name = "extractive"
 
+    def __init__(self, *, threshold: float = THRESHOLD) -> None:
+        #: The abstention threshold (rule 7); another value is recorded in ``info().params``.
+        self.threshold = threshold
+        #: The evidence of the last best span (None: abstained before scoring), for calibration.
+        self.last_evidence: float | None = None
+
     def info(self) -> GeneratorInfo:
         return GeneratorInfo(
             name=self.name,
             model=RULE_VERSION,
             checksum=_RULE_CHECKSUM,
-            params={"threshold": THRESHOLD, "max_spans": MAX_SPANS, "vectors": "collection embedder"},
+            params={"threshold": self.threshold, "max_spans": MAX_SPANS, "vectors": "collection embedder"},
         )
 
     def generate(self, request: GenerationRequest) -> Draft:
+        self.last_evidence = None
         # Present markers say when, not what (rule 8): like calendar words, they are no content.
         q = [t for t in content_terms(request.question) if t not in PRESENT]
         if not q or not request.chunks:
@@ -332,7 +339,8 @@ class ExtractiveGenerator:
         score = cos_q - BETA * cos_c + LAMBDA * np.array([sum(weight[t] for t in s.hits) / total for s in candidates])
         order = sorted(range(len(candidates)), key=lambda i: (-float(score[i]), candidates[i].n, candidates[i].first))
         best = order[0]
-        if float(cos_q[best] - EVIDENCE_BETA * cos_c[best]) < THRESHOLD:
+        self.last_evidence = float(cos_q[best] - EVIDENCE_BETA * cos_c[best])
+        if self.last_evidence < self.threshold:
             return Draft(answer=ABSTAIN, citations=(), abstained=True)
         if is_present(request.question):
             latest = self._latest(request.chunks, candidates, order, score, span_vs)
