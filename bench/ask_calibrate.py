@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ask import ensure_journal
-
 from ranklock import Engine
 from ranklock.ask.generators.extractive import THRESHOLD, ExtractiveGenerator
 from ranklock.domains.journal.questions import load_questions, shipped_questions_path
