@@ -14,6 +14,8 @@ collection language english, accents folded) and its 255 labelled questions
 
 * with ``--half`` (default ``all``), only that half of the question set (ranklock.eval.split):
   ``held-out`` for the figures issue 26 reports, ``tune`` for the half its constants were chosen on;
+* ``--determinism-only``: every question of the half asked twice and its answer replayed: how many
+  answers are byte-identical across the two runs and across the replay (every layer);
 * ``--latency``: warm Ask latency of the generators given (default extractive-v2 and extractive),
   side by side: every question of the sample is asked with each generator in turn, the order
   alternating from round to round, after one warm-up round (model loaded, every vector cached),
@@ -147,6 +149,21 @@ def latency(eng: Engine, collection: str, questions: list[Any], generators: list
     return out
 
 
+def determinism(eng: Engine, collection: str, questions: list[Any]) -> dict[str, Any]:
+    """Ask each question twice and replay the answer: counts of byte-identical answers and identical replays."""
+    same = replayed = 0
+    differ: list[str] = []
+    for q in questions:
+        a = eng.ask(collection, q.question, filter=q.filter)
+        b = eng.ask(collection, q.question, filter=q.filter)
+        rep = eng.replay_answer(a.answer_id)
+        same += a.to_json() == b.to_json()
+        replayed += rep.identical
+        if a.to_json() != b.to_json() or not rep.identical:
+            differ.append(q.id)
+    return {"questions": len(questions), "identical_runs": same, "identical_replays": replayed, "differ": differ}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", default=os.environ.get("RANKLOCK_HOME"), help="ranklock home (embedded Postgres).")
@@ -163,9 +180,20 @@ def main() -> None:
     )
     ap.add_argument("--latency-questions", type=int, default=40, help="Questions of the half timed (every k-th).")
     ap.add_argument("--rounds", type=int, default=3, help="Timed rounds after the warm-up round.")
+    ap.add_argument("--determinism-only", action="store_true", help="Only the two-runs-and-replay check.")
     args = ap.parse_args()
     generators = args.generator or ["extractive"]
     questions = select_split(load_questions(shipped_questions_path()), args.half)
+    if args.determinism_only:
+        with Engine(dsn=args.dsn, home=args.home) as eng:
+            ensure_journal(eng, args.collection, args.ingest)
+            det = determinism(eng, args.collection, questions)
+        print(f"# Determinism ({args.half} half): {det['questions']} questions asked twice and replayed")
+        print(f"byte-identical across two runs: {det['identical_runs']}; replays identical: {det['identical_replays']}")
+        print(f"differ: {det['differ'] or 'none'}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_name("ask_determinism.json").write_text(json.dumps(det, indent=2) + "\n", encoding="utf-8")
+        return
     if args.latency or args.latency_only:
         step = max(1, len(questions) // args.latency_questions)
         sample = questions[::step][: args.latency_questions]
