@@ -4,6 +4,7 @@ the extractive generator is deterministic and abstains by its stated rule, and t
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -284,7 +285,6 @@ def test_replay_reports_a_changed_prompt_template(engine: Engine, coll: str, mon
 
 def test_replay_uses_the_logged_retrieval_mode(engine: Engine, coll: str) -> None:
     # eval --answers runs Ask over lexical-only retrieval by handing in another search; replay follows the log.
-    from typing import Any
 
     from ranklock.ask.run import ask
 
@@ -391,3 +391,43 @@ def test_page_has_an_ask_box(engine: Engine) -> None:
     page = TestClient(create_app(engine)).get("/").text
     assert 'id="ask"' in page and "/api/ask" in page
     assert "<script src=" not in page and "https://" not in page  # no CDN, no build step
+
+
+def test_span_vectors_are_cached_by_text_hash(engine: Engine, coll: str) -> None:
+    """The first ask embeds its spans once, into the embedding cache; the same ask again loads no model."""
+    from ranklock.ask.run import ask
+
+    info = engine.collection(coll)
+    question = "Who recommended Salt Roads?"
+    first = ask(engine.db, info, engine.search, question, embedder=lambda: engine.embedder_for(info.embedder_id))
+
+    def no_model() -> Any:
+        raise AssertionError("a cached ask asked for the embedder")
+
+    again = ask(engine.db, info, engine.search, question, embedder=no_model)
+    assert again.to_json() == first.to_json()
+    rows = engine.db.fetchall(
+        "SELECT text_sha256 FROM ranklock.embedding_cache WHERE embedder_sha256 = %s", [info.embedder_sha256]
+    )
+    import hashlib
+
+    cached = {r["text_sha256"] for r in rows}
+    # Every quoted span's vector is in the cache, keyed like a chunk's: sha256 of the text.
+    assert {hashlib.sha256(c.quote.encode()).hexdigest() for c in first.citations} <= cached
+
+
+def test_an_undated_collection_dates_notes_by_effective_from(engine: Engine, cname: str) -> None:
+    engine.create_collection(cname, embedder=use_bow_embedder(engine))
+    engine.ingest(
+        cname,
+        [
+            Document("a", "", "Halyard is hosted on Hetzner.", {"effective_from": "2023-05-01T00:00:00Z"}),
+            Document("b", "", "Reversed: Halyard is hosted on Linode.", {"effective_from": "2024-02-03T00:00:00Z"}),
+            Document("c", "", "Lunch by the river.", {}),
+        ],
+        replace=True,
+    )
+    ans = engine.ask(cname, "Where is Halyard hosted now?")
+    dates = {c.doc_id: c.date for c in ans.chunks}
+    assert dates["a"] == "2023-05-01T00:00:00Z" and dates["c"] is None
+    assert ans.answer.endswith("(the latest note: b, 2024-02-03T00:00:00Z)")

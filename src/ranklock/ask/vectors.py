@@ -86,7 +86,7 @@ def _date_field(coll: CollectionInfo) -> str | None:
 
 
 def note_dates(db: Database, coll: CollectionInfo, snapshot_id: int, doc_ids: Sequence[str]) -> dict[str, str | None]:
-    """Each document's date in ``snapshot_id``: its first date/timestamp field, else its effective_from (ISO text).
+    """Each document's date in ``snapshot_id``: its first date/timestamp field, else its effective_from, as given.
 
     One statement, every value bound.  A document with neither is undated (None).
     """
@@ -94,7 +94,7 @@ def note_dates(db: Database, coll: CollectionInfo, snapshot_id: int, doc_ids: Se
         return {}
     field = _date_field(coll)
     rows: list[dict[str, Any]] = db.fetchall(
-        "SELECT s.doc_id, d.metadata ->> %(field)s AS field_date, d.effective_from "
+        "SELECT s.doc_id, d.metadata ->> %(field)s AS field_date, d.metadata ->> 'effective_from' AS effective_from "
         "FROM ranklock.snapshot_documents s JOIN ranklock.documents d ON d.collection_id = %(coll)s "
         "AND d.doc_id = s.doc_id AND d.content_hash = s.content_hash "
         "WHERE s.snapshot_id = %(snap)s AND s.doc_id = ANY(%(ids)s)",
@@ -104,6 +104,6 @@ def note_dates(db: Database, coll: CollectionInfo, snapshot_id: int, doc_ids: Se
     for r in rows:
         if field is not None and r["field_date"]:
             out[r["doc_id"]] = str(r["field_date"])
-        elif r["effective_from"] is not None:
-            out[r["doc_id"]] = r["effective_from"].isoformat()
+        elif r["effective_from"]:
+            out[r["doc_id"]] = str(r["effective_from"])
     return out

@@ -279,7 +279,7 @@ UNKNOWN_PEOPLE: tuple[str, ...] = (
 UNKNOWN_CODENAMES: tuple[str, ...] = ("Moonraker", "Gallowglass", "Pennyroyal", "Starwort", "Thistledown")
 UNKNOWN_IDENTIFIERS: tuple[str, ...] = ("ZQ-4040", "YV-118", "RN-7321", "HC-555", "PL-9090")
 
-#: Questions no note answers although their words are the journal's (bicycle, plumber, gym, visitors,
+#: Questions no note answers although most of their words are the journal's (bicycle, plumber, visitors,
 #: Reykjavik...), written once by hand in the three languages: (lang, question).  They name no
 #: person, codename or identifier, so only the generator's own evidence can tell it has no answer,
 #: and the extractive generator's abstention threshold is chosen on them (issue 26).
