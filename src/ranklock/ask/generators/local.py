@@ -114,8 +114,8 @@ def _load(path: Path) -> tuple[Any, Any, str, float]:
                     "run `pip install 'ranklock[local-llm]'`, or use --generator extractive."
                 ) from None
             # No progress bars (loading weights, de-quantizing) on the user's stderr: ask prints an answer.
-            hf_logging.disable_progress_bar()
-            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
             try:
                 # transformers' GGUF reader draws its own tqdm bar, which no setting turns off: keep it off stderr.
                 with contextlib.redirect_stderr(io.StringIO()):
@@ -166,7 +166,7 @@ class LocalGenerator:
 
         start = ids.shape[1]
 
-        class _JsonGate(StoppingCriteria):  # type: ignore[misc]
+        class _JsonGate(StoppingCriteria):
             """Stop at the end of the JSON object, or as soon as the reply cannot be one (reply_state)."""
 
             def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
