@@ -11,19 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from typer.testing import CliRunner
 
 from fakes import BagOfWordsEmbedder, use_bow_embedder
+from live_server import serving
 from ranklock import Document, Engine, QueryError
 from ranklock.cli import app
 from ranklock.errors import ConfigError, RerankError
@@ -279,19 +276,8 @@ def _rerank_app() -> FastAPI:
 
 @pytest.fixture(scope="module")
 def rerank_server() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(_rerank_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the rerank server did not start within 20 s"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with serving(_rerank_app(), "the rerank server") as url:
+        yield url
 
 
 def test_http_reranker_tei_and_cohere_shapes(rerank_server: str) -> None:

@@ -6,20 +6,8 @@ runs it, for side-by-side benchmarks).  Its pinned rule, unchanged (the checksum
 with each answer hashes its constants and the segmentation rules; rules 1 and 2 live in
 :mod:`ranklock.ask.terms`, shared with v3):
 
-1. **Terms.**  Text is NFKC-normalised, case-folded and stripped of accents;
-   a term is a run of letters and digits, with inner hyphens or underscores
-   kept (``XJ-900`` is one term ``xj-900``).  The question's terms minus the
-   stop words below (English, Portuguese, Spanish) are its *content terms* Q,
-   each counted once.  *Key terms* K are the content terms that mix letters
-   and digits (identifiers: ``xj-900``) or that the question capitalises
-   anywhere but its first word (names, codenames), except month and weekday
-   names (:data:`CALENDAR`): dates live in typed fields and filters, rarely
-   in the words of a note.
-2. **Match.**  A question term matches a text term when they are equal, when
-   their stems are equal (the stem drops the first of the suffixes
-   :data:`SUFFIXES` that leaves at least 3 characters: ``hosted`` ~ ``host``, ``moved`` ~ ``move``),
-   or when both have at least :data:`PREFIX` characters and share their first
-   :data:`PREFIX` (``recommend`` ~ ``recommended``).
+1. **Terms** and 2. **Match** as :mod:`ranklock.ask.terms` states them (month and weekday
+   names are the calendar words v2 knows).
 3. **Qualify a chunk.**  A chunk can answer when it matches at least
    need = max(1, ceil(|Q| / 3)) content terms and, if K is not empty, at
    least one key term: a chunk about someone or something else does not
