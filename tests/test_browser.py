@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from fakes import use_hash_embedder
+from fakes import use_bow_embedder
 from live_server import serving
 from ranklock import Document, Engine, FilterError
 from ranklock.eval.run import evaluate
@@ -55,8 +55,8 @@ NOTES = [
 
 @pytest.fixture(scope="module")
 def base_url(engine: Engine) -> Iterator[str]:
-    """`ranklock serve` for a collection embedded with the HashEmbedder: the same app in uvicorn, in a thread."""
-    emb = use_hash_embedder(engine)
+    """`ranklock serve` for a collection embedded with the bag-of-words test embedder: the same app in uvicorn, in a thread."""
+    emb = use_bow_embedder(engine)
     engine.create_collection(COLL, fields=["lang:keyword", "year:int"], embedder=emb)
     engine.ingest(COLL, [Document(i, "", body, {"lang": lang, "year": y}) for i, y, lang, body in NOTES], replace=True)
     with serving(create_app(engine)) as url:
