@@ -12,10 +12,20 @@ collection language english, accents folded) and its 255 labelled questions
   per class, and whether "hybrid wins on names and codenames, keyword search
   fails on paraphrases" holds (computed from the table, not written in).
 
+* with ``--half`` (default ``all``), only that half of the question set (ranklock.eval.split):
+  ``held-out`` for the figures issue 26 reports, ``tune`` for the half its constants were chosen on;
+* ``--determinism-only``: every question of the half asked twice and its answer replayed: how many
+  answers are byte-identical across the two runs and across the replay (every layer);
+* ``--latency``: warm Ask latency of the generators given (default extractive-v2 and extractive),
+  side by side: every question of the sample is asked with each generator in turn, the order
+  alternating from round to round, after one warm-up round (model loaded, every vector cached),
+  so both see the same load; p50 and p95 per generator and their ratio.
+
 Prints the tables and writes bench/out/ask.json (the full report, per question).
 
     python bench/ask.py --home /work/bench-home            # ingests the journal if missing
     python bench/ask.py --home /work/bench-home --ingest   # rebuild it first
+    python bench/ask.py --home /work/bench-home --latency-only --rounds 5
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from ranklock.domains.journal import JOURNAL_CREATE, generate_journal
 from ranklock.domains.journal.questions import load_questions, shipped_questions_path
 from ranklock.errors import NotFound
 from ranklock.eval.answers import evaluate_answers
+from ranklock.eval.split import select_split
 
 OUT = Path(__file__).resolve().parent / "out"
 MODES = ("semantic", "lexical", "hybrid")
@@ -112,6 +123,47 @@ def claim_check(item6: dict[str, Any], questions: list[Any]) -> list[str]:
     return out
 
 
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
+
+
+def latency(eng: Engine, collection: str, questions: list[Any], generators: list[str], rounds: int) -> dict[str, Any]:
+    """Warm Ask latency per generator, side by side (see the module docstring), in milliseconds."""
+    times: dict[str, list[float]] = {g: [] for g in generators}
+    for r in range(rounds + 1):  # round 0 warms up: models loaded, query and span vectors cached
+        for q in questions:
+            order = generators if r % 2 == 0 else generators[::-1]
+            for g in order:
+                t = time.perf_counter()
+                eng.ask(collection, q.question, filter=q.filter, generator=g)
+                if r:
+                    times[g].append((time.perf_counter() - t) * 1000)
+    out: dict[str, Any] = {
+        g: {"n": len(v), "p50_ms": _pct(v, 0.5), "p95_ms": _pct(v, 0.95), "mean_ms": sum(v) / len(v)}
+        for g, v in times.items()
+    }
+    base, new = generators[0], generators[-1]
+    out["ratio_p50"] = out[new]["p50_ms"] / out[base]["p50_ms"]
+    out["ratio_p95"] = out[new]["p95_ms"] / out[base]["p95_ms"]
+    return out
+
+
+def determinism(eng: Engine, collection: str, questions: list[Any]) -> dict[str, Any]:
+    """Ask each question twice and replay the answer: counts of byte-identical answers and identical replays."""
+    same = replayed = 0
+    differ: list[str] = []
+    for q in questions:
+        a = eng.ask(collection, q.question, filter=q.filter)
+        b = eng.ask(collection, q.question, filter=q.filter)
+        rep = eng.replay_answer(a.answer_id)
+        same += a.to_json() == b.to_json()
+        replayed += rep.identical
+        if a.to_json() != b.to_json() or not rep.identical:
+            differ.append(q.id)
+    return {"questions": len(questions), "identical_runs": same, "identical_replays": replayed, "differ": differ}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", default=os.environ.get("RANKLOCK_HOME"), help="ranklock home (embedded Postgres).")
@@ -120,9 +172,75 @@ def main() -> None:
     ap.add_argument("--ingest", action="store_true", help="Rebuild the journal collection first.")
     ap.add_argument("--generator", action="append", help="Generator(s) for item 5 (default extractive).")
     ap.add_argument("--out", type=Path, default=OUT / "ask.json")
+    ap.add_argument("--half", default="all", help="tune, held-out or all of the questions (ranklock.eval.split).")
+    ap.add_argument("--latency", action="store_true", help="Also measure warm Ask latency side by side.")
+    ap.add_argument("--latency-only", action="store_true", help="Only the latency comparison.")
+    ap.add_argument(
+        "--latency-generator", action="append", help="Generators to time (default extractive-v2, extractive)."
+    )
+    ap.add_argument("--latency-questions", type=int, default=40, help="Questions of the half timed (every k-th).")
+    ap.add_argument("--rounds", type=int, default=3, help="Timed rounds after the warm-up round.")
+    ap.add_argument("--determinism-only", action="store_true", help="Only the two-runs-and-replay check.")
     args = ap.parse_args()
     generators = args.generator or ["extractive"]
-    questions = load_questions(shipped_questions_path())
+    questions = select_split(load_questions(shipped_questions_path()), args.half)
+    if args.determinism_only:
+        with Engine(dsn=args.dsn, home=args.home) as eng:
+            ensure_journal(eng, args.collection, args.ingest)
+            det = determinism(eng, args.collection, questions)
+        print(f"# Determinism ({args.half} half): {det['questions']} questions asked twice and replayed")
+        print(f"byte-identical across two runs: {det['identical_runs']}; replays identical: {det['identical_replays']}")
+        print(f"differ: {det['differ'] or 'none'}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_name("ask_determinism.json").write_text(json.dumps(det, indent=2) + "\n", encoding="utf-8")
+        return
+    if args.latency or args.latency_only:
+        step = max(1, len(questions) // args.latency_questions)
+        sample = questions[::step][: args.latency_questions]
+        timed = args.latency_generator or ["extractive-v2", "extractive"]
+        load0 = Path("/proc/loadavg").read_text().split()[:3]
+        with Engine(dsn=args.dsn, home=args.home) as eng:
+            ensure_journal(eng, args.collection, args.ingest)
+            lat = latency(eng, args.collection, sample, timed, args.rounds)
+        load1 = Path("/proc/loadavg").read_text().split()[:3]
+        print(f"# Warm Ask latency, side by side: {len(sample)} questions x {args.rounds} rounds ({args.half} half)")
+        print(f"load average before {' '.join(load0)}, after {' '.join(load1)}\n")
+        print(
+            _table(
+                ["generator", "n", "p50 ms", "p95 ms", "mean ms"],
+                [
+                    [
+                        g,
+                        str(lat[g]["n"]),
+                        f"{lat[g]['p50_ms']:.1f}",
+                        f"{lat[g]['p95_ms']:.1f}",
+                        f"{lat[g]['mean_ms']:.1f}",
+                    ]
+                    for g in timed
+                ],
+            )
+        )
+        print(f"\n{timed[-1]} / {timed[0]}: p50 x{lat['ratio_p50']:.2f}, p95 x{lat['ratio_p95']:.2f}")
+        if args.latency_only:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            path = args.out.with_name("ask_latency.json")
+            path.write_text(
+                json.dumps(
+                    {
+                        "bench": "ask-latency",
+                        "command": "python " + " ".join(sys.argv),
+                        "loadavg_before": load0,
+                        "loadavg_after": load1,
+                        "half": args.half,
+                        "latency": lat,
+                    },
+                    indent=2,
+                )
+                + "\n",
+                encoding="utf-8",
+            )
+            print(f"wrote {path}")
+            return
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     with Engine(dsn=args.dsn, home=args.home) as eng:

@@ -34,6 +34,7 @@ TREE_ORDER = (
     ("mcp_server",),
     ("__init__", "engine", "async_engine"),
     ("domains", "ask", "eval", "plan"),
+    ("rerank",),
     ("search",),
     ("snapshot",),
     ("ingest",),

@@ -56,3 +56,33 @@ def resolve_hash_embedder_by_id(monkeypatch: Any) -> None:
     monkeypatch.setattr(
         ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
     )
+
+
+class BagOfWordsEmbedder:
+    """Deterministic vectors that carry some meaning: each content word (case- and accent-folded, stop words
+    dropped, stemmed by ranklock.ask.terms.stem) hashed to one of 64 dimensions and counted, then L2-normalised.  Texts sharing words are close; for tests of rules that score by
+    meaning (ranklock.ask's extractive generator), where HashEmbedder's vectors would be noise."""
+
+    dim = 64
+    tokenizer = SpaceTok()
+
+    def __init__(self, id: str = "test:bow-64") -> None:
+        self.id = id
+        self.sha256 = hashlib.sha256(id.encode()).hexdigest()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from ranklock.ask.terms import STOP_WORDS, stem, terms
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for t in terms(text):
+                if t not in STOP_WORDS:
+                    out[row, hashlib.sha256(stem(t).encode()).digest()[0] % self.dim] += 1.0
+        return normalize_rows(out)
+
+
+def use_bow_embedder(engine: Engine, id: str = "test:bow-64") -> str:
+    """Register a BagOfWordsEmbedder on ``engine`` under ``id``; pass the id as a collection's embedder."""
+    emb = BagOfWordsEmbedder(id)
+    engine._embedders[emb.id] = emb
+    return emb.id

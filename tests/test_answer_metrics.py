@@ -86,12 +86,15 @@ def test_trigger_and_class_verdict_thresholds() -> None:
 def test_verdict_messages_name_the_questions() -> None:
     assert explain_verdict("ordering", 0.9, 0.5, ["q1"], ["q2"]) == (
         "reranker trigger: recall@10 is 0.90 but correctness only 0.50; ordering buries the right chunk. "
-        "Gold note ranked below the chunks handed over: q1. Gold notes all handed over, answer still wrong: q2."
+        "Gold note ranked below the chunks handed over: q1. Gold notes all handed over, answer still wrong: q2. "
+        "Turn the reranker on: `ranklock ask --rerank 40` (or eval --answers --rerank 40 to measure it), with "
+        "RANKLOCK_RERANKER set to a cross-encoder directory or a /rerank endpoint."
     )
     assert explain_verdict("generator", 0.9, 0.5, [], ["q2", "q3"]) == (
         "reranker trigger: recall@10 is 0.90 but correctness only 0.50; the trigger fires but ordering is not the "
         "main cause: the generator missed notes it was given. Gold note ranked below the chunks handed over: none. "
-        "Gold notes all handed over, answer still wrong: q2, q3."
+        "Gold notes all handed over, answer still wrong: q2, q3. A reranker would not fix these: leave --rerank "
+        "off and improve the generator."
     )
     assert explain_verdict("retrieval", 0.5, 0.1, [], []) == (
         "recall@10 is 0.50 (below 0.8): the right notes are not retrieved; chunking or the embedder is at "

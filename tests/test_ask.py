@@ -4,11 +4,12 @@ the extractive generator is deterministic and abstains by its stated rule, and t
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from fakes import HashEmbedder, use_hash_embedder
+from fakes import BagOfWordsEmbedder, use_bow_embedder
 from ranklock import Document, Engine, QueryError
 from ranklock.ask.model import ABSTAIN, Answer
 from ranklock.ask.run import DEPTH, RRF_K
@@ -66,7 +67,7 @@ def journal() -> list[Document]:
 @pytest.fixture(scope="module")
 def coll(engine: Engine) -> str:
     """One collection for the module: these tests only read it (and append to the logs)."""
-    emb = use_hash_embedder(engine)
+    emb = use_bow_embedder(engine)
     engine.create_collection(COLL, fields=["lang:keyword", "date:date"], embedder=emb)
     engine.ingest(COLL, journal(), replace=True)
     return COLL
@@ -130,7 +131,10 @@ def test_json_has_exactly_the_issue_shape(engine: Engine, coll: str) -> None:
     d = json.loads(ans.to_json())
     assert list(d) == SHAPE
     assert list(d["citations"][0]) == ["n", "doc_id", "chunk", "quote"]
-    assert list(d["chunks"][0]) == ["n", "doc_id", "chunk", "rank", "score", "text"]
+    assert list(d["chunks"][0]) == ["n", "doc_id", "chunk", "rank", "score", "text", "date"]
+    # Each passage carries its note's date (the collection's date field), for the present-tense rule.
+    assert {c["doc_id"]: c["date"] for c in d["chunks"]}["n02"] == "2024-05-10"
+    assert "rerank" not in d  # only a reranked answer has the key
     assert list(d["generator"]) == ["name", "model", "checksum", "params"]
     assert list(d["snapshot"]) == ["id", "manifest_hash"]
     assert d["generator"]["name"] == "extractive"
@@ -187,7 +191,7 @@ def test_bad_inputs(engine: Engine, coll: str) -> None:
     assert str(e.value) == "the question is empty; pass the question to answer."
     with pytest.raises(ConfigError) as c:
         engine.ask(coll, "who?", generator="gpt")
-    assert str(c.value) == "unknown generator 'gpt'; use one of extractive, local, openai."
+    assert str(c.value) == "unknown generator 'gpt'; use one of extractive, extractive-v2, local, openai."
 
 
 def test_answer_log_row(engine: Engine, coll: str) -> None:
@@ -197,7 +201,7 @@ def test_answer_log_row(engine: Engine, coll: str) -> None:
     assert row["answer_id"] == ans.answer_id and row["status"] == "answered"
     assert row["answer"] == ans.to_json()
     assert row["query_id"] == ans.query_id
-    assert row["prompt_sha256"] == ans.prompt_sha256 and row["prompt_version"] == "ask-v1"
+    assert row["prompt_sha256"] == ans.prompt_sha256 and row["prompt_version"] == "ask-v2"
     assert row["generator"] == ans.generator.to_dict()
     assert [r[:3] for r in row["chunks"]] == [[c.n, c.doc_id, c.chunk] for c in ans.chunks]
     logged = engine.db.fetchone("SELECT request FROM ranklock.query_log WHERE id = %s", [ans.query_id])
@@ -229,10 +233,12 @@ def test_replay_is_identical(engine: Engine, coll: str) -> None:
     assert rep.identical
     assert {k: v["identical"] for k, v in rep.layers.items()} == {
         "retrieval": True,
+        "rerank": True,
         "prompt": True,
         "generator": True,
         "answer": True,
     }
+    assert rep.layers["rerank"] == {"identical": True, "logged": None, "replayed": None}
     assert rep.layers["answer"]["replayed"] == ans.to_json()
 
 
@@ -246,6 +252,7 @@ def test_replay_reports_the_layer_that_changed(engine: Engine, coll: str) -> Non
     assert not rep.identical
     assert {k: v["identical"] for k, v in rep.layers.items()} == {
         "retrieval": True,
+        "rerank": True,
         "prompt": True,
         "generator": True,
         "answer": False,
@@ -269,6 +276,7 @@ def test_replay_reports_a_changed_prompt_template(engine: Engine, coll: str, mon
     rep = engine.replay_answer(ans.answer_id)
     assert {k: v["identical"] for k, v in rep.layers.items()} == {
         "retrieval": True,
+        "rerank": True,
         "prompt": False,
         "generator": True,
         "answer": False,  # the answer records its prompt hash
@@ -277,14 +285,16 @@ def test_replay_reports_a_changed_prompt_template(engine: Engine, coll: str, mon
 
 def test_replay_uses_the_logged_retrieval_mode(engine: Engine, coll: str) -> None:
     # eval --answers runs Ask over lexical-only retrieval by handing in another search; replay follows the log.
-    from typing import Any
 
     from ranklock.ask.run import ask
 
     def lexical(*args: Any, **params: Any) -> Any:
         return engine.search(*args, **{**params, "mode": "lexical"})
 
-    ans = ask(engine.db, engine.collection(coll), lexical, "Where did Oksana Vrell move?")
+    info = engine.collection(coll)
+    ans = ask(
+        engine.db, info, lexical, "Where did Oksana Vrell move?", embedder=lambda: engine.embedder_for(info.embedder_id)
+    )
     row = engine.db.fetchone("SELECT request FROM ranklock.answer_log WHERE id = %s", [ans.log_id])
     assert row is not None and row["request"]["mode"] == "lexical"
     assert [c.doc_id for c in ans.chunks] == [
@@ -309,13 +319,12 @@ def test_replay_errors(engine: Engine, coll: str) -> None:
 
 @pytest.fixture
 def cli_hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI builds its own Engine: let it resolve the test's hash embedder by id."""
+    """The CLI builds its own Engine: let it resolve the test's bag-of-words embedder by id."""
     import ranklock.engine
 
     real = ranklock.engine.resolve_embedder
-    monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
-    )
+    bow = BagOfWordsEmbedder()
+    monkeypatch.setattr(ranklock.engine, "resolve_embedder", lambda spec: bow if spec == bow.id else real(spec))
 
 
 @pytest.mark.usefixtures("cli_hash_embedder")
@@ -361,7 +370,7 @@ def test_http_ask_matches_the_engine_byte_for_byte(engine: Engine, coll: str) ->
     assert r.status_code == 400
     assert r.json()["error"] == {
         "type": "ConfigError",
-        "message": "unknown generator 'gpt'; use one of extractive, local, openai.",
+        "message": "unknown generator 'gpt'; use one of extractive, extractive-v2, local, openai.",
     }
     # The request model is strict: an unknown key or a loosely typed value is refused, not ignored.
     for bad in (
@@ -382,3 +391,43 @@ def test_page_has_an_ask_box(engine: Engine) -> None:
     page = TestClient(create_app(engine)).get("/").text
     assert 'id="ask"' in page and "/api/ask" in page
     assert "<script src=" not in page and "https://" not in page  # no CDN, no build step
+
+
+def test_span_vectors_are_cached_by_text_hash(engine: Engine, coll: str) -> None:
+    """The first ask embeds its spans once, into the embedding cache; the same ask again loads no model."""
+    from ranklock.ask.run import ask
+
+    info = engine.collection(coll)
+    question = "Who recommended Salt Roads?"
+    first = ask(engine.db, info, engine.search, question, embedder=lambda: engine.embedder_for(info.embedder_id))
+
+    def no_model() -> Any:
+        raise AssertionError("a cached ask asked for the embedder")
+
+    again = ask(engine.db, info, engine.search, question, embedder=no_model)
+    assert again.to_json() == first.to_json()
+    rows = engine.db.fetchall(
+        "SELECT text_sha256 FROM ranklock.embedding_cache WHERE embedder_sha256 = %s", [info.embedder_sha256]
+    )
+    import hashlib
+
+    cached = {r["text_sha256"] for r in rows}
+    # Every quoted span's vector is in the cache, keyed like a chunk's: sha256 of the text.
+    assert {hashlib.sha256(c.quote.encode()).hexdigest() for c in first.citations} <= cached
+
+
+def test_an_undated_collection_dates_notes_by_effective_from(engine: Engine, cname: str) -> None:
+    engine.create_collection(cname, embedder=use_bow_embedder(engine))
+    engine.ingest(
+        cname,
+        [
+            Document("a", "", "Halyard is hosted on Hetzner.", {"effective_from": "2023-05-01T00:00:00Z"}),
+            Document("b", "", "Reversed: Halyard is hosted on Linode.", {"effective_from": "2024-02-03T00:00:00Z"}),
+            Document("c", "", "Lunch by the river.", {}),
+        ],
+        replace=True,
+    )
+    ans = engine.ask(cname, "Where is Halyard hosted now?")
+    dates = {c.doc_id: c.date for c in ans.chunks}
+    assert dates["a"] == "2023-05-01T00:00:00Z" and dates["c"] is None
+    assert ans.answer.endswith("(the latest note: b, 2024-02-03T00:00:00Z)")

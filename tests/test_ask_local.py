@@ -24,15 +24,20 @@ MESSAGES = [
 
 
 @pytest.mark.slow
-def test_local_model_runs_greedy_and_is_recorded(engine: Engine) -> None:
+def test_local_model_runs_greedy_and_is_recorded(engine: Engine, capfd: pytest.CaptureFixture[str]) -> None:
     gen = LocalGenerator(max_new_tokens=6)
-    info = gen.info()
+    info = gen.info()  # loads the model: no progress bar may reach the user's stderr
+    assert "it/s" not in capfd.readouterr().err
     assert info.name == "local" and info.model == LABEL == "SmolLM2-135M-Instruct: small and often wrong"
     assert info.checksum == hashlib.sha256(gguf_path().read_bytes()).hexdigest()
-    assert info.params == {"max_new_tokens": 6, "decoding": "greedy", "template": "ask-v1"}
+    assert info.params == {"max_new_tokens": 6, "decoding": "greedy", "template": "ask-v2"}
     first = gen.complete(MESSAGES)
     assert first.strip() and 1 <= gen.last["tokens"] <= 6
     assert gen.complete(MESSAGES) == first  # greedy decoding: the same prompt gives the same reply
+    # A reply that does not open a JSON object stops there: it is rejected at once, not after 64 tokens.
+    long = LocalGenerator(max_new_tokens=64)
+    long.complete(MESSAGES)
+    assert long.last["tokens"] <= 3
 
     # Through Ask: a validated answer, or a rejection that says why (6 tokens never hold the JSON).
     name = "t_ask_local"

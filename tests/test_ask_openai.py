@@ -112,7 +112,7 @@ def test_openai_answer_is_validated_and_recorded(engine: Engine, coll: str, serv
             "temperature": 0,
             "seed": 0,
             "max_tokens": 512,
-            "template": "ask-v1",
+            "template": "ask-v2",
         },
     }
     first_two = " ".join(ans.chunks[0].text.split()[:2])

@@ -3,13 +3,25 @@ citation validation and the parsing of a model's reply."""
 
 from __future__ import annotations
 
+import hashlib
+
+import numpy as np
 import pytest
 
-from ranklock.ask.generators.extractive import ExtractiveGenerator, content_terms, key_terms, stem
+from ranklock.ask.generators.extractive import (
+    ExtractiveGenerator,
+    answer_type,
+    has_type,
+    is_present,
+    meaning_query,
+    spans_of,
+)
+from ranklock.ask.generators.extractive_v2 import ExtractiveV2Generator
 from ranklock.ask.generators.reply import parse_reply
 from ranklock.ask.model import ABSTAIN, AskChunk, Draft, DraftCitation, GenerationRequest
 from ranklock.ask.prompt import render_prompt
 from ranklock.ask.segment import RULES_SHA256, language_code, sentences
+from ranklock.ask.terms import content_terms, key_terms, stem, terms
 from ranklock.ask.validate import validate_draft
 from ranklock.errors import CitationError, GenerationError
 
@@ -68,15 +80,30 @@ def test_paragraphs_and_lowercase_continuations() -> None:
 # -- the extractive rule --------------------------------------------------------------------
 
 
-def chunks(*texts: str) -> tuple[AskChunk, ...]:
+def chunks(*texts: str, dates: tuple[str | None, ...] = ()) -> tuple[AskChunk, ...]:
     return tuple(
-        AskChunk(n=i, doc_id=f"d{i}", chunk=0, rank=i, score=1 / (60 + i), text=t) for i, t in enumerate(texts, 1)
+        AskChunk(n=i, doc_id=f"d{i}", chunk=0, rank=i, score=1 / (60 + i), text=t, date=dates[i - 1] if dates else None)
+        for i, t in enumerate(texts, 1)
     )
 
 
-def request(question: str, *texts: str) -> GenerationRequest:
-    cs = chunks(*texts)
-    return GenerationRequest(question, cs, render_prompt(question, cs))
+def bag_of_words(texts: list[str] | tuple[str, ...]) -> np.ndarray:
+    """A deterministic stand-in for the embedder: each term hashed to one of 64 dimensions, counted, normalised.
+
+    Texts sharing terms are close, others orthogonal-ish: enough to test the rule's plumbing, not its quality
+    (bench/ask.py measures that with the real model)."""
+    out = np.zeros((len(texts), 64), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for t in terms(text):
+            out[row, hashlib.sha256(t.encode()).digest()[0] % 64] += 1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return out / norms
+
+
+def request(question: str, *texts: str, dates: tuple[str | None, ...] = ()) -> GenerationRequest:
+    cs = chunks(*texts, dates=dates)
+    return GenerationRequest(question, cs, render_prompt(question, cs), embed=bag_of_words)
 
 
 def test_content_and_key_terms() -> None:
@@ -89,9 +116,9 @@ def test_content_and_key_terms() -> None:
     assert [stem(w) for w in words] == ["host", "host", "host", "review", "bus", "tie", "tie", "mov", "mov", "mov"]
 
 
-def test_rare_terms_outweigh_the_shared_name() -> None:
+def test_v2_rare_terms_outweigh_the_shared_name() -> None:
     # N = 3 chunks; cf(ana) = cf(ruiz) = 3, cf(allergic) = 1.
-    d = ExtractiveGenerator().generate(
+    d = ExtractiveV2Generator().generate(
         request(
             "What is Ana Ruiz allergic to?",
             "Coffee with Ana Ruiz at the loft. She is allergic to hazelnuts.",
@@ -104,9 +131,9 @@ def test_rare_terms_outweigh_the_shared_name() -> None:
     assert d.citations == (DraftCitation(1, "She is allergic to hazelnuts."),)
 
 
-def test_selection_order_is_score_then_passage_then_position() -> None:
+def test_v2_selection_order_is_score_then_passage_then_position() -> None:
     # Q = {host, halyard}; N = 3; cf(host) = 2 ("hosted" ~ "host" ~ "hosting"), cf(halyard) = 2.
-    d = ExtractiveGenerator().generate(
+    d = ExtractiveV2Generator().generate(
         request(
             "Where is Halyard hosted?",
             "Unrelated words. Halyard hosting moved to Linode.",
@@ -116,6 +143,102 @@ def test_selection_order_is_score_then_passage_then_position() -> None:
     )
     # Both sentences score 3/2 + 3/2 = 3: passage [1] first, then [2].
     assert d.answer == "Halyard hosting moved to Linode. [1] We will host Halyard on Hetzner. [2]"
+
+
+# -- extractive-v3 ------------------------------------------------------------------------------
+
+
+def test_v3_helpers() -> None:
+    assert meaning_query("Which city did I fly to in March 2024?") == "Which city did I fly to in ?"
+    assert meaning_query("Which cities did I travel to in Q2 2023 now?") == "Which cities did I travel to in ?"
+    assert [is_present(q) for q in ("Where is it hosted now?", "¿Dónde vive ahora?", "Onde mora hoje?", "Who?")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert [answer_type(q) for q in ("How much did it cost?", "¿Cuántos vinieron?", "Who won?", "Where?")] == [
+        "number",
+        "number",
+        "person",
+        None,
+    ]
+    assert has_type("number", "ninety-five candles") and has_type("number", "480 euros")
+    assert not has_type("number", "the bicycle was stolen")
+    assert has_type("person", "The kickoff: Ana Ruiz leads.") and not has_type("person", "The screen cracked.")
+
+
+def test_v3_spans_continue_a_pronoun_or_an_unnamed_subject() -> None:
+    c = chunks(
+        "Jantar com Baltasar Quintela em Café Aurora. Vai mudar-se para Maputo em setembro.",
+        "Lunch with Ana Ruiz. She is allergic to hazelnuts. Then it rained.",
+    )
+    q = "Para que cidade o Baltasar Quintela vai se mudar?"
+    spans = spans_of(c[0], content_terms(q), set(key_terms(q)))
+    # The second sentence names nobody its predecessor named: it is quoted with it.
+    assert [(s.first, s.last, s.text) for s in spans] == [
+        (0, 0, "Jantar com Baltasar Quintela em Café Aurora."),
+        (0, 1, "Jantar com Baltasar Quintela em Café Aurora. Vai mudar-se para Maputo em setembro."),
+    ]
+    # "She" and "Then" continue (pronoun, connective): the span reaches back to the sentence naming Ana.
+    spans = spans_of(c[1], ["allergic"], set())
+    assert [(s.first, s.last) for s in spans] == [(0, 0), (0, 1), (0, 2)]
+
+
+def test_v3_quotes_the_predecessor_of_a_pronoun_sentence() -> None:
+    d = ExtractiveGenerator().generate(
+        request(
+            "What is Ana Ruiz allergic to?",
+            "Coffee with Ana Ruiz at the loft. She is allergic to hazelnuts.",
+            "Weekly sync with Ana Ruiz and Rui; nothing decided.",
+        )
+    )
+    assert d.answer == "Coffee with Ana Ruiz at the loft. She is allergic to hazelnuts. [1]"
+    assert d.citations == (DraftCitation(1, "Coffee with Ana Ruiz at the loft. She is allergic to hazelnuts."),)
+
+
+def test_v3_key_terms_gate_and_threshold_abstain() -> None:
+    gen = ExtractiveGenerator()
+    # Nobody named Oskar in the chunks: no chunk qualifies, however close its meaning.
+    d = gen.generate(request("What is Oskar Lind allergic to?", "Coffee with Ana Ruiz. She is allergic to hazelnuts."))
+    assert (d.answer, d.citations, d.abstained) == (ABSTAIN, (), True)
+    # No name, and nothing given is about the question: the evidence is below the calibrated threshold.
+    d = gen.generate(request("Which bus should visitors take?", "Cooked soup for dinner.", "The river was cold."))
+    assert d.abstained and d.answer == ABSTAIN
+    # A "how much" question with no number in any span has nothing of the answer's type.
+    d = gen.generate(request("How much did the bicycle cost?", "Somebody stole my bicycle outside the library."))
+    assert d.abstained
+
+
+def test_v3_present_questions_quote_the_latest_note_that_revisits() -> None:
+    texts = (
+        "Halyard is hosted on Hetzner.",
+        "Reversed: Halyard is hosted on Linode.",
+        "Weekly sync on Halyard; nothing decided.",
+    )
+    dates = ("2023-05-01", "2024-02-03", "2024-09-09")
+    d = ExtractiveGenerator().generate(request("Where is Halyard hosted now?", *texts, dates=dates))
+    assert d.answer == ("Reversed: Halyard is hosted on Linode. [2] (the latest note: d2, 2024-02-03)")
+    # Without a present marker both hosting notes may be quoted; with no dates nothing is "latest".
+    d = ExtractiveGenerator().generate(request("Where is Halyard hosted now?", *texts))
+    assert "(the latest note" not in d.answer
+
+
+def test_v3_needs_the_collections_vectors() -> None:
+    cs = chunks("Ana moved to Lisbon.")
+    with pytest.raises(GenerationError) as e:
+        ExtractiveGenerator().generate(GenerationRequest("Where did Ana move?", cs, render_prompt("x", cs)))
+    assert str(e.value) == (
+        "the extractive generator scores by meaning and needs the collection's embedder, but the request "
+        "carries none; ask through Engine.ask, or pass GenerationRequest(embed=...)."
+    )
+
+
+def test_v3_is_deterministic() -> None:
+    r = request("Where did Ana move?", "Ana moved to Lisbon. She likes it.", "Rui stayed in Porto.")
+    assert ExtractiveGenerator().generate(r) == ExtractiveGenerator().generate(r)
+    assert ExtractiveGenerator().info().model == "extractive-v3"
+    assert ExtractiveGenerator().info().checksum != ExtractiveV2Generator().info().checksum
 
 
 # -- validation -------------------------------------------------------------------------------
@@ -173,6 +296,19 @@ def test_answers_cite_and_abstentions_do_not() -> None:
 # -- model replies --------------------------------------------------------------------------
 
 
+def test_local_reply_gate() -> None:
+    from ranklock.ask.generators.local import reply_state
+
+    assert [reply_state(t) for t in ("", " ``", '```json\n{"a"', '{"a": "}\\" x"}', '{"a": {"b": 1}}')] == [
+        "more",
+        "more",
+        "more",
+        "done",
+        "done",
+    ]
+    assert [reply_state(t) for t in ("Sure, here it is", "[1] Lisbon", "```python")] == ["not_json"] * 3
+
+
 def test_reply_parsing_accepts_fenced_json() -> None:
     d = parse_reply(
         '```json\n{"answer": "Lisbon [1].", "citations": [{"n": "[1]", "quote": "Lisbon"}]}\n```', source="m"
@@ -204,12 +340,18 @@ def test_garbage_replies_are_rejected_with_what_came_back(content: str, why: str
 def test_prompt_is_versioned_and_hashed() -> None:
     cs = chunks("Ana moved to Lisbon.")
     p = render_prompt("Where did Ana move?", cs)
-    assert p.version == "ask-v1"
+    assert p.version == "ask-v2"
     assert (
         p.messages[1]["content"] == "Question: Where did Ana move?\n\nPassages:\n[1] (d1, chunk 0) Ana moved to Lisbon."
     )
     assert p.sha256 == render_prompt("Where did Ana move?", cs).sha256
     assert p.sha256 != render_prompt("Where did Ana go?", cs).sha256
+    dated = chunks("Ana moved to Lisbon.", dates=("2024-03-01",))
+    assert (
+        render_prompt("Where did Ana move?", dated)
+        .messages[1]["content"]
+        .endswith("[1] (d1, chunk 0, dated 2024-03-01) Ana moved to Lisbon.")
+    )
 
 
 # -- layering ----------------------------------------------------------------------------------
@@ -229,6 +371,7 @@ def test_ask_depends_only_downward() -> None:
         "ranklock.search.results",
         "ranklock.settings",  # declarations only (the request defaults): a leaf below everything
         "ranklock.store.database",
+        "ranklock.embed.base",
     }
     root = Path(ranklock.ask.__file__).parent
     reached: set[str] = set()

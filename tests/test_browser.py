@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-import uvicorn
 
-from fakes import use_hash_embedder
+from fakes import use_bow_embedder
+from live_server import serving
 from ranklock import Document, Engine, FilterError
 from ranklock.eval.run import evaluate
 from ranklock.http import create_app
@@ -56,29 +53,14 @@ NOTES = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def base_url(engine: Engine) -> Iterator[str]:
-    """`ranklock serve` for a collection embedded with the HashEmbedder: the same app in uvicorn, in a thread."""
-    emb = use_hash_embedder(engine)
+    """`ranklock serve` for a collection embedded with the bag-of-words test embedder: the same app in uvicorn, in a thread."""
+    emb = use_bow_embedder(engine)
     engine.create_collection(COLL, fields=["lang:keyword", "year:int"], embedder=emb)
     engine.ingest(COLL, [Document(i, "", body, {"lang": lang, "year": y}) for i, y, lang, body in NOTES], replace=True)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the HTTP server did not start within 20 s"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_app(engine)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -163,3 +163,20 @@ def test_demo_journal_builds_the_collection(engine: Engine, rl_home: Path, monke
     assert [f.name for f in coll.fields] == ["date", "people", "tags", "lang"]
     res2 = engine.search("journal", "XJ-900", k=50, mode="lexical")
     assert res2.hits and all("XJ-900" in h.text for h in res2.hits)
+
+
+def test_unstated_questions_share_words_with_the_journal_but_name_nothing() -> None:
+    """The everyday unanswerable questions mostly use the journal's own words (so the lexical branch
+    finds near-misses too and only the generator's evidence can abstain); none has a gold note or a filter.
+    The 8 that share no content word with any note (by ranklock.domains.journal.wording) are the
+    semantic branch's alone: "Which vet treated the dog's ear infection?" against the greyhound note."""
+    from ranklock.domains.journal.facts import UNSTATED_QUESTIONS
+
+    j = generate_journal()
+    vocabulary = set().union(*(content_words(n.text) for n in j.notes))
+    qs = {q.question: q for q in load_questions(shipped_questions_path()) if q.cls == "unanswerable"}
+    assert len(UNSTATED_QUESTIONS) == 30 and {lang for lang, _q in UNSTATED_QUESTIONS} == {"en", "pt", "es"}
+    for lang, text in UNSTATED_QUESTIONS:
+        assert qs[text].lang == lang and qs[text].gold == () and qs[text].filter is None
+    sharing = [text for _lang, text in UNSTATED_QUESTIONS if content_words(text) & vocabulary]
+    assert len(sharing) == 22

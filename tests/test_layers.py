@@ -82,6 +82,9 @@ LAYERS: list[Layer] = [
     Layer("domain packs", ("domains", "resumes"), independent=True),
     # Features that run a search (ask, plan) or score searches (eval): above search.
     Layer("features", ("ask", "eval", "plan"), independent=True),
+    # The rerank stage takes a finished search result and returns a reranked one: above search,
+    # below the features that ask for it by passing rerank=N through the search callable.
+    Layer("rerank", ("rerank",)),
     # Search reads what snapshot builds (BM25 stats layout version): above snapshot.
     Layer("search", ("search",)),
     Layer("snapshot", ("snapshot",)),

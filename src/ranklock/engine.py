@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from .ingest.document import Document
     from .plan.model import Plan
     from .plan.run import PlannedSearch
+    from .rerank.base import Reranker
+    from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
     from .snapshot.build import Progress
 
@@ -89,6 +91,7 @@ class Engine:
         log_queries: bool | None = None,
         read_dsns: Sequence[str] | None = None,
         embed_service: bool = False,
+        reranker: str | Reranker | None = None,
     ) -> None:
         settings = Settings()
         if read_dsns is not None:
@@ -126,6 +129,16 @@ class Engine:
         if embedder is not None:
             self._embedders[embedder.id] = embedder
         self._default_embedder = embedder
+        self._reranker_spec = reranker
+        self._reranker: Reranker | None = None
+
+    def reranker(self) -> Reranker:
+        """The reranker of ``rerank=N`` (Engine(reranker=...), else RANKLOCK_RERANKER), resolved once."""
+        if self._reranker is None:
+            from .rerank import resolve_reranker
+
+            self._reranker = resolve_reranker(self._reranker_spec)
+        return self._reranker
 
     def close(self) -> None:
         if self.router is not None:
@@ -472,11 +485,12 @@ class Engine:
 
         return readiness(self.db, self.settings.statement_timeout)
 
-    def replay(self, query_id: int) -> ReplayReport:
+    def replay(self, query_id: int) -> ReplayReport | RerankedReplay:
         """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical."""
+        from .rerank.stage import replay_rerank
         from .search.log import replay
 
-        return replay(self.db, self.settings, self.search, query_id)
+        return replay_rerank(self.db, self.search, self.reranker, replay(self.db, self.settings, self.search, query_id))
 
     # -- search ------------------------------------------------------------------------
 
@@ -522,6 +536,7 @@ class Engine:
         filter: Any = None,
         snapshot: int | None = None,
         as_of: datetime | str | None = None,
+        rerank: int | None = None,
         **params: Unpack[SearchOptions],
     ) -> SearchResult:
         """Search ``name`` and return the fused, tie-broken top ``k`` documents.
@@ -529,8 +544,14 @@ class Engine:
         ``filter`` (hard constraints), ``snapshot`` (default: the active one), ``as_of``, and any
         :class:`~ranklock.settings.SearchParams` field (``depth=100``, ``ef_search=200``, ...).
         With read replicas the search runs on one that has replayed the primary's position
-        (ranklock.store.replicas); ``served_by`` says where.
+        (ranklock.store.replicas); ``served_by`` says where.  ``rerank=N`` reorders the top N
+        fused hits with :meth:`reranker` (ranklock.rerank.stage).
         """
+        if rerank is not None:
+            from .rerank.stage import reranked_search
+
+            kwargs: dict[str, Any] = {"k": k, "mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
+            return reranked_search(self.search, self.db, self.reranker(), name, query, rerank, {**kwargs, **params})
         req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
         if self.router is None:
             return self._search(req)
@@ -559,10 +580,12 @@ class Engine:
         chunks: int = REQUEST.chunks,
         generator: str | Generator = "extractive",
         mode: str = REQUEST.mode,
+        rerank: int | None = None,
     ) -> Answer:
         """Answer ``question`` from the top ``chunks`` chunks of ``search``, with citations; logged for replay.
 
         ``mode`` (evaluation only: ``eval --answers`` compares Ask over each retrieval mode) replaces hybrid.
+        ``rerank=N`` reranks the top N fused chunks (:meth:`reranker`) before the top ``chunks`` are taken.
 
         >>> eng.ask("journal", "who reviewed XJ-900?").to_json()   # doctest: +SKIP
         """
@@ -581,13 +604,15 @@ class Engine:
             generator=generator,
             log=bool(self.settings.log_queries),
             mode=mode,
+            embedder=lambda: self._collection_embedder(coll),
+            rerank=rerank,
         )
 
     def replay_answer(self, answer_id: str) -> AnswerReplay:
         """Re-run logged answer ``answer_id``; the report says per layer (retrieval, prompt, answer) what changed."""
         from .ask.log import replay_answer
 
-        return replay_answer(self.db, self.collection, self.search, answer_id)
+        return replay_answer(self.db, self.collection, self.search, answer_id, self._collection_embedder)
 
     # -- structured requests (ranklock.plan) ---------------------------------------------
 

@@ -17,8 +17,9 @@ message is stable) and end with what to do about it::
     │   └── FilterError            malformed filter, unknown field, type mismatch
     ├── EmbedderError          model cannot load, checksum or dimension mismatch
     ├── SnapshotError          a snapshot cannot be built, activated or rolled back
-    └── GenerationError        an Ask generator failed: endpoint down, reply not in the asked format
-        └── CitationError          an answer cites something it was not given: rejected, never shown
+    ├── GenerationError        an Ask generator failed: endpoint down, reply not in the asked format
+    │   └── CitationError          an answer cites something it was not given: rejected, never shown
+    └── RerankError            a reranker failed: model cannot load, endpoint down, reply not a ranking
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "QueryError",
     "QueryTimeout",
     "RanklockError",
+    "RerankError",
     "SnapshotError",
 ]
 
@@ -107,3 +109,8 @@ class GenerationError(RanklockError):
 
 class CitationError(GenerationError):
     pass
+
+
+class RerankError(RanklockError):
+    # Like a generator, a reranker is upstream of ranklock (a model, an endpoint): a bad gateway.
+    http_status = 502

@@ -139,6 +139,15 @@ ENV: tuple[EnvVar, ...] = (
     EnvVar("RANKLOCK_LLM_URL", None, "OpenAI-compatible endpoint of the `openai` Ask generator"),
     EnvVar("RANKLOCK_LLM_MODEL", None, "model name sent to `RANKLOCK_LLM_URL`"),
     EnvVar("RANKLOCK_LLM_API_KEY", None, "bearer token sent to `RANKLOCK_LLM_URL`"),
+    EnvVar(
+        "RANKLOCK_RERANKER",
+        None,
+        "the reranker of `--rerank N`: a saved sentence-transformers CrossEncoder directory, or a `/rerank` "
+        "endpoint URL (Text Embeddings Inference, Cohere, Jina)",
+    ),
+    EnvVar("RANKLOCK_RERANK_API", "tei", "request shape of an HTTP reranker: `tei` or `cohere` (Cohere and Jina)"),
+    EnvVar("RANKLOCK_RERANK_MODEL", None, "model name sent to an HTTP reranker (required by the `cohere` shape)"),
+    EnvVar("RANKLOCK_RERANK_API_KEY", None, "bearer token sent to an HTTP reranker"),
     EnvVar("RANKLOCK_PLAN_LLM_URL", None, "OpenAI-compatible endpoint of the LLM plan extractor"),
     EnvVar("RANKLOCK_PLAN_LLM_MODEL", None, "model name sent to `RANKLOCK_PLAN_LLM_URL`"),
     EnvVar("RANKLOCK_PLAN_LLM_KEY", None, "bearer token sent to `RANKLOCK_PLAN_LLM_URL`"),

@@ -9,6 +9,7 @@ answer, why it was rejected.
 layer whether it is identical::
 
     retrieval   the numbered chunks: ids, ranks, scores and texts
+    rerank      the reranker record and its order (null on both sides for an ask without --rerank)
     prompt      the prompt's sha256 (template version and rendered messages)
     generator   the generator record: name, model, checksum, params
     answer      the answer JSON, byte for byte
@@ -29,20 +30,21 @@ from psycopg.types.json import Jsonb
 
 from ..errors import GenerationError, NotFound, QueryError
 from ..settings import REQUEST
-from .generators import resolve_generator
+from .generators import logged_generator
 from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
 from .prompt import render_prompt
-from .retrieve import SearchFn, number_chunks, retrieve
+from .retrieve import SearchFn, embed_fn, passages, retrieve
 from .validate import cited_answer
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
+    from ..embed.base import Embedder
     from ..search.results import SearchResult
     from ..store.database import Database
 
 __all__ = ["LAYERS", "AnswerReplay", "chunk_records", "log_answer", "log_rejected", "replay_answer"]
 
-LAYERS = ("retrieval", "prompt", "generator", "answer")
+LAYERS = ("retrieval", "rerank", "prompt", "generator", "answer")
 _ANSWER_ID = re.compile(r"[0-9a-f]{16}")
 
 
@@ -56,9 +58,10 @@ def chunk_records(chunks: Sequence[AskChunk]) -> list[list[Any]]:
 def _insert(db: Database, values: dict[str, Any]) -> int:
     row = db.fetchone(
         "INSERT INTO ranklock.answer_log (answer_id, status, collection, snapshot_id, manifest_hash, query_id, "
-        "request, chunks, prompt_version, prompt_sha256, generator, answer, error, raw) VALUES (%(answer_id)s, "
+        "request, chunks, prompt_version, prompt_sha256, generator, answer, error, raw, rerank) VALUES (%(answer_id)s, "
         "%(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, %(request)s, %(chunks)s, "
-        "%(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, %(error)s, %(raw)s) RETURNING id",
+        "%(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, %(error)s, %(raw)s, %(rerank)s) "
+        "RETURNING id",
         values,
     )
     assert row is not None  # INSERT … RETURNING always returns the row
@@ -83,6 +86,7 @@ def _common(
         "prompt_version": prompt.version,
         "prompt_sha256": prompt.sha256,
         "generator": Jsonb(info.to_dict()),
+        "rerank": None if res.params.get("rerank") is None else Jsonb(res.params["rerank"]),
     }
 
 
@@ -161,7 +165,11 @@ def _layer(logged: Any, replayed: Any) -> dict[str, Any]:
 
 
 def replay_answer(
-    db: Database, collection_of: Callable[[str], CollectionInfo], search: SearchFn, answer_id: str
+    db: Database,
+    collection_of: Callable[[str], CollectionInfo],
+    search: SearchFn,
+    answer_id: str,
+    embedder_of: Callable[[CollectionInfo], Embedder] | None = None,
 ) -> AnswerReplay:
     """Re-run logged answer ``answer_id`` on its snapshot; compare retrieval, prompt, generator and answer."""
     if not isinstance(answer_id, str) or not _ANSWER_ID.fullmatch(answer_id):
@@ -185,7 +193,7 @@ def replay_answer(
         )
     req: dict[str, Any] = row["request"]
     coll = collection_of(row["collection"])
-    gen = resolve_generator(row["generator"]["name"])
+    gen = logged_generator(row["generator"])
     res = retrieve(
         search,
         coll.name,
@@ -195,13 +203,15 @@ def replay_answer(
         snapshot=sid,
         chunks=int(req["chunks"]),
         mode=str(req.get("mode", REQUEST.mode)),
+        rerank=req.get("rerank"),
     )
-    numbered = number_chunks(res.hits)
+    numbered = passages(db, coll, res)
     prompt = render_prompt(req["question"], numbered)
     info = gen.info()
     replayed: str | dict[str, str]
+    embed = embed_fn(db, coll, None if embedder_of is None else (lambda: embedder_of(coll)))
     try:
-        draft = gen.generate(GenerationRequest(req["question"], numbered, prompt, coll.language))
+        draft = gen.generate(GenerationRequest(req["question"], numbered, prompt, coll.language, embed))
         replayed = cited_answer(
             draft,
             question=req["question"],
@@ -211,11 +221,13 @@ def replay_answer(
             prompt=prompt,
             snapshot_id=res.snapshot.id,
             manifest_hash=res.snapshot.manifest_hash,
+            rerank=res.params.get("rerank"),
         ).to_json()
     except GenerationError as exc:
         replayed = {"error": str(exc)}
     layers = {
         "retrieval": _layer(row["chunks"], chunk_records(numbered)),
+        "rerank": _layer(row.get("rerank"), res.params.get("rerank")),
         "prompt": _layer(row["prompt_sha256"], prompt.sha256),
         "generator": _layer(row["generator"], info.to_dict()),
         "answer": _layer(row["answer"], replayed),

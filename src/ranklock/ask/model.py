@@ -4,9 +4,9 @@
 
     {"question", "collection", "answer",
      "citations": [{"n", "doc_id", "chunk", "quote"}],
-     "chunks": [{"n", "doc_id", "chunk", "rank", "score", "text"}],
+     "chunks": [{"n", "doc_id", "chunk", "rank", "score", "text", "date"}],
      "abstained", "generator": {"name", "model", "checksum", "params"},
-     "prompt_sha256", "snapshot": {"id", "manifest_hash"}, "answer_id"}
+     "prompt_sha256", "snapshot": {"id", "manifest_hash"}, ["rerank",] "answer_id"}
 
 ``answer_id`` is content-addressed: the first 16 hex digits of the sha256 of
 that object without ``answer_id``.  Asking the same question of the same
@@ -24,9 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "ABSTAIN",
@@ -35,6 +39,7 @@ __all__ = [
     "Citation",
     "Draft",
     "DraftCitation",
+    "EmbedFn",
     "GenerationRequest",
     "Generator",
     "GeneratorInfo",
@@ -61,6 +66,8 @@ class AskChunk:
     rank: int
     score: float
     text: str
+    #: The note's date (its first date or timestamp field, else its effective_from), ISO text; None: undated.
+    date: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +77,7 @@ class AskChunk:
             "rank": self.rank,
             "score": self.score,
             "text": self.text,
+            "date": self.date,
         }
 
 
@@ -108,14 +116,23 @@ class Prompt:
     sha256: str
 
 
+#: Texts -> one L2-normalised row each, under the collection's pinned embedder, through the embedding cache.
+EmbedFn = Callable[[Sequence[str]], "npt.NDArray[np.float32]"]
+
+
 @dataclass(frozen=True)
 class GenerationRequest:
-    """Everything a generator may read: the question, the numbered chunks and the prompt."""
+    """Everything a generator may read: the question, the numbered chunks and the prompt.
+
+    ``embed`` (set by the ask runner) gives vectors of any texts under the collection's
+    embedder, read from or written to the embedding cache; a generator never sees the database.
+    """
 
     question: str
     chunks: tuple[AskChunk, ...]
     prompt: Prompt
     language: str = "english"  # the collection's text-search language
+    embed: EmbedFn | None = None
 
 
 @dataclass(frozen=True)
@@ -165,13 +182,15 @@ class Answer:
     prompt_sha256: str
     snapshot_id: int
     manifest_hash: str | None
+    #: The rerank record of a reranked ask (reranker, N, order; ranklock.rerank.stage), else None.
+    rerank: dict[str, Any] | None = None
     #: The search's query-log entry (None when query logging is off); not part of the JSON.
     query_id: int | None = None
     #: The answer-log row of this ask (None when logging is off); not part of the JSON.
     log_id: int | None = None
 
     def _body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "question": self.question,
             "collection": self.collection,
             "answer": self.answer,
@@ -182,6 +201,9 @@ class Answer:
             "prompt_sha256": self.prompt_sha256,
             "snapshot": {"id": self.snapshot_id, "manifest_hash": self.manifest_hash},
         }
+        if self.rerank is not None:
+            body["rerank"] = self.rerank  # only a reranked answer has the key: every other keeps its shape
+        return body
 
     @property
     def answer_id(self) -> str:

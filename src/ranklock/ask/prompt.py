@@ -22,7 +22,7 @@ from .model import ABSTAIN, AskChunk, Prompt, canonical_json
 
 __all__ = ["SYSTEM", "TEMPLATE_VERSION", "render_prompt"]
 
-TEMPLATE_VERSION = "ask-v1"
+TEMPLATE_VERSION = "ask-v2"  # v2: each passage says its note's date when it has one
 
 SYSTEM = (
     "You answer questions about a personal journal. Use only the numbered passages you are given. "
@@ -34,16 +34,19 @@ SYSTEM = (
 )
 
 USER = "Question: {question}\n\nPassages:\n{passages}"
-PASSAGE = "[{n}] ({doc_id}, chunk {chunk}) {text}"
+PASSAGE = "[{n}] ({doc_id}, chunk {chunk}{dated}) {text}"
 
 
 def render_prompt(question: str, chunks: Sequence[AskChunk]) -> Prompt:
     """The chat messages for ``question`` over ``chunks``, with the template version and their sha256.
 
     >>> render_prompt("who?", []).version
-    'ask-v1'
+    'ask-v2'
     """
-    passages = "\n\n".join(PASSAGE.format(n=c.n, doc_id=c.doc_id, chunk=c.chunk, text=c.text) for c in chunks)
+    passages = "\n\n".join(
+        PASSAGE.format(n=c.n, doc_id=c.doc_id, chunk=c.chunk, dated=f", dated {c.date}" if c.date else "", text=c.text)
+        for c in chunks
+    )
     messages = (
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": USER.format(question=question, passages=passages or "(none)")},

@@ -6,18 +6,31 @@ re-runs the retrieval) and the runner (which logs) do not import each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import QueryError
 from ..settings import REQUEST
-from .model import AskChunk
+from .model import AskChunk, EmbedFn
 
 if TYPE_CHECKING:
+    from ..collection import CollectionInfo
+    from ..embed.base import Embedder
     from ..search.results import Hit, SearchResult
+    from ..store.database import Database
 
-__all__ = ["DEFAULT_CHUNKS", "DEPTH", "MAX_CHUNKS", "RRF_K", "SearchFn", "number_chunks", "retrieve"]
+__all__ = [
+    "DEFAULT_CHUNKS",
+    "DEPTH",
+    "MAX_CHUNKS",
+    "RRF_K",
+    "SearchFn",
+    "embed_fn",
+    "number_chunks",
+    "passages",
+    "retrieve",
+]
 
 # ranklock.ask reaches only the foundations (tests/test_ask_rules.py), so these are literals here;
 # settings.ASK_DEPTH / ASK_RRF_K give eval --answers the same values, and a test checks they agree.
@@ -40,14 +53,17 @@ def retrieve(
     snapshot: int | None,
     chunks: int,
     mode: str = REQUEST.mode,
+    rerank: int | None = None,
 ) -> SearchResult:
     """The search an ask runs: hybrid, depth 40, RRF k = 60, top ``chunks`` documents.
 
     ``mode`` exists for evaluation and replay only: ``eval --answers`` runs Ask over
     each retrieval mode, logs it, and the replay of such an answer must use it.
+    ``rerank=N`` has the search rerank its top N fused hits first (ranklock.rerank.stage).
     """
     if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_CHUNKS:
         raise QueryError(f"chunks must be an integer from 1 to {MAX_CHUNKS}, got {chunks!r}; the default is 8.")
+    more: dict[str, Any] = {} if rerank is None else {"rerank": rerank}
     return search(
         collection,
         question,
@@ -58,12 +74,30 @@ def retrieve(
         as_of=as_of,
         depth=DEPTH,
         rrf_k=RRF_K,
+        **more,
     )
 
 
-def number_chunks(hits: Sequence[Hit]) -> tuple[AskChunk, ...]:
-    """Hits in rank order as passages [1]..[N]."""
+def number_chunks(hits: Sequence[Hit], dates: Mapping[str, str | None] | None = None) -> tuple[AskChunk, ...]:
+    """Hits in rank order as passages [1]..[N], each with its note's date when ``dates`` has it."""
+    dates = dates or {}
     return tuple(
-        AskChunk(n=i, doc_id=h.doc_id, chunk=h.chunk, rank=h.rank, score=h.score, text=h.text)
+        AskChunk(n=i, doc_id=h.doc_id, chunk=h.chunk, rank=h.rank, score=h.score, text=h.text, date=dates.get(h.doc_id))
         for i, h in enumerate(hits, start=1)
     )
+
+
+def passages(db: Database, coll: CollectionInfo, res: SearchResult) -> tuple[AskChunk, ...]:
+    """The hits of ``res`` numbered [1]..[N] with their notes' dates (ranklock.ask.vectors.note_dates)."""
+    from .vectors import note_dates
+
+    return number_chunks(res.hits, note_dates(db, coll, res.snapshot.id, [h.doc_id for h in res.hits]))
+
+
+def embed_fn(db: Database, coll: CollectionInfo, embedder: Callable[[], Embedder] | None) -> EmbedFn | None:
+    """Vectors under ``coll``'s embedder through the embedding cache, for generators that score by meaning."""
+    if embedder is None:
+        return None
+    from .vectors import cached_vectors
+
+    return lambda texts: cached_vectors(db, coll, embedder, texts)

@@ -22,11 +22,14 @@ from .model import Answer, GenerationRequest, Generator
 from .prompt import render_prompt
 
 # The retrieval half lives in .retrieve (ask/log.py's replay needs it too, and must not import this module).
-from .retrieve import DEFAULT_CHUNKS, DEPTH, MAX_CHUNKS, RRF_K, SearchFn, number_chunks, retrieve
+from .retrieve import DEFAULT_CHUNKS, DEPTH, MAX_CHUNKS, RRF_K, SearchFn, embed_fn, number_chunks, passages, retrieve
 from .validate import cited_answer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..collection import CollectionInfo
+    from ..embed.base import Embedder
     from ..store.database import Database
 
 __all__ = ["DEFAULT_CHUNKS", "DEPTH", "MAX_CHUNKS", "RRF_K", "SearchFn", "ask", "number_chunks", "retrieve"]
@@ -45,19 +48,33 @@ def ask(
     generator: str | Generator = "extractive",
     log: bool = True,
     mode: str = REQUEST.mode,
+    embedder: Callable[[], Embedder] | None = None,
+    rerank: int | None = None,
 ) -> Answer:
     """Answer ``question`` over ``coll`` with citations into the retrieved chunks.
 
     A draft that cites anything but the chunks it was given raises
     :class:`~ranklock.errors.CitationError` (and is logged as rejected when
     ``log``); it is never returned.  ``mode`` is for evaluation only (``eval --answers``
-    compares Ask over each retrieval mode); an ask is hybrid.
+    compares Ask over each retrieval mode); an ask is hybrid.  ``embedder`` returns the
+    collection's embedder (checked against its weights), for generators that score by meaning;
+    it is called only when a text's vector is not cached yet.
     """
     if not isinstance(question, str) or not question.strip():
         raise QueryError("the question is empty; pass the question to answer.")
     gen = resolve_generator(generator)  # before retrieval: a misconfigured generator costs no search
-    res = retrieve(search, coll.name, question, filter=filter, as_of=as_of, snapshot=snapshot, chunks=chunks, mode=mode)
-    numbered = number_chunks(res.hits)
+    res = retrieve(
+        search,
+        coll.name,
+        question,
+        filter=filter,
+        as_of=as_of,
+        snapshot=snapshot,
+        chunks=chunks,
+        mode=mode,
+        rerank=rerank,
+    )
+    numbered = passages(db, coll, res)
     prompt = render_prompt(question, numbered)
     info = gen.info()
     # res.mode, not "hybrid": a caller may hand in a search that runs another mode (eval --answers compares them).
@@ -69,9 +86,11 @@ def ask(
         "chunks": chunks,
         "mode": res.mode,
     }
+    if rerank is not None:
+        request["rerank"] = rerank  # only when given: the request of an ask without it is as before
     draft = None
     try:
-        draft = gen.generate(GenerationRequest(question, numbered, prompt, coll.language))
+        draft = gen.generate(GenerationRequest(question, numbered, prompt, coll.language, embed_fn(db, coll, embedder)))
         answer = cited_answer(
             draft,
             question=question,
@@ -82,6 +101,7 @@ def ask(
             snapshot_id=res.snapshot.id,
             manifest_hash=res.snapshot.manifest_hash,
             query_id=res.query_id,
+            rerank=res.params.get("rerank"),
         )
     except GenerationError as exc:
         if log:

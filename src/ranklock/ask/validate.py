@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import CitationError
 from .model import ABSTAIN, Answer, AskChunk, Citation, Draft, GeneratorInfo, Prompt
@@ -133,6 +134,7 @@ def cited_answer(
     snapshot_id: int,
     manifest_hash: str | None,
     query_id: int | None = None,
+    rerank: dict[str, Any] | None = None,
 ) -> Answer:
     """The :class:`Answer` for a validated ``draft``; raises :class:`CitationError` as :func:`validate_draft` does.
 
@@ -151,4 +153,5 @@ def cited_answer(
         snapshot_id=snapshot_id,
         manifest_hash=manifest_hash,
         query_id=query_id,
+        rerank=rerank,
     )

@@ -41,6 +41,21 @@ DsnOpt = Annotated[
     str | None, typer.Option("--dsn", envvar="RANKLOCK_DSN", help="External PostgreSQL DSN (default: embedded).")
 ]
 
+RerankOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--rerank",
+        help="Rerank the top N fused hits with the reranker (--reranker or RANKLOCK_RERANKER) before taking the top k.",
+    ),
+]
+RerankerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--reranker",
+        help="The reranker of --rerank: a saved CrossEncoder directory or a /rerank endpoint URL "
+        "(default RANKLOCK_RERANKER).",
+    ),
+]
 HomeOpt = Annotated[
     Path | None,
     typer.Option("--home", envvar="RANKLOCK_HOME", help=f"Data directory (default ./{env_default('RANKLOCK_HOME')})."),
@@ -111,7 +126,12 @@ def parse_settings(pairs: list[str] | None, *, taken: dict[str, Any] | None = No
 
 @contextmanager
 def engine(
-    dsn: str | None, home: Path | None, read_dsns: list[str] | None = None, *, long_lived: bool = False
+    dsn: str | None,
+    home: Path | None,
+    read_dsns: list[str] | None = None,
+    *,
+    long_lived: bool = False,
+    reranker: str | None = None,
 ) -> Iterator[Any]:
     """The command's Engine.  A command is a short process: it embeds through the local embedding
     service (RANKLOCK_EMBED_SERVICE) unless it is ``long_lived`` (serve, mcp), which loads the model once."""
@@ -120,7 +140,7 @@ def engine(
 
     try:
         served = not long_lived and Settings().embed_service
-        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None, embed_service=served)
+        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None, embed_service=served, reranker=reranker)
     except RanklockError as exc:
         raise fail(exc) from None
     try:

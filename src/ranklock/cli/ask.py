@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, console, engine, print_json
+from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, RerankerOpt, RerankOpt, console, engine, print_json
 
 #: This module's commands; cli/__init__.py merges them into the root app.
 app = typer.Typer()
@@ -27,17 +27,30 @@ def ask(
     snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
     chunks: Annotated[int, typer.Option(help="Chunks handed to the generator, numbered [1]..[N] (1-40).")] = 8,
     generator: Annotated[
-        str, typer.Option(help="extractive (default, no model), openai (RANKLOCK_LLM_URL) or local (small model).")
+        str,
+        typer.Option(
+            help="extractive (default: meaning and words, no model of its own), extractive-v2 (the older rule), "
+            "openai (RANKLOCK_LLM_URL) or local (small model)."
+        ),
     ] = "extractive",
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     read_dsn: ReadDsnOpt = None,
+    rerank: RerankOpt = None,
+    reranker: RerankerOpt = None,
 ) -> None:
     """Answer QUESTION from COLLECTION with numbered citations (search, then a generator); logged for replay."""
-    with engine(dsn, home, read_dsn) as eng:
+    with engine(dsn, home, read_dsn, reranker=reranker) as eng:
         ans = eng.ask(
-            collection, question, filter=filter, as_of=as_of, snapshot=snapshot, chunks=chunks, generator=generator
+            collection,
+            question,
+            filter=filter,
+            as_of=as_of,
+            snapshot=snapshot,
+            chunks=chunks,
+            generator=generator,
+            rerank=rerank,
         )
     if as_json:
         sys.stdout.write(ans.to_json() + "\n")
@@ -54,9 +67,11 @@ def ask(
     )
 
 
-def replay_answer_cli(answer_id: str, *, dsn: str | None, home: Path | None, as_json: bool) -> None:
+def replay_answer_cli(
+    answer_id: str, *, dsn: str | None, home: Path | None, as_json: bool, reranker: str | None = None
+) -> None:
     """``ranklock replay --answer ID``: per-layer report, exit 1 unless every layer is identical."""
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, reranker=reranker) as eng:
         report = eng.replay_answer(answer_id)
     if as_json:
         print_json(report.to_dict())

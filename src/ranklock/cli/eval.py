@@ -92,6 +92,17 @@ def eval_run(
         list[str] | None,
         typer.Option("--generator", help="With --answers: generator(s) to score (default extractive)."),
     ] = None,
+    half: Annotated[
+        str,
+        typer.Option(
+            "--half",
+            help="With --answers: tune, held-out or all of the questions (the seeded split of ranklock.eval.split).",
+        ),
+    ] = "all",
+    rerank: Annotated[
+        int | None,
+        typer.Option("--rerank", help="With --answers: rerank the top N fused chunks before Ask takes its 8."),
+    ] = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -102,7 +113,19 @@ def eval_run(
     if answers:
         from .eval_answers import eval_answers_command
 
-        eval_answers_command(collection, golden, modes, snapshot, generators or ["extractive"], out, dsn, home, as_json)
+        eval_answers_command(
+            collection,
+            golden,
+            modes,
+            snapshot,
+            generators or ["extractive"],
+            out,
+            dsn,
+            home,
+            as_json,
+            half=half,
+            rerank=rerank,
+        )
         return
     from ..eval.golden import load_golden
     from ..eval.run import evaluate, parse_ks, parse_modes

@@ -34,14 +34,18 @@ def eval_answers_command(
     dsn: str | None,
     home: Path | None,
     as_json: bool,
+    *,
+    half: str = "all",
+    rerank: int | None = None,
 ) -> None:
     """Run the answer evaluation and print (or write) its report."""
     from ..domains.journal.questions import load_questions
     from ..eval.answers import evaluate_answers, markdown_answers
     from ..eval.run import parse_modes
+    from ..eval.split import select_split
 
     try:
-        questions = load_questions(golden)
+        questions = select_split(load_questions(golden), half)
         mode_list = parse_modes(modes)
     except RanklockError as exc:
         raise fail(exc) from None
@@ -56,6 +60,8 @@ def eval_answers_command(
                 snapshot=snapshot,
                 source=str(golden),
                 progress=prog,
+                half=half,
+                rerank=rerank,
             )
         except RanklockError as exc:
             raise fail(exc) from None

@@ -11,7 +11,19 @@ from rich.markup import escape
 # typer vendors its own click; its parser raises these.
 from ..errors import RanklockError
 from ..settings import search_param_help
-from ._common import DsnOpt, HomeOpt, JsonOpt, QueryCommand, ReadDsnOpt, engine, err_console, fail, parse_settings
+from ._common import (
+    DsnOpt,
+    HomeOpt,
+    JsonOpt,
+    QueryCommand,
+    ReadDsnOpt,
+    RerankerOpt,
+    RerankOpt,
+    engine,
+    err_console,
+    fail,
+    parse_settings,
+)
 from .render import FormatOpt
 
 #: This module's commands; cli/__init__.py merges them into the root app.
@@ -63,6 +75,8 @@ def search(
     ] = False,
     fmt: FormatOpt = None,
     qid: Annotated[str, typer.Option("--qid", help="With --format trec: the query id column.")] = "1",
+    rerank: RerankOpt = None,
+    reranker: RerankerOpt = None,
 ) -> None:
     """Search COLLECTION: keyword and vector branches fused by RRF.
 
@@ -92,6 +106,8 @@ def search(
 
         if settings:
             raise fail("--set applies to a QUERY search; a --request search takes its parameters from the plan.")
+        if rerank is not None:
+            raise fail("--rerank applies to a QUERY search; a --request search is ranked by its plan.")
 
         search_request_cli(collection, query, request, k=k, explain=explain, as_json=as_json, dsn=dsn, home=home)
         return
@@ -109,7 +125,9 @@ def search(
         if mode != "lexical"
         else "searching…"
     )
-    with engine(dsn, home, read_dsn) as eng, render.waiting(wait):
+    # --rerank joins the call only when given: a search without it runs exactly as before.
+    reranking = {} if rerank is None else {"rerank": rerank}
+    with engine(dsn, home, read_dsn, reranker=reranker) as eng, render.waiting(wait):
         res = eng.search(
             collection,
             query,
@@ -119,6 +137,7 @@ def search(
             snapshot=snapshot,
             as_of=as_of,
             **{**options, **settings},
+            **reranking,
         )
     render.render_search(res, out_format, timings=timings, qid=qid)
     # JSON carries the warnings itself; the other formats have no place for them but stderr.

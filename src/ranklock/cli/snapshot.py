@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from ..errors import RanklockError
-from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, fail, print_json
+from ._common import DsnOpt, HomeOpt, JsonOpt, RerankerOpt, console, engine, err_console, fail, print_json
 from .render import FormatOpt, clip, render_snapshots, resolve_format
 
 #: This module's commands; cli/__init__.py merges them into the root app.
@@ -240,16 +240,21 @@ def replay(
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
+    reranker: RerankerOpt = None,
 ) -> None:
-    """Re-run a logged query (or --answer) against its snapshot; exit 1 unless the result is identical."""
+    """Re-run a logged query (or --answer) against its snapshot; exit 1 unless the result is identical.
+
+    A reranked search or answer is replayed with --reranker (default RANKLOCK_RERANKER); the report
+    shows the rerank layer apart.
+    """
     if answer is not None or query_id is None:
         from .ask import replay_answer_cli
 
         if answer is None or query_id is not None:
             raise typer.BadParameter("give a query id or --answer ANSWER_ID, not both and not neither.")
-        replay_answer_cli(answer, dsn=dsn, home=home, as_json=as_json)
+        replay_answer_cli(answer, dsn=dsn, home=home, as_json=as_json, reranker=reranker)
         return
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, reranker=reranker) as eng:
         report = eng.replay(query_id)
     d = report.to_dict()
     if as_json:

@@ -68,10 +68,14 @@ def evaluate_answers(
     snapshot: int | None = None,
     source: str = "",
     progress: Progress | None = None,
+    half: str = "all",
+    rerank: int | None = None,
 ) -> dict[str, Any]:
     """Score every (mode, generator) pair on ``questions`` (see the module docstring); return the report.
 
-    With no generator, only retrieval (recall@8, recall@10 per class) is measured.
+    With no generator, only retrieval (recall@8, recall@10 per class) is measured.  ``half`` names
+    the part of the question set given (ranklock.eval.split), for the report; ``rerank`` asks
+    with the reranker over the top N fused chunks (``Engine.ask(rerank=N)``).
     """
     modes = parse_modes(modes)
     if generators and not hasattr(target, "ask"):
@@ -84,8 +88,14 @@ def evaluate_answers(
         "schema": ANSWERS_SCHEMA,
         "collection": collection,
         "snapshot": {"id": snap["id"], "manifest_hash": snap["manifest_hash"]},
-        "questions": {"path": source, "count": len(questions), "digest": _questions_digest(questions)},
+        "questions": {
+            "path": source,
+            "count": len(questions),
+            "digest": _questions_digest(questions),
+            "half": half,
+        },
         "chunks": chunks,
+        "rerank": rerank,
         "retrieval": {},
         "runs": [],
     }
@@ -133,14 +143,27 @@ def evaluate_answers(
                     chunks=chunks,
                     snap=snap,
                     progress=progress,
+                    rerank=rerank,
                 )
             )
     return report
 
 
-def _ask(target: AskTarget, collection: str, q: Any, *, mode: str, generator: str, chunks: int, snapshot: int) -> Any:
+def _ask(
+    target: AskTarget,
+    collection: str,
+    q: Any,
+    *,
+    mode: str,
+    generator: str,
+    chunks: int,
+    snapshot: int,
+    rerank: int | None = None,
+) -> Any:
     """``ask`` with retrieval in ``mode`` (Ask's own retrieval is hybrid; its ``mode`` keyword is for this)."""
     kwargs: dict[str, Any] = {"filter": q.filter, "snapshot": snapshot, "chunks": chunks, "generator": generator}
+    if rerank is not None:
+        kwargs["rerank"] = rerank
     if mode == "hybrid":
         return target.ask(collection, q.question, **kwargs)
     return target.ask(collection, q.question, mode=mode, **kwargs)
@@ -174,11 +197,14 @@ def _run(
     chunks: int,
     snap: Mapping[str, Any],
     progress: Progress | None,
+    rerank: int | None = None,
 ) -> dict[str, Any]:
     per_question: dict[str, dict[str, Any]] = {}
     for i, q in enumerate(questions):
         try:
-            ans = _ask(target, collection, q, mode=mode, generator=generator, chunks=chunks, snapshot=snap["id"])
+            ans = _ask(
+                target, collection, q, mode=mode, generator=generator, chunks=chunks, snapshot=snap["id"], rerank=rerank
+            )
             text = str(_field(ans, "answer", ""))
             abstained = bool(_field(ans, "abstained", False))
             cited = [str(_field(c, "doc_id")) for c in _field(ans, "citations", []) or []]

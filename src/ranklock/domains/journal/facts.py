@@ -25,6 +25,7 @@ __all__ = [
     "UNKNOWN_CODENAMES",
     "UNKNOWN_IDENTIFIERS",
     "UNKNOWN_PEOPLE",
+    "UNSTATED_QUESTIONS",
     "VENUES",
 ]
 
@@ -277,6 +278,43 @@ UNKNOWN_PEOPLE: tuple[str, ...] = (
 )
 UNKNOWN_CODENAMES: tuple[str, ...] = ("Moonraker", "Gallowglass", "Pennyroyal", "Starwort", "Thistledown")
 UNKNOWN_IDENTIFIERS: tuple[str, ...] = ("ZQ-4040", "YV-118", "RN-7321", "HC-555", "PL-9090")
+
+#: Questions no note answers although most of their words are the journal's (bicycle, plumber, visitors,
+#: Reykjavik...), written once by hand in the three languages: (lang, question).  They name no
+#: person, codename or identifier, so only the generator's own evidence can tell it has no answer,
+#: and the extractive generator's abstention threshold is chosen on them (issue 26).
+UNSTATED_QUESTIONS: tuple[tuple[str, str], ...] = (
+    ("en", "Which bus should visitors take?"),
+    ("en", "What colour did we paint the kitchen?"),
+    ("en", "How much did the new bicycle cost?"),
+    ("en", "Which vet treated the dog's ear infection?"),
+    ("en", "What did the plumber say about the boiler?"),
+    ("en", "Which hotel did we stay at in Reykjavik?"),
+    ("en", "How many guests came to my grandmother's party?"),
+    ("en", "Which school does our daughter attend?"),
+    ("en", "What time does the bakery open on Sundays?"),
+    ("en", "Which language course did I sign up for?"),
+    ("en", "Who repaired the laptop screen?"),
+    ("en", "Which vegetables grow in the allotment?"),
+    ("en", "What did the doctor prescribe for my back pain?"),
+    ("en", "Where did we celebrate our son's birthday?"),
+    ("en", "Which airline lost our luggage?"),
+    ("en", "How long is the commute to the office by train?"),
+    ("en", "What is the name of the neighbour's cat?"),
+    ("en", "Which film did we watch at the cinema?"),
+    ("en", "How much is the monthly parking permit?"),
+    ("en", "Who won the chess tournament at the club?"),
+    ("pt", "Que autocarro devem apanhar os visitantes?"),
+    ("pt", "De que cor pintámos a sala?"),
+    ("pt", "Quanto custou a bicicleta nova?"),
+    ("pt", "Qual é o nome do gato da vizinha?"),
+    ("pt", "Onde jantámos no aniversário do meu pai?"),
+    ("es", "¿Qué autobús deben tomar los visitantes?"),
+    ("es", "¿De qué color pintamos la cocina?"),
+    ("es", "¿Cuánto costó la bicicleta nueva?"),
+    ("es", "¿Cómo se llama el gato de la vecina?"),
+    ("es", "¿Dónde cenamos en el cumpleaños de mi padre?"),
+)
 
 #: Episodes for the paraphrase class: (note text, question, gold answer).  The
 #: question shares no content word with the note (tests/test_journal.py checks

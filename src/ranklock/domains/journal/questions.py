@@ -17,8 +17,9 @@ Classes (:data:`QUESTION_CLASSES`):
   of a quarter's trips); every part of the answer must be given;
 * ``pt_es``: asked in Portuguese or Spanish about a note in that language;
 * ``unanswerable``: about people, codenames or identifiers the journal never
-  mentions, or a year it does not cover; gold ids empty, the right answer is
-  to abstain.
+  mentions, or a year it does not cover, or (:data:`facts.UNSTATED_QUESTIONS`)
+  everyday matters in the journal's own words that no note states; gold ids
+  empty, the right answer is to abstain.
 
 A gold answer with several parts separates them with ``"; "``.
 
@@ -179,6 +180,8 @@ def generate_questions(journal: Journal) -> list[Question]:
         out["unanswerable"].append(
             (f"Which provider hosted {code} in 2022?", (), "", "en", _between("2022-01-01", "2022-12-31"))
         )
+    for lang, text in F.UNSTATED_QUESTIONS:
+        out["unanswerable"].append((text, (), "", lang, None))
 
     questions: list[Question] = []
     for cls in QUESTION_CLASSES:
