@@ -278,7 +278,9 @@ class AsyncEngine:
 
         eng, adb = await self._ready()
         if eng.router is not None:
-            report: ReplayReport = await asyncio.to_thread(eng.replay, query_id)
+            from .search.log import replay
+
+            report: ReplayReport = await asyncio.to_thread(replay, eng.db, eng.settings, eng.search, query_id)
             return report
 
         def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:

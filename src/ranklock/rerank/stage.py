@@ -13,7 +13,7 @@ documents, then :func:`rerank_result`:
    so the result's JSON (and its digest) says what reranked it.
 
 The fused result is logged by the search itself; the stage adds the rerank
-record to that query-log row (``query_log.rerank``, migration 0008), and
+record to that query-log row (``query_log.rerank``, migration 0009), and
 :func:`replay_rerank` re-runs the fusion, then the reranker, and reports the
 rerank layer apart from the fusion's differences.  A search without ``rerank``
 never reaches this module: its bytes are unchanged.
