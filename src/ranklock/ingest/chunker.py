@@ -11,7 +11,10 @@ recorded in every snapshot manifest (a change of rules shows up as a
 manifest difference; a snapshot keeps the id it was built with).  It depends
 on nothing but the text and the token spans: no locale, no language model.
 
-``ranklock-boundaries/3``
+``ranklock-boundaries/4`` (``/3`` with one fix: a chunk shortened to fit the
+model, below, then ends at its last word boundary, never inside a word that
+fits the window; hypothesis found a chunk starting inside a word longer than
+the window and ending inside a short one)
     * The window is the collection's ``window``: what BM25 indexes and a hit
       shows.  When the tokenizer states what the model reads of one text
       (``max_tokens``: the input limit less the special tokens;
@@ -60,7 +63,8 @@ So every token of the document is in some chunk (each chunk starts at or
 before the previous one's end), and no chunk starts or ends inside a word
 unless that word alone is longer than the window.  A chunk cut inside a
 word is re-tokenized on its own and shortened until it fits the window,
-since word pieces can tokenize differently once separated from their word.
+since word pieces can tokenize differently once separated from their word,
+and then ends at its last word boundary.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ from ..embed.base import Tokenizer, token_capacity
 __all__ = ["BOUNDARY_RULES", "Chunk", "chunk_text", "document_text", "effective_window", "last_window"]
 
 #: Version of the cut rules (see the module docstring); recorded in snapshot manifests.
-BOUNDARY_RULES = "ranklock-boundaries/3"
+BOUNDARY_RULES = "ranklock-boundaries/4"
 
 _WORD, _SENTENCE = 1, 2
 #: A sentence-final mark, then optional closing quotes/brackets, at the end of the text before a gap.
@@ -200,6 +204,13 @@ def chunk_text(text: str, tokenizer: Tokenizer, window: int, overlap: int) -> li
             while end - start > 1 and len(tokenizer.offsets(text[a:b])) > limit:
                 end -= 1
                 b = spans[end - 1][1]
+            # Shortened for the model, the chunk may now end inside a word that was whole in it: end at
+            # the last word boundary instead (a chunk starting inside a long word, then ending in a short one).
+            if end < n and strength[end] == 0:
+                cut = _last(strength, start + 1, end, _WORD)
+                if cut is not None:
+                    end = cut
+                    b = spans[end - 1][1]
         chunks.append(Chunk(len(chunks), a, b, text[a:b]))
         if end >= n:
             break
