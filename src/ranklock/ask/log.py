@@ -16,6 +16,12 @@ layer whether it is identical::
 
 A deterministic generator (``extractive``; ``local`` on the same machine)
 must match byte for byte; ``identical`` is true only when every layer is.
+
+With ``RANKLOCK_LOG_TEXT=hash`` a row keeps the sha256 of the question and of
+the answer JSON instead of the texts (and no raw reply); a replay then needs
+the question again (checked against its hash) and compares the answer by hash.
+The answer log is under the query log's retention policy
+(ranklock.snapshot.retention).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import GenerationError, NotFound, QueryError
 from ..settings import REQUEST
+from ..snapshot.retention import ANSWER_LOG, RetentionPolicy, schedule_for
 from .generators import logged_generator
 from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
 from .prompt import render_prompt
@@ -42,7 +49,7 @@ if TYPE_CHECKING:
     from ..search.results import SearchResult
     from ..store.database import Database
 
-__all__ = ["LAYERS", "AnswerReplay", "chunk_records", "log_answer", "log_rejected", "replay_answer"]
+__all__ = ["LAYERS", "AnswerReplay", "LogPolicy", "chunk_records", "log_answer", "log_rejected", "replay_answer"]
 
 LAYERS = ("retrieval", "rerank", "prompt", "generator", "answer")
 _ANSWER_ID = re.compile(r"[0-9a-f]{16}")
@@ -55,16 +62,46 @@ def chunk_records(chunks: Sequence[AskChunk]) -> list[list[Any]]:
     ]
 
 
-def _insert(db: Database, values: dict[str, Any]) -> int:
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class LogPolicy:
+    """How answers are logged: hashes only (``hashed``), and the retention the log is kept within."""
+
+    hashed: bool = False
+    retention: RetentionPolicy | None = None
+
+
+def _insert(db: Database, values: dict[str, Any], policy: LogPolicy) -> int:
+    if policy.hashed:
+        request = dict(values["request"].obj)
+        request["question_sha256"] = _sha256(str(request.pop("question")))
+        answer = values["answer"]
+        values = {
+            **values,
+            "request": Jsonb(request),
+            "answer": None,
+            "answer_sha256": None if answer is None else _sha256(answer),
+            "raw": None,
+        }
+    else:
+        values = {**values, "answer_sha256": None}
     row = db.fetchone(
         "INSERT INTO ranklock.answer_log (answer_id, status, collection, snapshot_id, manifest_hash, query_id, "
-        "request, chunks, prompt_version, prompt_sha256, generator, answer, error, raw, rerank) VALUES (%(answer_id)s, "
-        "%(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, %(request)s, %(chunks)s, "
-        "%(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, %(error)s, %(raw)s, %(rerank)s) "
-        "RETURNING id",
+        "request, chunks, prompt_version, prompt_sha256, generator, answer, answer_sha256, error, raw, rerank) "
+        "VALUES (%(answer_id)s, %(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, "
+        "%(request)s, %(chunks)s, %(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, "
+        "%(answer_sha256)s, %(error)s, %(raw)s, %(rerank)s) RETURNING id, bytes",
         values,
     )
-    assert row is not None  # INSERT … RETURNING always returns the row
+    if row is None:  # INSERT … RETURNING always returns the row
+        raise RuntimeError("INSERT returned no row")
+    if policy.retention is not None:
+        schedule = schedule_for(db)
+        if schedule.logged(ANSWER_LOG, int(row["bytes"] or 0), policy.retention):
+            schedule.run(db, ANSWER_LOG, policy.retention)
     return int(row["id"])
 
 
@@ -91,7 +128,14 @@ def _common(
 
 
 def log_answer(
-    db: Database, answer: Answer, res: SearchResult, request: dict[str, Any], prompt: Prompt, *, raw: str | None
+    db: Database,
+    answer: Answer,
+    res: SearchResult,
+    request: dict[str, Any],
+    prompt: Prompt,
+    *,
+    raw: str | None,
+    policy: LogPolicy = LogPolicy(),
 ) -> int:
     """Log a validated answer; returns the log row id."""
     return _insert(
@@ -104,6 +148,7 @@ def log_answer(
             "error": None,
             "raw": raw,
         },
+        policy,
     )
 
 
@@ -118,6 +163,7 @@ def log_rejected(
     *,
     error: str,
     raw: str | None,
+    policy: LogPolicy = LogPolicy(),
 ) -> int:
     """Log an answer that was rejected (bad citations, garbage reply, endpoint down); returns the row id."""
     return _insert(
@@ -130,6 +176,7 @@ def log_rejected(
             "error": error,
             "raw": raw,
         },
+        policy,
     )
 
 
@@ -164,14 +211,42 @@ def _layer(logged: Any, replayed: Any) -> dict[str, Any]:
     return {"identical": logged == replayed, "logged": logged, "replayed": replayed}
 
 
+def _logged_question(answer_id: str, req: dict[str, Any], given: str | None) -> str:
+    """The question to replay: the logged one, or (hash-only row) ``given`` once its sha256 matches."""
+    if "question" in req:
+        if given is not None and given != req["question"]:
+            raise QueryError(f"answer {answer_id} was logged with its question; replay it without --question.")
+        return str(req["question"])
+    digest = str(req.get("question_sha256"))
+    if given is None:
+        raise QueryError(
+            f"answer {answer_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): the question and the answer "
+            f"are not stored, only their sha256 (question {digest[:12]}…). The snapshot, the numbered chunks (ids, "
+            "ranks, scores, text hashes), the prompt hash and the generator are, and all four layers replay once "
+            f"the question is given again: `ranklock replay --answer {answer_id} --question TEXT` "
+            "(Engine.replay_answer(..., question=...)); the answer is then compared by its sha256."
+        )
+    if _sha256(given) != digest:
+        raise QueryError(
+            f"the question given for answer {answer_id} is not the one logged: its sha256 is {_sha256(given)[:12]}…, "
+            f"the log's {digest[:12]}…. Give the exact question (same spaces and case)."
+        )
+    return given
+
+
 def replay_answer(
     db: Database,
     collection_of: Callable[[str], CollectionInfo],
     search: SearchFn,
     answer_id: str,
     embedder_of: Callable[[CollectionInfo], Embedder] | None = None,
+    *,
+    question: str | None = None,
 ) -> AnswerReplay:
-    """Re-run logged answer ``answer_id`` on its snapshot; compare retrieval, prompt, generator and answer."""
+    """Re-run logged answer ``answer_id`` on its snapshot; compare retrieval, prompt, generator and answer.
+
+    ``question``: the question of a row logged with hashes only, checked against its sha256.
+    """
     if not isinstance(answer_id, str) or not _ANSWER_ID.fullmatch(answer_id):
         raise QueryError(
             f"answer id {answer_id!r} is not 16 lowercase hex digits; copy answer_id from `ranklock ask --json`."
@@ -192,12 +267,13 @@ def replay_answer(
             "a replay needs the snapshot it ran against."
         )
     req: dict[str, Any] = row["request"]
+    asked = _logged_question(answer_id, req, question)
     coll = collection_of(row["collection"])
     gen = logged_generator(row["generator"])
     res = retrieve(
         search,
         coll.name,
-        req["question"],
+        asked,
         filter=req.get("filter"),
         as_of=req.get("as_of"),
         snapshot=sid,
@@ -206,15 +282,15 @@ def replay_answer(
         rerank=req.get("rerank"),
     )
     numbered = passages(db, coll, res)
-    prompt = render_prompt(req["question"], numbered)
+    prompt = render_prompt(asked, numbered)
     info = gen.info()
     replayed: str | dict[str, str]
     embed = embed_fn(db, coll, None if embedder_of is None else (lambda: embedder_of(coll)))
     try:
-        draft = gen.generate(GenerationRequest(req["question"], numbered, prompt, coll.language, embed))
+        draft = gen.generate(GenerationRequest(asked, numbered, prompt, coll.language, embed))
         replayed = cited_answer(
             draft,
-            question=req["question"],
+            question=asked,
             collection=coll.name,
             chunks=numbered,
             generator=info,
@@ -230,7 +306,9 @@ def replay_answer(
         "rerank": _layer(row.get("rerank"), res.params.get("rerank")),
         "prompt": _layer(row["prompt_sha256"], prompt.sha256),
         "generator": _layer(row["generator"], info.to_dict()),
-        "answer": _layer(row["answer"], replayed),
+        "answer": _layer(row["answer"], replayed)
+        if row["answer"] is not None
+        else _layer(row["answer_sha256"], _sha256(replayed) if isinstance(replayed, str) else replayed),
     }
     return AnswerReplay(
         answer_id=answer_id,
