@@ -266,3 +266,83 @@ def test_finding_the_cut_reads_only_what_the_limits_reach(clean_log: Engine) -> 
     # 100 entries fit, the 101st is the cut, and the window function reads one row ahead (peers).
     assert rows_read(size_cut_sql(QUERY_LOG), 100 * one["b"]) == 102
     assert rows_read(age_cut_sql(QUERY_LOG), 4900 * 86400.0 + 43200) == 100  # 99 expired, then the first young one
+
+
+@pytest.fixture
+def clean_logs(clean_log: Engine) -> Engine:
+    clean_log.db.execute("DELETE FROM ranklock.answer_log")
+    clean_log.db.execute(
+        "UPDATE ranklock.answer_log_retention SET pruned_through = 0, pruned_rows = 0, pruned_bytes = 0"
+    )
+    return clean_log
+
+
+def test_the_answer_log_is_under_the_same_policy_in_db_status_and_log_prune(clean_logs: Engine) -> None:
+    eng = clean_logs
+    answers = [
+        eng.ask("notes", q) for q in ("What rises from a volcano?", "What makes bread rise?", "What raises tides?")
+    ]
+    rows = eng.db.fetchall("SELECT id, bytes FROM ranklock.answer_log ORDER BY id")
+    assert [r["id"] for r in rows] == [a.log_id for a in answers] and all(r["bytes"] > 500 for r in rows)
+    status = eng.logs_status()
+    assert set(status) == {"query_log", "answer_log"} and status["answer_log"]["rows"] == 3
+    report = eng.prune_log(max_bytes=rows[-1]["bytes"])  # room for the newest answer only
+    assert report["logs"]["answer_log"]["deleted"] == 2 and report["logs"]["answer_log"]["rows"] == 1
+    assert report["logs"]["answer_log"]["pruned_through"] == rows[1]["id"]
+    assert report["logs"]["query_log"]["rows"] <= 1  # the one policy pruned the searches too
+    res = CliRunner().invoke(app, ["log", "prune", "--home", str(eng.settings.home), "--max-bytes", "1B"])
+    assert res.exit_code == 0 and "answer log: pruned 1 entries" in res.output and "query log: pruned" in res.output
+
+
+def test_the_answer_log_prunes_itself_on_its_schedule(clean_logs: Engine) -> None:
+    eng = clean_logs
+    eng.ask("notes", "What rises from a volcano?")
+    one = max(r["bytes"] for r in eng.db.fetchall("SELECT bytes FROM ranklock.answer_log"))
+    eng.settings.log_max_bytes = 20 * one
+    sizes = []
+    for i in range(30):
+        eng.ask("notes", f"What rises from a volcano, question {i}?")
+        sizes.append(eng.logs_status()["answer_log"]["bytes"])
+    assert eng.logs_status()["answer_log"]["pruned_rows"] > 0
+    assert max(sizes) <= eng.settings.log_max_bytes * 1.05 + one
+
+
+def test_hash_only_logs_keep_no_text_and_replay_needs_it_given(clean_logs: Engine) -> None:
+    from ranklock import QueryError
+
+    eng = clean_logs
+    eng.settings.log_text = "hash"
+    query = "magma crust lava"
+    res = eng.search("notes", query, k=2, mode="lexical")
+    row = eng.db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [res.query_id])
+    assert row is not None and "query" not in row["request"] and query not in json.dumps(row, default=str)
+    digest = row["request"]["query_sha256"]
+    with pytest.raises(QueryError) as exc:
+        eng.replay(res.query_id)
+    assert str(exc.value) == (
+        f"query {res.query_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its text is not stored, only its "
+        f"sha256 {digest[:12]}…. What is still stored (the snapshot, the parameters, the filter, every branch's ids, "
+        "ranks and scores, the result digest) replays once the text is given again: "
+        f"`ranklock replay {res.query_id} --query TEXT` (Engine.replay({res.query_id}, query=...)); its sha256 must "
+        "match."
+    )
+    with pytest.raises(QueryError, match=r"^the text given for query \d+ is not the one logged: its sha256 is "):
+        eng.replay(res.query_id, query="magma crust")
+    assert eng.replay(res.query_id, query=query).identical
+    cli = CliRunner().invoke(app, ["replay", str(res.query_id), "--query", query, "--home", str(eng.settings.home)])
+    assert cli.exit_code == 0 and "identical" in cli.output
+
+    question = "What makes bread rise?"
+    ans = eng.ask("notes", question)
+    arow = eng.db.fetchone("SELECT * FROM ranklock.answer_log WHERE id = %s", [ans.log_id])
+    assert arow is not None and arow["answer"] is None and arow["raw"] is None and arow["answer_sha256"]
+    assert "question" not in arow["request"] and question not in json.dumps(arow, default=str)
+    assert ans.answer not in json.dumps(arow, default=str)
+    with pytest.raises(QueryError) as exc:
+        eng.replay_answer(ans.answer_id)
+    assert str(exc.value).startswith(
+        f"answer {ans.answer_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): the question and the answer "
+        "are not stored, only their sha256"
+    )
+    replayed = eng.replay_answer(ans.answer_id, question=question)
+    assert replayed.identical and replayed.layers["answer"]["logged"] == arow["answer_sha256"]

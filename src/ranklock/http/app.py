@@ -81,6 +81,9 @@ def _validation_message(request: Request, exc: RequestValidationError) -> str:
                 "send one JSON object."
             )
             continue
+        if err.get("type") == "ranklock":
+            parts.append(str(err.get("msg", "")) + ".")  # a whole sentence of ranklock.api's validators
+            continue
         if len(loc) <= 1:
             parts.append(
                 f"the request {where} must be a JSON object with keys {', '.join(_valid_keys(request, where))}; "

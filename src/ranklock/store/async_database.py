@@ -39,6 +39,7 @@ from .database import (
     RESTART_WAIT_S,
     _first_line,
     _redact,
+    checkout_wait,
     pool_timeout_error,
     recovery_failure,
     recovery_pending,
@@ -220,7 +221,9 @@ class AsyncDatabase:
             lp = await self._loop_pool()
             pool, gen = lp.pool, lp.generation
             try:
-                conn = await pool.getconn(timeout=max(0.1, deadline - time.monotonic()))
+                conn = await pool.getconn(
+                    timeout=checkout_wait(pool.get_stats(), self.max_size, deadline, self.pool_timeout)
+                )
             except PoolClosed as exc:
                 if gen != lp.generation:
                     continue

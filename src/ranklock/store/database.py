@@ -46,6 +46,7 @@ __all__ = [
     "Database",
     "Timer",
     "Tracer",
+    "checkout_wait",
     "data_directory",
     "pool_timeout_error",
     "recovery_failure",
@@ -62,6 +63,20 @@ def _first_line(exc: BaseException) -> str:
 def _redact(dsn: str) -> str:
     dsn = re.sub(r"(//[^:/@\s]+):[^@/\s]*@", r"\1:***@", dsn)
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+
+
+def checkout_wait(stats: dict[str, int], max_size: int, deadline: float, pool_timeout: float) -> float:
+    """How long to wait for a pooled connection before the server is checked.
+
+    A full pool of busy connections is a queue: wait up to the deadline.  A pool
+    with room only waits while it connects, which takes milliseconds when the
+    server is up; after half the pool timeout it is checked (and restarted),
+    so a request to a dead server is still answered within the pool timeout.
+    """
+    left = max(0.1, deadline - time.monotonic())
+    if stats.get("pool_size", 0) >= max_size:
+        return left
+    return min(left, max(0.1, pool_timeout / 2))
 
 
 def pool_timeout_error(
@@ -273,7 +288,7 @@ class Database:
         while True:
             pool, gen = self.pool, self._generation
             try:
-                conn = pool.getconn(timeout=max(0.1, deadline - time.monotonic()))
+                conn = pool.getconn(timeout=checkout_wait(pool.get_stats(), self.max_size, deadline, self.pool_timeout))
             except PoolClosed as exc:
                 if gen != self._generation:
                     continue  # a recovery replaced the pool while this caller waited
