@@ -22,7 +22,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from .errors import InputError, QueryError
-from .settings import SearchParams, Settings
+from .settings import REQUEST, SearchParams, Settings
 from .validation import describe_errors
 
 __all__ = [
@@ -47,8 +47,8 @@ class SearchRequest(BaseModel):
 
     collection: str
     query: str
-    k: int = 10
-    mode: str = "hybrid"
+    k: int = REQUEST.k
+    mode: str = REQUEST.mode
     filter: Any = None
     snapshot: int | None = Field(None, validation_alias=AliasChoices("snapshot", "snapshot_id"))
     as_of: str | None = None
@@ -87,7 +87,7 @@ class AskRequest(BaseModel):
     filter: str | dict[str, Any] | list[Any] | None = None
     as_of: str | None = None
     snapshot: int | None = Field(None, validation_alias=AliasChoices("snapshot", "snapshot_id"))
-    chunks: int = Field(8, ge=1, le=40, description="Chunks handed to the generator, numbered [1]..[N].")
+    chunks: int = Field(REQUEST.chunks, ge=1, le=40, description="Chunks handed to the generator, numbered [1]..[N].")
     generator: str = Field("extractive", description="extractive, openai or local.")
 
     @model_validator(mode="before")
@@ -103,8 +103,8 @@ class SearchQuery(BaseModel):
 
     collection: str
     q: str
-    k: int = 10
-    mode: str = "hybrid"
+    k: int = REQUEST.k
+    mode: str = REQUEST.mode
     filter: str | None = None
     snapshot: int | None = None
     as_of: str | None = None
