@@ -76,6 +76,21 @@ class SearchRequest(BaseModel):
             )
         return params
 
+    def arguments(self) -> dict[str, Any]:
+        """The keywords of ``Engine.search`` / ``AsyncEngine.search`` after collection and query."""
+        return {
+            "k": self.k,
+            "mode": self.mode,
+            "filter": self.filter,
+            "snapshot": self.snapshot,
+            "as_of": self.as_of,
+            **self.params,
+        }
+
+    def check_cost(self, settings: Settings, defaults: Mapping[str, Any]) -> None:
+        """:func:`check_cost` of this search; ``defaults``: its collection's search defaults."""
+        check_cost(settings, k=self.k, mode=self.mode, params=self.params, defaults=defaults, filter=self.filter)
+
 
 class AskRequest(BaseModel):
     """An ask: ``POST /api/ask`` body, MCP tool ``ask`` arguments (the options of ``ranklock ask``)."""
@@ -94,6 +109,20 @@ class AskRequest(BaseModel):
     @classmethod
     def _one_snapshot_key(cls, data: Any) -> Any:
         return _one_snapshot_key(data)
+
+    def arguments(self) -> dict[str, Any]:
+        """The keywords of ``Engine.ask`` / ``AsyncEngine.ask`` after collection and question."""
+        return {
+            "filter": self.filter,
+            "as_of": self.as_of,
+            "snapshot": self.snapshot,
+            "chunks": self.chunks,
+            "generator": self.generator,
+        }
+
+    def check_cost(self, settings: Settings) -> None:
+        """An ask retrieves a fixed number of candidates (ranklock.ask.retrieve): only its filter is checked."""
+        check_cost(settings, k=1, mode=REQUEST.mode, params={}, defaults={}, filter=self.filter)
 
 
 class SearchQuery(BaseModel):

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from .api import AskRequest, SearchRequest, check_cost, request_error
+from .api import AskRequest, SearchRequest, request_error
 from .engine import Engine
 from .errors import RanklockError
 from .ingest.formats.base import require
@@ -88,33 +88,13 @@ def _handlers(engine: Engine) -> dict[str, Callable[[Any], dict[str, Any]]]:
     """Each tool's body over a validated request: the same engine calls the HTTP routes make."""
 
     def search(req: SearchRequest) -> dict[str, Any]:
-        coll = engine.collection(req.collection)
-        check_cost(
-            engine.settings, k=req.k, mode=req.mode, params=req.params, defaults=coll.search_defaults, filter=req.filter
-        )
-        res = engine.search(
-            req.collection,
-            req.query,
-            k=req.k,
-            mode=req.mode,
-            filter=req.filter,
-            snapshot=req.snapshot,
-            as_of=req.as_of,
-            **req.params,
-        )
+        req.check_cost(engine.settings, engine.collection(req.collection).search_defaults)
+        res = engine.search(req.collection, req.query, **req.arguments())
         return dict(json.loads(res.to_json(timings=True)))
 
     def ask(req: AskRequest) -> dict[str, Any]:
-        check_cost(engine.settings, k=1, mode="hybrid", params={}, defaults={}, filter=req.filter)
-        ans = engine.ask(
-            req.collection,
-            req.question,
-            filter=req.filter,
-            as_of=req.as_of,
-            snapshot=req.snapshot,
-            chunks=req.chunks,
-            generator=req.generator,
-        )
+        req.check_cost(engine.settings)
+        ans = engine.ask(req.collection, req.question, **req.arguments())
         return dict(json.loads(ans.to_json()))
 
     def list_collections(req: NoArguments) -> dict[str, Any]:

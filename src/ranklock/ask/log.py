@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg.types.json import Jsonb
 
 from ..errors import GenerationError, NotFound, QueryError
+from ..search.log import replay_text, text_sha256
 from ..settings import REQUEST
 from ..snapshot.retention import ANSWER_LOG, RetentionPolicy, schedule_for
 from .generators import logged_generator
@@ -62,10 +63,6 @@ def chunk_records(chunks: Sequence[AskChunk]) -> list[list[Any]]:
     ]
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 @dataclass(frozen=True)
 class LogPolicy:
     """How answers are logged: hashes only (``hashed``), and the retention the log is kept within."""
@@ -77,13 +74,13 @@ class LogPolicy:
 def _insert(db: Database, values: dict[str, Any], policy: LogPolicy) -> int:
     if policy.hashed:
         request = dict(values["request"].obj)
-        request["question_sha256"] = _sha256(str(request.pop("question")))
+        request["question_sha256"] = text_sha256(str(request.pop("question")))
         answer = values["answer"]
         values = {
             **values,
             "request": Jsonb(request),
             "answer": None,
-            "answer_sha256": None if answer is None else _sha256(answer),
+            "answer_sha256": None if answer is None else text_sha256(answer),
             "raw": None,
         }
     else:
@@ -211,29 +208,6 @@ def _layer(logged: Any, replayed: Any) -> dict[str, Any]:
     return {"identical": logged == replayed, "logged": logged, "replayed": replayed}
 
 
-def _logged_question(answer_id: str, req: dict[str, Any], given: str | None) -> str:
-    """The question to replay: the logged one, or (hash-only row) ``given`` once its sha256 matches."""
-    if "question" in req:
-        if given is not None and given != req["question"]:
-            raise QueryError(f"answer {answer_id} was logged with its question; replay it without --question.")
-        return str(req["question"])
-    digest = str(req.get("question_sha256"))
-    if given is None:
-        raise QueryError(
-            f"answer {answer_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): the question and the answer "
-            f"are not stored, only their sha256 (question {digest[:12]}…). The snapshot, the numbered chunks (ids, "
-            "ranks, scores, text hashes), the prompt hash and the generator are, and all four layers replay once "
-            f"the question is given again: `ranklock replay --answer {answer_id} --question TEXT` "
-            "(Engine.replay_answer(..., question=...)); the answer is then compared by its sha256."
-        )
-    if _sha256(given) != digest:
-        raise QueryError(
-            f"the question given for answer {answer_id} is not the one logged: its sha256 is {_sha256(given)[:12]}…, "
-            f"the log's {digest[:12]}…. Give the exact question (same spaces and case)."
-        )
-    return given
-
-
 def replay_answer(
     db: Database,
     collection_of: Callable[[str], CollectionInfo],
@@ -267,7 +241,15 @@ def replay_answer(
             "a replay needs the snapshot it ran against."
         )
     req: dict[str, Any] = row["request"]
-    asked = _logged_question(answer_id, req, question)
+    asked = replay_text(
+        req,
+        "question",
+        question,
+        entry=f"answer {answer_id}",
+        option="--question",
+        stored="The answer is not stored either, only its sha256; the snapshot, the numbered chunks (ids, ranks, "
+        "scores, text hashes), the prompt hash and the generator are, and every layer (the answer by its sha256)",
+    )
     coll = collection_of(row["collection"])
     gen = logged_generator(row["generator"])
     res = retrieve(
@@ -308,7 +290,7 @@ def replay_answer(
         "generator": _layer(row["generator"], info.to_dict()),
         "answer": _layer(row["answer"], replayed)
         if row["answer"] is not None
-        else _layer(row["answer_sha256"], _sha256(replayed) if isinstance(replayed, str) else replayed),
+        else _layer(row["answer_sha256"], text_sha256(replayed) if isinstance(replayed, str) else replayed),
     }
     return AnswerReplay(
         answer_id=answer_id,

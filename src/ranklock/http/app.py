@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..api import AskRequest, SearchQuery, SearchRequest, check_cost, request_error
+from ..api import AskRequest, SearchQuery, SearchRequest, request_error
 from ..ask.generators import PAID
 from ..async_engine import AsyncEngine
 from ..engine import Engine
@@ -289,19 +289,8 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
 
     async def run(req: SearchRequest) -> Response:
         coll = await aeng.collection(req.collection)
-        check_cost(
-            settings, k=req.k, mode=req.mode, params=req.params, defaults=coll.search_defaults, filter=req.filter
-        )
-        res = await aeng.search(
-            req.collection,
-            req.query,
-            k=req.k,
-            mode=req.mode,
-            filter=req.filter,
-            snapshot=req.snapshot,
-            as_of=req.as_of,
-            **req.params,
-        )
+        req.check_cost(settings, coll.search_defaults)
+        res = await aeng.search(req.collection, req.query, **req.arguments())
         # The engine's canonical JSON, byte for byte, so HTTP and CLI agree.
         return Response(content=res.to_json(timings=True, served_by=True), media_type="application/json")
 
@@ -332,16 +321,8 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
                 f"generator {req.generator!r} is billed to the server's operator, and this token lacks the scope "
                 "`paid-generator`; use generator extractive, or a token created with --scope paid-generator."
             )
-        check_cost(settings, k=1, mode="hybrid", params={}, defaults={}, filter=req.filter)
-        ans = await aeng.ask(
-            req.collection,
-            req.question,
-            filter=req.filter,
-            as_of=req.as_of,
-            snapshot=req.snapshot,
-            chunks=req.chunks,
-            generator=req.generator,
-        )
+        req.check_cost(settings)
+        ans = await aeng.ask(req.collection, req.question, **req.arguments())
         # The same bytes as `ranklock ask --json`.
         return Response(content=ans.to_json(), media_type="application/json")
 

@@ -49,7 +49,16 @@ if TYPE_CHECKING:
     from .results import SearchResult
     from .spec import SearchSpec
 
-__all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "replay_steps", "result_digest"]
+__all__ = [
+    "ReplayReport",
+    "SearchRecord",
+    "fingerprint",
+    "replay",
+    "replay_steps",
+    "replay_text",
+    "result_digest",
+    "text_sha256",
+]
 
 log = logging.getLogger("ranklock.querylog")
 
@@ -339,26 +348,29 @@ def replay(
     return run_steps(db, replay_steps(db, settings, searched, query_id, query=query))
 
 
-def _logged_query(query_id: int, req: dict[str, Any], given: str | None) -> str:
-    """The text to replay: the logged one, or (hash-only entry) ``given`` once its sha256 matches."""
-    if "query" in req:
-        if given is not None and given != req["query"]:
-            raise QueryError(
-                f"query {query_id} was logged with its text {short_repr(req['query'])}; replay it without --query."
-            )
-        return str(req["query"])
-    digest = str(req.get("query_sha256"))
+def replay_text(req: dict[str, Any], key: str, given: str | None, *, entry: str, option: str, stored: str) -> str:
+    """The text a replay re-runs: ``req[key]``, or for an entry logged with hashes only ``given``, once its sha256
+    matches ``req[key + "_sha256"]``; QueryError otherwise, saying what is stored (``stored``) and how to replay.
+
+    ``entry`` names the entry ("query 12", "answer 3f2c…"), ``option`` the CLI option that gives the text.
+    Shared by the query log and the answer log (ranklock.ask.log).
+    """
+    what = key.replace("_", " ")
+    if key in req:
+        if given is not None and given != req[key]:
+            raise QueryError(f"{entry} was logged with its {what} {short_repr(req[key])}; replay it without {option}.")
+        return str(req[key])
+    digest = str(req.get(f"{key}_sha256"))
     if given is None:
         raise QueryError(
-            f"query {query_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its text is not stored, only "
-            f"its sha256 {digest[:12]}…. What is still stored (the snapshot, the parameters, the filter, every "
-            "branch's ids, ranks and scores, the result digest) replays once the text is given again: "
-            f"`ranklock replay {query_id} --query TEXT` (Engine.replay({query_id}, query=...)); its sha256 must match."
+            f"{entry} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its {what} is not stored, only its "
+            f"sha256 {digest[:12]}…. {stored} replays once the {what} is given again ({option} TEXT); its sha256 "
+            "must match."
         )
     if text_sha256(given) != digest:
         raise QueryError(
-            f"the text given for query {query_id} is not the one logged: its sha256 is {text_sha256(given)[:12]}…, "
-            f"the log's {digest[:12]}…. Give the exact text of the search (same spaces and case)."
+            f"the {what} given for {entry} is not the one logged: its sha256 is {text_sha256(given)[:12]}…, the "
+            f"log's {digest[:12]}…. Give the exact {what} (same spaces and case)."
         )
     return given
 
@@ -397,7 +409,15 @@ def replay_steps(
         )
     row = rows[0]
     req: dict[str, Any] = row["request"]
-    text = _logged_query(query_id, req, query)
+    text = replay_text(
+        req,
+        "query",
+        query,
+        entry=f"query {query_id}",
+        option="--query",
+        stored="What is still stored (the snapshot, the parameters, the filter, every branch's ids, ranks and scores, "
+        "the result digest)",
+    )
     sid = row["snapshot_id"]
     exists = yield Fetch("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid], primary=True)
     if not exists:
