@@ -320,13 +320,12 @@ def test_hash_only_logs_keep_no_text_and_replay_needs_it_given(clean_logs: Engin
     with pytest.raises(QueryError) as exc:
         eng.replay(res.query_id)
     assert str(exc.value) == (
-        f"query {res.query_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its text is not stored, only its "
+        f"query {res.query_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its query is not stored, only its "
         f"sha256 {digest[:12]}…. What is still stored (the snapshot, the parameters, the filter, every branch's ids, "
-        "ranks and scores, the result digest) replays once the text is given again: "
-        f"`ranklock replay {res.query_id} --query TEXT` (Engine.replay({res.query_id}, query=...)); its sha256 must "
+        "ranks and scores, the result digest) replays once the query is given again (--query TEXT); its sha256 must "
         "match."
     )
-    with pytest.raises(QueryError, match=r"^the text given for query \d+ is not the one logged: its sha256 is "):
+    with pytest.raises(QueryError, match=r"^the query given for query \d+ is not the one logged: its sha256 is "):
         eng.replay(res.query_id, query="magma crust")
     assert eng.replay(res.query_id, query=query).identical
     cli = CliRunner().invoke(app, ["replay", str(res.query_id), "--query", query, "--home", str(eng.settings.home)])
@@ -340,9 +339,12 @@ def test_hash_only_logs_keep_no_text_and_replay_needs_it_given(clean_logs: Engin
     assert ans.answer not in json.dumps(arow, default=str)
     with pytest.raises(QueryError) as exc:
         eng.replay_answer(ans.answer_id)
-    assert str(exc.value).startswith(
-        f"answer {ans.answer_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): the question and the answer "
-        "are not stored, only their sha256"
+    assert str(exc.value) == (
+        f"answer {ans.answer_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its question is not stored, "
+        f"only its sha256 {arow['request']['question_sha256'][:12]}…. The answer is not stored either, only its "
+        "sha256; the snapshot, the numbered chunks (ids, ranks, scores, text hashes), the prompt hash and the "
+        "generator are, and every layer (the answer by its sha256) replays once the question is given again "
+        "(--question TEXT); its sha256 must match."
     )
     replayed = eng.replay_answer(ans.answer_id, question=question)
     assert replayed.identical and replayed.layers["answer"]["logged"] == arow["answer_sha256"]
