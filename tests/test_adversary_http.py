@@ -247,6 +247,9 @@ def test_a_body_over_the_limit_is_refused_on_its_content_length_and_while_it_str
         "(RANKLOCK_MAX_BODY_BYTES). Send a smaller request: a search body is a query and a filter.",
     }
 
+    # A public route needs no token, but reads no more.
+    assert client.post("/healthz", content=big).status_code == 413
+
     def chunks() -> Iterator[bytes]:  # no Content-Length: chunked, counted as it comes
         for _ in range(20):
             yield b" " * 100

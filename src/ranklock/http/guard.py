@@ -184,22 +184,22 @@ class Guard:
         try:
             self._check_host(scope)
             if path in PUBLIC:
-                scope[SCOPES_KEY] = frozenset()
-                await self.app(scope, receive, send)
-                return
-            who, scopes = await self._identify(scope)
-            if "read" not in scopes:
-                raise Forbidden(
-                    f"{who} lacks the scope `read`, which every route but /healthz needs; create a token with "
-                    "`ranklock token create NAME --scope read`."
-                )
-            wait = self.limits.take(who, time.monotonic())
-            if wait:
-                raise TooManyRequests(
-                    f"over the rate limit of {self.limits.capacity} requests per {self.limits.period_s:g} s for "
-                    f"{who} (RANKLOCK_RATE_LIMIT); retry in {wait:.1f} s.",
-                    retry_after=wait,
-                )
+                # No token, but the body limits: a 100 MB POST to /healthz is no cheaper to read.
+                who, scopes = "", frozenset[str]()
+            else:
+                who, scopes = await self._identify(scope)
+                if "read" not in scopes:
+                    raise Forbidden(
+                        f"{who} lacks the scope `read`, which every route but /healthz needs; create a token with "
+                        "`ranklock token create NAME --scope read`."
+                    )
+                wait = self.limits.take(who, time.monotonic())
+                if wait:
+                    raise TooManyRequests(
+                        f"over the rate limit of {self.limits.capacity} requests per {self.limits.period_s:g} s for "
+                        f"{who} (RANKLOCK_RATE_LIMIT); retry in {wait:.1f} s.",
+                        retry_after=wait,
+                    )
             receive = await self._read_body(scope, receive)
         except (RequestTooLarge, RequestTimeout) as exc:
             await send_error(send, exc, close=True)
