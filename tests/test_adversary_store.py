@@ -61,6 +61,6 @@ def test_a_system_column_name_is_refused_at_collection_create(engine: Engine, cn
     with pytest.raises(ConfigError) as exc:  # a FieldSpec built in Python is checked the same
         engine.create_collection(cname, fields=[FieldSpec(name=name, type="int")], embedder=use_hash_embedder(engine))
     assert str(exc.value) == message
-    res = CliRunner().invoke(app, ["collection", "create", cname, "--field", f"{name}:keyword"])
+    res = CliRunner().invoke(app, ["collection", "create", cname, "--field", f"{name}:keyword", "--dsn", engine.db.dsn])
     assert res.exit_code == 2 and " ".join(res.output.split()) == f"error: {message}"
     assert cname not in [c["name"] for c in engine.collections()]

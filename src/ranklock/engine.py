@@ -625,11 +625,12 @@ class Engine:
         """
         from .ask.log import LogPolicy
         from .ask.run import ask
-        from .snapshot.retention import RetentionPolicy
+        from .snapshot.retention import ANSWER_LOG, RetentionPolicy, after_logging
 
         coll = self.collection(name)
         policy = LogPolicy(
-            hashed=self.settings.log_text == "hash", retention=RetentionPolicy.from_settings(self.settings)
+            hashed=self.settings.log_text == "hash",
+            logged=after_logging(self.db, ANSWER_LOG, RetentionPolicy.from_settings(self.settings)),
         )
         return ask(
             self.db,

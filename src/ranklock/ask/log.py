@@ -35,9 +35,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg.types.json import Jsonb
 
 from ..errors import GenerationError, NotFound, QueryError
-from ..search.log import replay_text, text_sha256
 from ..settings import REQUEST
-from ..snapshot.retention import ANSWER_LOG, RetentionPolicy, schedule_for
 from .generators import logged_generator
 from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
 from .prompt import render_prompt
@@ -63,12 +61,21 @@ def chunk_records(chunks: Sequence[AskChunk]) -> list[list[Any]]:
     ]
 
 
+def text_sha256(text: str) -> str:
+    """The sha256 a hash-only row keeps of a text (RANKLOCK_LOG_TEXT=hash): of its exact UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True)
 class LogPolicy:
-    """How answers are logged: hashes only (``hashed``), and the retention the log is kept within."""
+    """How answers are logged: hashes only (``hashed``), and ``logged``, told each new row's size.
+
+    ``logged`` is the answer log's retention schedule (ranklock.snapshot.retention, which
+    ranklock.ask does not import: the Engine hands it in).
+    """
 
     hashed: bool = False
-    retention: RetentionPolicy | None = None
+    logged: Callable[[int], None] | None = None
 
 
 def _insert(db: Database, values: dict[str, Any], policy: LogPolicy) -> int:
@@ -95,10 +102,8 @@ def _insert(db: Database, values: dict[str, Any], policy: LogPolicy) -> int:
     )
     if row is None:  # INSERT … RETURNING always returns the row
         raise RuntimeError("INSERT returned no row")
-    if policy.retention is not None:
-        schedule = schedule_for(db)
-        if schedule.logged(ANSWER_LOG, int(row["bytes"] or 0), policy.retention):
-            schedule.run(db, ANSWER_LOG, policy.retention)
+    if policy.logged is not None:
+        policy.logged(int(row["bytes"] or 0))
     return int(row["id"])
 
 
@@ -208,6 +213,33 @@ def _layer(logged: Any, replayed: Any) -> dict[str, Any]:
     return {"identical": logged == replayed, "logged": logged, "replayed": replayed}
 
 
+def _logged_question(answer_id: str, req: dict[str, Any], given: str | None) -> str:
+    """The question to replay: the logged one, or (hash-only row) ``given`` once its sha256 matches.
+
+    The query log's twin is ranklock.search.log.replay_text, which ranklock.ask may not import
+    (tests/test_ask_rules.py: ask reaches only the foundations).
+    """
+    if "question" in req:
+        if given is not None and given != req["question"]:
+            raise QueryError(f"answer {answer_id} was logged with its question; replay it without --question.")
+        return str(req["question"])
+    digest = str(req.get("question_sha256"))
+    if given is None:
+        raise QueryError(
+            f"answer {answer_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its question is not stored, "
+            f"only its sha256 {digest[:12]}…. The answer is not stored either, only its sha256; the snapshot, the "
+            "numbered chunks (ids, ranks, scores, text hashes), the prompt hash and the generator are, and every "
+            "layer (the answer by its sha256) replays once the question is given again (--question TEXT); its "
+            "sha256 must match."
+        )
+    if text_sha256(given) != digest:
+        raise QueryError(
+            f"the question given for answer {answer_id} is not the one logged: its sha256 is "
+            f"{text_sha256(given)[:12]}…, the log's {digest[:12]}…. Give the exact question (same spaces and case)."
+        )
+    return given
+
+
 def replay_answer(
     db: Database,
     collection_of: Callable[[str], CollectionInfo],
@@ -241,15 +273,7 @@ def replay_answer(
             "a replay needs the snapshot it ran against."
         )
     req: dict[str, Any] = row["request"]
-    asked = replay_text(
-        req,
-        "question",
-        question,
-        entry=f"answer {answer_id}",
-        option="--question",
-        stored="The answer is not stored either, only its sha256; the snapshot, the numbered chunks (ids, ranks, "
-        "scores, text hashes), the prompt hash and the generator are, and every layer (the answer by its sha256)",
-    )
+    asked = _logged_question(answer_id, req, question)
     coll = collection_of(row["collection"])
     gen = logged_generator(row["generator"])
     res = retrieve(

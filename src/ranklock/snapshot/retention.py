@@ -37,6 +37,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,7 @@ __all__ = [
     "LogTable",
     "RetentionPolicy",
     "Schedule",
+    "after_logging",
     "age_cut_sql",
     "log_status",
     "logs_status",
@@ -321,6 +323,17 @@ class Schedule:
                     # Entries logged while it ran may be past its cut: they count towards the next one.
                     self._since[log_.name] = max(0, self._since.get(log_.name, 0) - counted)
                     self._last[log_.name] = started
+
+
+def after_logging(db: Database, log_: LogTable, policy: RetentionPolicy) -> Callable[[int], None]:
+    """What to call with each new entry's size: counts it, and prunes ``log_`` when the schedule says so."""
+    schedule = schedule_for(db)
+
+    def logged(nbytes: int) -> None:
+        if schedule.logged(log_, nbytes, policy):
+            schedule.run(db, log_, policy)
+
+    return logged
 
 
 _SCHEDULES: weakref.WeakKeyDictionary[Any, Schedule] = weakref.WeakKeyDictionary()
