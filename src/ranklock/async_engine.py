@@ -288,7 +288,9 @@ class AsyncEngine:
         if eng.router is not None:
             from .search.log import replay
 
-            report: ReplayReport = await asyncio.to_thread(replay, eng.db, eng.settings, eng.search, query_id, query=query)
+            report: ReplayReport = await asyncio.to_thread(
+                replay, eng.db, eng.settings, eng.search, query_id, query=query
+            )
             return report
 
         def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:

@@ -239,7 +239,7 @@ def log_status(db: Database, policy: RetentionPolicy, log_: LogTable = QUERY_LOG
             _t(log_, log_.watermark)
         )
     )
-    if row is None or wm is None:  # an aggregate; the one-row tables of migrations 0005 and 0009
+    if row is None or wm is None:  # an aggregate; the one-row tables of migrations 0005 and 0011
         raise RuntimeError(f"the {log_.name} retention row is missing")
     return {
         "rows": int(row["rows"]),

@@ -39,7 +39,7 @@ __all__ = [
     "verify_token_steps",
 ]
 
-#: Every scope a token can hold, sorted; the table's CHECK (migration 0008) lists the same.
+#: Every scope a token can hold, sorted; the table's CHECK (migration 0010) lists the same.
 SCOPES = ("paid-generator", "read")
 _PREFIX = "rlk_"
 _SHAPE = re.compile(r"rlk_[A-Za-z0-9_-]{43}")
