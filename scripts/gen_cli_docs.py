@@ -29,7 +29,7 @@ TREE_BEGIN, TREE_END = "<!-- tree:begin -->", "<!-- tree:end -->"
 #: Top-level names of src/ranklock, top layer first (tests/test_layers.py has the layers); a blank line between groups.
 TREE_ORDER = (
     ("cli", "__main__"),
-    ("http",),
+    ("http", "api"),
     ("integrations",),
     ("mcp_server",),
     ("__init__", "engine", "async_engine"),

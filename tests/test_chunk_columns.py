@@ -7,7 +7,7 @@ from psycopg import sql
 
 from fakes import use_hash_embedder
 from ranklock import Document, Engine
-from ranklock.collection import RESERVED_COLUMNS, parse_field_spec
+from ranklock.collection import RESERVED_COLUMNS, SYSTEM_COLUMNS, parse_field_spec
 from ranklock.errors import ConfigError
 from ranklock.store.tables import CHUNK_COLUMNS, snapshot_table
 
@@ -59,6 +59,7 @@ def test_a_field_may_not_take_a_chunk_column_name(name: str) -> None:
     with pytest.raises(ConfigError) as exc:
         parse_field_spec(f"{name}:int")
     assert str(exc.value) == (
-        f"field name {name!r} is reserved; reserved names are {', '.join(sorted(RESERVED_COLUMNS))}. Rename the field."
+        f"field name {name!r} is reserved (a column of ranklock's chunk tables); reserved names are "
+        f"{', '.join(sorted(RESERVED_COLUMNS))}. Rename the field."
     )
-    assert len(RESERVED_COLUMNS) == len(CHUNK_COLUMNS) + 1
+    assert len(RESERVED_COLUMNS) == len(CHUNK_COLUMNS) + 1 + len(SYSTEM_COLUMNS)

@@ -21,6 +21,7 @@ def test_cli_reference_is_current() -> None:
 def test_public_api_is_pinned() -> None:
     assert sorted(ranklock.__all__) == sorted(
         [
+            "AccessError",
             "AsyncEngine",
             "ChunkerParams",
             "CollectionInfo",
@@ -33,18 +34,26 @@ def test_public_api_is_pinned() -> None:
             "ExtensionError",
             "FieldSpec",
             "FilterError",
+            "Forbidden",
             "Hit",
+            "HostNotAllowed",
             "IngestError",
             "IngestReport",
             "InputError",
+            "InsufficientResources",
+            "LimitExceeded",
             "NotFound",
             "QueryError",
             "QueryTimeout",
             "RanklockError",
+            "RequestTimeout",
+            "RequestTooLarge",
             "SearchParams",
             "SearchResult",
             "Settings",
             "SnapshotError",
+            "TooManyRequests",
+            "Unauthorized",
             "__version__",
         ]
     )

@@ -74,7 +74,8 @@ LAYERS: list[Layer] = [
     Layer("interfaces: cli", ("cli", "__main__", "mcp*")),
     # Framework adapters (LangChain, LlamaIndex) wrap an Engine, like the CLI and HTTP shells.
     Layer("interfaces: integrations", ("integrations",)),
-    Layer("interfaces: http", ("http",)),
+    # `api` is the one request schema of the HTTP routes and the MCP tools (issue 27).
+    Layer("interfaces: http", ("http", "api")),
     # The facade and the public surface that re-exports it (AsyncEngine runs the Engine's writes).
     Layer("facade", ("__init__", "engine", "async_engine")),
     # Domain packs build a plan.DomainPack (and use plan.vocab): above the planner, which

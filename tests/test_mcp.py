@@ -14,7 +14,7 @@ import pytest
 
 from fakes import use_hash_embedder
 from ranklock import Document, Engine
-from ranklock.http.app import AskRequest, SearchRequest
+from ranklock.api import AskRequest, SearchRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -115,18 +116,23 @@ def test_replay_of_a_pruned_entry_says_it_was_pruned(clean_log: Engine) -> None:
     assert eng.replay(fresh).identical
 
 
-def test_retention_is_enforced_every_n_searches_in_bounded_batches(clean_log: Engine) -> None:
+def test_retention_runs_whenever_five_percent_of_the_size_limit_was_logged(clean_log: Engine) -> None:
+    """The schedule counts the bytes each entry took: the log never exceeds its limit by more than 5 %."""
+    from ranklock.snapshot.retention import SLACK
+
     eng = clean_log
-    ids = _log(eng, 2)
+    _log(eng, 2)
     one = max(r["bytes"] for r in eng.db.fetchall("SELECT bytes FROM ranklock.query_log"))
-    eng.settings.log_prune_every = 2
-    eng.settings.log_max_bytes = 2 * one + one // 2  # room for two entries
-    ids += _log(eng, 7)
+    eng.settings.log_max_bytes = 40 * one  # 5 % of it: two entries
+    ids, sizes = [], []
+    for _ in range(60):  # more entries than the limit holds
+        ids += _log(eng, 1)
+        sizes.append(eng.log_status()["bytes"])
+    # The log reached its limit, and never held more than the limit, 5 % of it, and the entry that crossed that.
+    assert max(sizes) > eng.settings.log_max_bytes * 0.95 and eng.log_status()["pruned_rows"] > 0
+    assert max(sizes) <= eng.settings.log_max_bytes * (1 + SLACK) + one
     left = _ids(eng)
-    # Pruning ran after each even id and deleted what no longer fit; at most
-    # one search (an odd id) has been logged since the last prune.
-    assert len(left) <= 3 and left == ids[-len(left) :]
-    assert eng.log_status()["pruned_through"] == ids[-len(left) - 1]
+    assert left == ids[-len(left) :] and eng.log_status()["pruned_through"] == left[0] - 1
 
 
 def test_log_prune_and_db_status_on_the_command_line(clean_log: Engine) -> None:
@@ -149,6 +155,7 @@ def test_log_prune_and_db_status_on_the_command_line(clean_log: Engine) -> None:
     assert "--max-bytes 'lots' is not a size; write bytes or a number with KB, MB, GB, KiB, MiB or GiB." in res.output
     res = runner.invoke(app, ["db", "status", "--home", home])
     assert res.exit_code == 0 and res.output.startswith("running\nquery log: 0 entries, 0 bytes (")
+    assert "\nanswer log: " in res.output
 
 
 @pytest.fixture
@@ -172,17 +179,22 @@ def failing_log(iso: Engine) -> Iterator[Engine]:
         iso.db.execute("DROP FUNCTION ranklock.test_disk_full()")
 
 
-WARNING = (
-    "query log: this search was not logged (DiskFull: could not extend file: No space left on device); the results "
-    "are complete, but `ranklock replay` cannot re-run it. Free space on the database server or fix the cause "
-    "(RANKLOCK_LOG_QUERIES=0 turns logging off)."
-)
+def warning(eng: Engine) -> str:
+    return (
+        "query log: this search was not logged (InsufficientResources: the database server's disk is full: no space "
+        "left on device (PostgreSQL 53100: could not extend file: No space left on device). Nothing of this operation "
+        f"was stored. Free space on the file system that holds {eng.db.data_directory} (`df -h "
+        f"{eng.db.data_directory}`), or move the data to a larger disk, then run the command again; do not delete the "
+        "data directory: it holds every collection.); the results are complete, but `ranklock replay` cannot re-run "
+        "it. Free space on the database server or fix the cause (RANKLOCK_LOG_QUERIES=0 turns logging off)."
+    )
 
 
 def test_a_failing_log_write_warns_and_never_fails_the_search(
     failing_log: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     eng = failing_log
+    WARNING = warning(eng)
     logged = eng.search("notes", "lava volcano", k=2, mode="lexical")
     with caplog.at_level(logging.WARNING, logger="ranklock.querylog"):
         res = eng.search("blocked", "lava volcano", k=2, mode="lexical")
@@ -199,7 +211,7 @@ def test_a_failing_log_write_warns_and_never_fails_the_search(
         app, ["search", "blocked", "lava volcano", "--mode", "lexical", "--home", str(eng.settings.home)]
     )
     assert cli.exit_code == 0, cli.output
-    assert "not logged (DiskFull" in cli.output
+    assert "not logged (InsufficientResources: the database server's disk is full" in " ".join(cli.output.split())
     # The unlogged answer was not cached with its warning either.
     eng.settings.result_cache = True
     try:
@@ -214,9 +226,9 @@ def test_settings_read_durations_and_sizes_from_the_environment(monkeypatch: pyt
     monkeypatch.setenv("RANKLOCK_STATEMENT_TIMEOUT", "2m")
     monkeypatch.setenv("RANKLOCK_LOG_RETENTION", "12h")
     monkeypatch.setenv("RANKLOCK_LOG_MAX_BYTES", "64MiB")
-    monkeypatch.setenv("RANKLOCK_LOG_PRUNE_EVERY", "50")
+    monkeypatch.setenv("RANKLOCK_LOG_TEXT", "hash")
     s = Settings()
-    assert (s.statement_timeout, s.log_retention, s.log_max_bytes, s.log_prune_every) == (120.0, 43200.0, 2**26, 50)
+    assert (s.statement_timeout, s.log_retention, s.log_max_bytes, s.log_text) == (120.0, 43200.0, 2**26, "hash")
     monkeypatch.setenv("RANKLOCK_STATEMENT_TIMEOUT", "soon")
     with pytest.raises(ConfigError) as exc:
         Settings()
@@ -227,7 +239,7 @@ def test_settings_read_durations_and_sizes_from_the_environment(monkeypatch: pyt
 
 def test_finding_the_cut_reads_only_what_the_limits_reach(clean_log: Engine) -> None:
     """No scan of the whole log: the size cut reads the kept entries (+1), the age cut the expired ones (+1)."""
-    from ranklock.snapshot.retention import AGE_CUT_SQL, SIZE_CUT_SQL
+    from ranklock.snapshot.retention import QUERY_LOG, age_cut_sql, size_cut_sql
 
     eng = clean_log
     eng.db.execute(
@@ -238,9 +250,10 @@ def test_finding_the_cut_reads_only_what_the_limits_reach(clean_log: Engine) -> 
     one = eng.db.fetchone("SELECT max(bytes) AS b, min(bytes) AS a FROM ranklock.query_log")
     assert one is not None and one["a"] == one["b"]  # equal rows: the expected counts are exact
 
-    def rows_read(query: str, param: float) -> int:
+    def rows_read(query: Any, param: float) -> int:
         with eng.db.connection() as conn:
-            plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query, [param]).fetchone()[0][0]["Plan"]
+            text = query.as_string(conn)
+            plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text, [param]).fetchone()[0][0]["Plan"]
 
         def scans(node: dict) -> list[int]:
             reads_table = node["Node Type"] in ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan")
@@ -251,5 +264,87 @@ def test_finding_the_cut_reads_only_what_the_limits_reach(clean_log: Engine) -> 
         return int(read)
 
     # 100 entries fit, the 101st is the cut, and the window function reads one row ahead (peers).
-    assert rows_read(SIZE_CUT_SQL, 100 * one["b"]) == 102
-    assert rows_read(AGE_CUT_SQL, 4900 * 86400.0 + 43200) == 100  # 99 expired, then the first young one
+    assert rows_read(size_cut_sql(QUERY_LOG), 100 * one["b"]) == 102
+    assert rows_read(age_cut_sql(QUERY_LOG), 4900 * 86400.0 + 43200) == 100  # 99 expired, then the first young one
+
+
+@pytest.fixture
+def clean_logs(clean_log: Engine) -> Engine:
+    clean_log.db.execute("DELETE FROM ranklock.answer_log")
+    clean_log.db.execute(
+        "UPDATE ranklock.answer_log_retention SET pruned_through = 0, pruned_rows = 0, pruned_bytes = 0"
+    )
+    return clean_log
+
+
+def test_the_answer_log_is_under_the_same_policy_in_db_status_and_log_prune(clean_logs: Engine) -> None:
+    eng = clean_logs
+    answers = [
+        eng.ask("notes", q) for q in ("What rises from a volcano?", "What makes bread rise?", "What raises tides?")
+    ]
+    rows = eng.db.fetchall("SELECT id, bytes FROM ranklock.answer_log ORDER BY id")
+    assert [r["id"] for r in rows] == [a.log_id for a in answers] and all(r["bytes"] > 500 for r in rows)
+    status = eng.logs_status()
+    assert set(status) == {"query_log", "answer_log"} and status["answer_log"]["rows"] == 3
+    report = eng.prune_log(max_bytes=rows[-1]["bytes"])  # room for the newest answer only
+    assert report["logs"]["answer_log"]["deleted"] == 2 and report["logs"]["answer_log"]["rows"] == 1
+    assert report["logs"]["answer_log"]["pruned_through"] == rows[1]["id"]
+    assert report["logs"]["query_log"]["rows"] <= 1  # the one policy pruned the searches too
+    res = CliRunner().invoke(app, ["log", "prune", "--home", str(eng.settings.home), "--max-bytes", "1B"])
+    assert res.exit_code == 0 and "answer log: pruned 1 entries" in res.output and "query log: pruned" in res.output
+
+
+def test_the_answer_log_prunes_itself_on_its_schedule(clean_logs: Engine) -> None:
+    eng = clean_logs
+    eng.ask("notes", "What rises from a volcano?")
+    one = max(r["bytes"] for r in eng.db.fetchall("SELECT bytes FROM ranklock.answer_log"))
+    eng.settings.log_max_bytes = 20 * one
+    sizes = []
+    for i in range(30):
+        eng.ask("notes", f"What rises from a volcano, question {i}?")
+        sizes.append(eng.logs_status()["answer_log"]["bytes"])
+    assert eng.logs_status()["answer_log"]["pruned_rows"] > 0
+    assert max(sizes) <= eng.settings.log_max_bytes * 1.05 + one
+
+
+def test_hash_only_logs_keep_no_text_and_replay_needs_it_given(clean_logs: Engine) -> None:
+    from ranklock import QueryError
+
+    eng = clean_logs
+    eng.settings.log_text = "hash"
+    query = "magma crust lava"
+    res = eng.search("notes", query, k=2, mode="lexical")
+    row = eng.db.fetchone("SELECT * FROM ranklock.query_log WHERE id = %s", [res.query_id])
+    assert row is not None and "query" not in row["request"] and query not in json.dumps(row, default=str)
+    digest = row["request"]["query_sha256"]
+    with pytest.raises(QueryError) as exc:
+        eng.replay(res.query_id)
+    assert str(exc.value) == (
+        f"query {res.query_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its query is not stored, only its "
+        f"sha256 {digest[:12]}…. What is still stored (the snapshot, the parameters, the filter, every branch's ids, "
+        "ranks and scores, the result digest) replays once the query is given again (--query TEXT); its sha256 must "
+        "match."
+    )
+    with pytest.raises(QueryError, match=r"^the query given for query \d+ is not the one logged: its sha256 is "):
+        eng.replay(res.query_id, query="magma crust")
+    assert eng.replay(res.query_id, query=query).identical
+    cli = CliRunner().invoke(app, ["replay", str(res.query_id), "--query", query, "--home", str(eng.settings.home)])
+    assert cli.exit_code == 0 and "identical" in cli.output
+
+    question = "What makes bread rise?"
+    ans = eng.ask("notes", question)
+    arow = eng.db.fetchone("SELECT * FROM ranklock.answer_log WHERE id = %s", [ans.log_id])
+    assert arow is not None and arow["answer"] is None and arow["raw"] is None and arow["answer_sha256"]
+    assert "question" not in arow["request"] and question not in json.dumps(arow, default=str)
+    assert ans.answer not in json.dumps(arow, default=str)
+    with pytest.raises(QueryError) as exc:
+        eng.replay_answer(ans.answer_id)
+    assert str(exc.value) == (
+        f"answer {ans.answer_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its question is not stored, "
+        f"only its sha256 {arow['request']['question_sha256'][:12]}…. The answer is not stored either, only its "
+        "sha256; the snapshot, the numbered chunks (ids, ranks, scores, text hashes), the prompt hash and the "
+        "generator are, and every layer (the answer by its sha256) replays once the question is given again "
+        "(--question TEXT); its sha256 must match."
+    )
+    replayed = eng.replay_answer(ans.answer_id, question=question)
+    assert replayed.identical and replayed.layers["answer"]["logged"] == arow["answer_sha256"]

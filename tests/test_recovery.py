@@ -173,7 +173,7 @@ def test_external_server_is_reached_again_after_a_restart(own_home: Path) -> Non
         assert msg.startswith("lost the database connection (") and "could not reach PostgreSQL at postgresql://" in msg
         assert msg.endswith(
             "ranklock tries again on every request; start the server or fix the DSN "
-            "(`ranklock db status` says whether the embedded server runs)."
+            "(`ranklock db status` says whether the embedded server runs, and why not)."
         )
         server.uri()  # the operator starts it again
         # Served at once: by a replaced pool, or by the old pool's own reconnection if it came first.

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .ask.model import Answer
     from .search.log import ReplayReport
     from .store.steps import Steps
+    from .store.tokens import TokenInfo
 
 __all__ = ["AsyncEngine"]
 
@@ -114,6 +115,7 @@ class AsyncEngine:
             max_size=engine.db.max_size,
             pool_timeout=settings.pool_timeout,
             restart=restart,
+            data_directory=engine.db.data_directory,
         )
 
     # -- lifecycle --------------------------------------------------------------------
@@ -212,6 +214,12 @@ class AsyncEngine:
         coll = await self.collection(name)
         return await self._run(list_snapshots_steps(eng.db, coll))
 
+    async def verify_token(self, token: str) -> TokenInfo:
+        """The live API token ``token`` is (:class:`~ranklock.errors.Unauthorized` when none): one indexed read."""
+        from .store.tokens import verify_token_steps
+
+        return await self._run(verify_token_steps(token))
+
     async def readiness(self) -> dict[str, Any]:
         """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
         from .snapshot.health import readiness_steps
@@ -271,7 +279,7 @@ class AsyncEngine:
                 request_steps(adb.dsn, eng.db, eng.settings, req, eng._collection_embedder, started=t0)
             )
 
-    async def replay(self, query_id: int) -> ReplayReport:
+    async def replay(self, query_id: int, *, query: str | None = None) -> ReplayReport:
         """Re-run logged query ``query_id`` on its snapshot (:meth:`Engine.replay`); async I/O throughout."""
         from .search.execute import request_steps
         from .search.log import replay_steps
@@ -280,7 +288,9 @@ class AsyncEngine:
         if eng.router is not None:
             from .search.log import replay
 
-            report: ReplayReport = await asyncio.to_thread(replay, eng.db, eng.settings, eng.search, query_id)
+            report: ReplayReport = await asyncio.to_thread(
+                replay, eng.db, eng.settings, eng.search, query_id, query=query
+            )
             return report
 
         def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
@@ -291,7 +301,7 @@ class AsyncEngine:
             return result
 
         with refusals_as(QueryError):
-            return await adb.run(replay_steps(eng.db, eng.settings, searched, query_id))
+            return await adb.run(replay_steps(eng.db, eng.settings, searched, query_id, query=query))
 
     # -- writes and ask: the sync Engine in a worker thread ------------------------------------
 

@@ -22,6 +22,8 @@ __all__ = [
     "FieldSpec",
     "FIELD_TYPES",
     "RESERVED_COLUMNS",
+    "SYSTEM_COLUMNS",
+    "check_field_name",
     "creation_differences",
     "insert_new_collection",
     "new_collection_values",
@@ -45,9 +47,13 @@ SQL_TYPES: dict[str, str] = {
     "timestamp": "timestamptz",
 }
 
-#: Columns of every chunk table (ranklock.store.tables.CHUNK_COLUMNS) and ``title``
-#: (a document's own attribute): a typed field may not take one of these names.
-RESERVED_COLUMNS = frozenset({c.name for c in CHUNK_COLUMNS} | {"title"})
+#: PostgreSQL's system columns, which every table has: a column of that name cannot be created
+#: (``oid`` was one until PostgreSQL 12 and is kept reserved for servers and tools that treat it so).
+SYSTEM_COLUMNS = frozenset({"tableoid", "xmin", "cmin", "xmax", "cmax", "ctid", "oid"})
+
+#: Columns of every chunk table (ranklock.store.tables.CHUNK_COLUMNS), ``title`` (a document's own
+#: attribute) and the system columns: a typed field may not take one of these names.
+RESERVED_COLUMNS = frozenset({c.name for c in CHUNK_COLUMNS} | {"title"} | SYSTEM_COLUMNS)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
@@ -81,6 +87,17 @@ class FieldSpec(BaseModel):
         return SQL_TYPES[self.type]
 
 
+def check_field_name(name: str) -> None:
+    """Refuse a field name that is not a name, or that a chunk table already has (its own or a system column)."""
+    validate_name("field", name)
+    if name in RESERVED_COLUMNS:
+        kind = "a PostgreSQL system column" if name in SYSTEM_COLUMNS else "a column of ranklock's chunk tables"
+        raise ConfigError(
+            f"field name {name!r} is reserved ({kind}); reserved names are {', '.join(sorted(RESERVED_COLUMNS))}. "
+            "Rename the field."
+        )
+
+
 def parse_field_spec(text: str) -> FieldSpec:
     """Parse ``name:type`` or ``name:type!`` (required), e.g. ``years_exp:int!``, ``skills:keyword[]``."""
     m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([a-z\[\]]+)\s*(!?)\s*", text)
@@ -90,12 +107,7 @@ def parse_field_spec(text: str) -> FieldSpec:
             f"type one of {', '.join(FIELD_TYPES)}; e.g. years_exp:int!"
         )
     name, ftype, req = m.group(1), m.group(2), m.group(3)
-    validate_name("field", name)
-    if name in RESERVED_COLUMNS:
-        raise ConfigError(
-            f"field name {name!r} is reserved; reserved names are {', '.join(sorted(RESERVED_COLUMNS))}. "
-            "Rename the field."
-        )
+    check_field_name(name)
     if ftype not in FIELD_TYPES:
         raise ConfigError(f"unknown field type {ftype!r} for {name!r}; valid types: {', '.join(FIELD_TYPES)}.")
     return FieldSpec(name=name, type=ftype, required=bool(req))
@@ -154,6 +166,8 @@ def new_collection_values(
     if index not in ("hnsw", "ivfflat", "exact"):
         raise ConfigError(f"index type {index!r} is not valid; use one of exact, hnsw, ivfflat.")
     specs = [f if isinstance(f, FieldSpec) else parse_field_spec(f) for f in fields]
+    for spec in specs:
+        check_field_name(spec.name)  # a FieldSpec built in Python skipped parse_field_spec's checks
     names = [f.name for f in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
     from .snapshot.build import Progress
+    from .store.tokens import TokenInfo
 
 
 @dataclass
@@ -111,7 +112,7 @@ class Engine:
 
             server = EmbeddedServer(settings.home)
             uri = server.uri()
-            restart = server.uri  # starts the server again if it died
+            restart = server.uri  # starts the server again if it died, within the seconds it is given
         from .store.trace import stderr_timer
 
         timer = stderr_timer if settings.trace else None
@@ -462,8 +463,17 @@ class Engine:
 
         return log_status(self.db, RetentionPolicy.from_settings(self.settings))
 
+    def logs_status(self) -> dict[str, dict[str, Any]]:
+        """:meth:`log_status` of the query log and of the answer log, by name (``query_log``, ``answer_log``)."""
+        from .snapshot.retention import RetentionPolicy, logs_status
+
+        return logs_status(self.db, RetentionPolicy.from_settings(self.settings))
+
     def prune_log(self, *, older_than: float | None = None, max_bytes: int | None = None) -> dict[str, Any]:
-        """Delete query-log entries beyond the retention policy (or the stricter limits given), oldest first."""
+        """Delete entries of both logs beyond the retention policy (or the stricter limits given), oldest first.
+
+        The query log's totals at the top level; each log's under ``logs``.
+        """
         from .snapshot.retention import RetentionPolicy, prune_all
 
         base = RetentionPolicy.from_settings(self.settings)
@@ -472,6 +482,26 @@ class Engine:
             max_bytes=base.max_bytes if max_bytes is None else max_bytes,
         )
         return prune_all(self.db, policy)
+
+    # -- API tokens (ranklock.store.tokens): who may call `ranklock serve` ------------------
+
+    def create_token(self, name: str, scopes: Sequence[str] = ("read",)) -> tuple[TokenInfo, str]:
+        """A new API token with ``scopes``; returns its record and its secret, which is shown only now."""
+        from .store.tokens import create_token
+
+        return create_token(self.db, name, scopes)
+
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every API token, live and revoked (never their secrets)."""
+        from .store.tokens import list_tokens
+
+        return list_tokens(self.db)
+
+    def revoke_token(self, which: str) -> TokenInfo:
+        """Revoke the live token named (or numbered) ``which``; a running server refuses it from its next request."""
+        from .store.tokens import revoke_token
+
+        return revoke_token(self.db, which)
 
     def replica_status(self) -> list[dict[str, Any]]:
         """The primary and each read replica: state, replay position, lag in bytes and seconds."""
@@ -485,12 +515,16 @@ class Engine:
 
         return readiness(self.db, self.settings.statement_timeout)
 
-    def replay(self, query_id: int) -> ReplayReport | RerankedReplay:
-        """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical."""
+    def replay(self, query_id: int, *, query: str | None = None) -> ReplayReport | RerankedReplay:
+        """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical.
+
+        ``query``: the text of an entry logged with hashes only (RANKLOCK_LOG_TEXT=hash), checked against its sha256.
+        """
         from .rerank.stage import replay_rerank
         from .search.log import replay
 
-        return replay_rerank(self.db, self.search, self.reranker, replay(self.db, self.settings, self.search, query_id))
+        report = replay(self.db, self.settings, self.search, query_id, query=query)
+        return replay_rerank(self.db, self.search, self.reranker, report)
 
     # -- search ------------------------------------------------------------------------
 
@@ -589,9 +623,15 @@ class Engine:
 
         >>> eng.ask("journal", "who reviewed XJ-900?").to_json()   # doctest: +SKIP
         """
+        from .ask.log import LogPolicy
         from .ask.run import ask
+        from .snapshot.retention import ANSWER_LOG, RetentionPolicy, after_logging
 
         coll = self.collection(name)
+        policy = LogPolicy(
+            hashed=self.settings.log_text == "hash",
+            logged=after_logging(self.db, ANSWER_LOG, RetentionPolicy.from_settings(self.settings)),
+        )
         return ask(
             self.db,
             coll,
@@ -606,13 +646,19 @@ class Engine:
             mode=mode,
             embedder=lambda: self._collection_embedder(coll),
             rerank=rerank,
+            log_policy=policy,
         )
 
-    def replay_answer(self, answer_id: str) -> AnswerReplay:
-        """Re-run logged answer ``answer_id``; the report says per layer (retrieval, prompt, answer) what changed."""
+    def replay_answer(self, answer_id: str, *, question: str | None = None) -> AnswerReplay:
+        """Re-run logged answer ``answer_id``; the report says per layer (retrieval, prompt, answer) what changed.
+
+        ``question``: the question of an answer logged with hashes only (RANKLOCK_LOG_TEXT=hash).
+        """
         from .ask.log import replay_answer
 
-        return replay_answer(self.db, self.collection, self.search, answer_id, self._collection_embedder)
+        return replay_answer(
+            self.db, self.collection, self.search, answer_id, self._collection_embedder, question=question
+        )
 
     # -- structured requests (ranklock.plan) ---------------------------------------------
 

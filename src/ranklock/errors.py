@@ -8,6 +8,7 @@ message is stable) and end with what to do about it::
     ├── ConfigError            bad setting, bad parameter value
     ├── DatabaseError          cannot reach or use PostgreSQL
     │   ├── DatabaseUnavailable    the server cannot be reached or started, or the connection was lost
+    │   ├── InsufficientResources  SQLSTATE class 53: disk full, out of memory, too many connections (503)
     │   ├── QueryTimeout           a search ran past the statement timeout (504)
     │   └── ExtensionError         pgvector missing or too old
     ├── NotFound               unknown collection, snapshot, query id
@@ -17,6 +18,14 @@ message is stable) and end with what to do about it::
     │   └── FilterError            malformed filter, unknown field, type mismatch
     ├── EmbedderError          model cannot load, checksum or dimension mismatch
     ├── SnapshotError          a snapshot cannot be built, activated or rolled back
+    ├── AccessError            a served request (HTTP) that may not be answered
+    │   ├── Unauthorized           no token, a malformed, unknown or revoked one (401)
+    │   ├── Forbidden              the token lacks the scope the request needs (403)
+    │   └── HostNotAllowed         a Host header the server does not answer to: DNS rebinding (421)
+    ├── LimitExceeded          a served request over one of its limits (ranklock.settings)
+    │   ├── RequestTooLarge        a body over RANKLOCK_MAX_BODY_BYTES (413)
+    │   ├── RequestTimeout         a body not received within RANKLOCK_BODY_TIMEOUT (408)
+    │   └── TooManyRequests        over the token's rate or concurrency limit (429)
     ├── GenerationError        an Ask generator failed: endpoint down, reply not in the asked format
     │   └── CitationError          an answer cites something it was not given: rejected, never shown
     └── RerankError            a reranker failed: model cannot load, endpoint down, reply not a ranking
@@ -25,6 +34,7 @@ message is stable) and end with what to do about it::
 from __future__ import annotations
 
 __all__ = [
+    "AccessError",
     "CitationError",
     "ConfigError",
     "DatabaseError",
@@ -32,15 +42,23 @@ __all__ = [
     "EmbedderError",
     "ExtensionError",
     "FilterError",
+    "Forbidden",
     "GenerationError",
+    "HostNotAllowed",
     "IngestError",
     "InputError",
+    "InsufficientResources",
+    "LimitExceeded",
     "NotFound",
     "QueryError",
     "QueryTimeout",
     "RanklockError",
+    "RequestTimeout",
+    "RequestTooLarge",
     "RerankError",
     "SnapshotError",
+    "TooManyRequests",
+    "Unauthorized",
 ]
 
 
@@ -65,6 +83,10 @@ class DatabaseUnavailable(DatabaseError):
 
 class ExtensionError(DatabaseError):
     pass
+
+
+class InsufficientResources(DatabaseError):
+    """PostgreSQL ran out of something (SQLSTATE class 53): disk, memory, connections; nothing was stored."""
 
 
 class QueryTimeout(DatabaseError):
@@ -114,3 +136,42 @@ class CitationError(GenerationError):
 class RerankError(RanklockError):
     # Like a generator, a reranker is upstream of ranklock (a model, an endpoint): a bad gateway.
     http_status = 502
+
+
+class AccessError(RanklockError):
+    http_status = 403
+
+
+class Unauthorized(AccessError):
+    http_status = 401
+
+
+class Forbidden(AccessError):
+    http_status = 403
+
+
+class HostNotAllowed(AccessError):
+    # 421 Misdirected Request: the request names a host this server is not for.
+    http_status = 421
+
+
+class LimitExceeded(RanklockError):
+    http_status = 400
+
+
+class RequestTooLarge(LimitExceeded):
+    http_status = 413
+
+
+class RequestTimeout(LimitExceeded):
+    http_status = 408
+
+
+class TooManyRequests(LimitExceeded):
+    """Over a per-token limit; ``retry_after`` (seconds) is sent as the Retry-After header."""
+
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

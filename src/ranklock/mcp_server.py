@@ -2,34 +2,81 @@
 
 Tools, all read-only (no tool ingests, activates or drops anything):
 
-* ``search``: the arguments of ``POST /api/search`` (:class:`ranklock.http.app.SearchRequest`); returns the
+* ``search``: the arguments of ``POST /api/search`` (:class:`ranklock.api.SearchRequest`); returns the
   engine's canonical result JSON, the same object the HTTP API and ``ranklock search --json`` return.
-* ``ask``: the arguments of ``POST /api/ask`` (:class:`ranklock.http.app.AskRequest`); returns the answer
+* ``ask``: the arguments of ``POST /api/ask`` (:class:`ranklock.api.AskRequest`); returns the answer
   with its citations and ``answer_id`` for ``ranklock replay --answer``.
 * ``list_collections``: what ``GET /api/collections`` returns.
 * ``get_document``: one document as a snapshot holds it (:meth:`ranklock.Engine.document`).
 
-A domain error reaches the agent as a tool error ``<ErrorType>: <message>``: the
-same type and message the HTTP API puts in its ``{"error": ...}`` body.
+As strict as HTTP: each tool's input schema *is* the HTTP route's model, and
+the arguments are validated by that model, not by the SDK's lax signature
+parsing (which turned ``k: true`` into 1 and dropped ``snapshot_id``): an
+unknown argument, a wrong type or a reserved ``params`` key is a tool error
+with the HTTP API's message, and a search past ``RANKLOCK_MAX_COST`` is refused
+as over HTTP.  A domain error reaches the agent as a tool error
+``Error executing tool <name>: <ErrorType>: <message>``.
+
+The stdio transport (:func:`run_stdio`) answers every frame: one that is not
+JSON (bad UTF-8, nested too deeply, cut off) gets a JSON-RPC ``-32700`` error,
+one that is JSON but not a JSON-RPC message ``-32600``, with the frame's id when
+it has one.  The SDK's own transport logged those and replied nothing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import logging
+import sys
+from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
+from .api import AskRequest, SearchRequest, request_error
 from .engine import Engine
 from .errors import RanklockError
 from .ingest.formats.base import require
 
-__all__ = ["TOOLS", "create_server"]
+__all__ = ["TOOLS", "DocumentRequest", "create_server", "run_stdio"]
+
+log = logging.getLogger("ranklock.mcp")
 
 #: The tools the server offers, in the order it lists them.
 TOOLS = ("search", "ask", "list_collections", "get_document")
+
+
+class DocumentRequest(BaseModel):
+    """``get_document`` arguments."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    collection: str
+    doc_id: str
+    snapshot: int | None = Field(None, validation_alias=AliasChoices("snapshot", "snapshot_id"))
+
+
+class NoArguments(BaseModel):
+    """``list_collections`` takes none."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+_DESCRIPTIONS = {
+    "search": "Search a collection: the top k documents fused from the keyword and vector branches (RRF), each "
+    "with its lexical and semantic rank and score; filter holds hard constraints (e.g. \"date >= '2024-03-01'\"); "
+    "snapshot and as_of pin the result.",
+    "ask": "Answer a question from the collection's top chunks, citing them by number; logged for replay.",
+    "list_collections": "Every collection with its language, embedder, typed fields and active snapshot.",
+    "get_document": "One document (title, body, metadata, content hash) as the snapshot (default: the active one) "
+    "holds it.",
+}
+_MODELS: dict[str, type[BaseModel]] = {
+    "search": SearchRequest,
+    "ask": AskRequest,
+    "list_collections": NoArguments,
+    "get_document": DocumentRequest,
+}
 
 
 def _json(obj: Any) -> Any:
@@ -37,89 +84,202 @@ def _json(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
 
 
-def create_server(engine: Engine) -> Any:
-    """An ``MCPServer`` whose tools call ``engine``; run it with ``.run("stdio")``."""
-    require("mcp", "mcp")
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
+def _handlers(engine: Engine) -> dict[str, Callable[[Any], dict[str, Any]]]:
+    """Each tool's body over a validated request: the same engine calls the HTTP routes make."""
 
-    server = MCPServer(
+    def search(req: SearchRequest) -> dict[str, Any]:
+        req.check_cost(engine.settings, engine.collection(req.collection).search_defaults)
+        res = engine.search(req.collection, req.query, **req.arguments())
+        return dict(json.loads(res.to_json(timings=True)))
+
+    def ask(req: AskRequest) -> dict[str, Any]:
+        req.check_cost(engine.settings)
+        ans = engine.ask(req.collection, req.question, **req.arguments())
+        return dict(json.loads(ans.to_json()))
+
+    def list_collections(req: NoArguments) -> dict[str, Any]:
+        return dict(_json({"collections": engine.collections()}))
+
+    def get_document(req: DocumentRequest) -> dict[str, Any]:
+        return dict(_json(engine.document(req.collection, req.doc_id, snapshot=req.snapshot)))
+
+    return {"search": search, "ask": ask, "list_collections": list_collections, "get_document": get_document}
+
+
+def create_server(engine: Engine) -> Any:
+    """A low-level MCP ``Server`` whose tools call ``engine``; run it with :func:`run_stdio`."""
+    require("mcp", "mcp")
+    import anyio
+    import mcp_types as types
+    from mcp.server import Server
+
+    handlers = _handlers(engine)
+    read_only = types.ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+    tools = [
+        types.Tool(
+            name=name,
+            description=_DESCRIPTIONS[name],
+            input_schema=_MODELS[name].model_json_schema(),
+            annotations=read_only,
+        )
+        for name in TOOLS
+    ]
+
+    def failed(name: str, text: str) -> Any:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"Error executing tool {name}: {text}")], is_error=True
+        )
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        name = params.name
+        if name not in handlers:
+            return failed(name, f"InputError: unknown tool {name!r}; the tools are {', '.join(TOOLS)}.")
+        model = _MODELS[name]
+        try:
+            req = model.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            err = request_error(exc, model, what="argument")
+            return failed(name, f"{type(err).__name__}: {err}")
+        try:
+            # The engine is synchronous (database, models): off the event loop.
+            out = await anyio.to_thread.run_sync(lambda: handlers[name](req))
+        except RanklockError as exc:
+            return failed(name, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # a bug: the agent gets a message, the log the traceback
+            log.exception("unhandled error in tool %s", name)
+            return failed(name, f"InternalError: {type(exc).__name__}: {str(exc)[:200]}; this is a bug in ranklock.")
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(out, ensure_ascii=False))], structured_content=out
+        )
+
+    return Server(
         "ranklock",
         instructions=(
             "Deterministic hybrid (BM25 + vector) search over ranklock collections. Call list_collections first; "
             "search returns ranked hits with the snapshot id and manifest hash that make the result reproducible; "
             "get_document reads a hit's whole document; ask answers with numbered citations."
         ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
     )
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 
-    @contextmanager
-    def domain_errors() -> Iterator[None]:
-        try:
-            yield
-        except RanklockError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
-    def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
-        server.add_tool(fn, annotations=read_only, structured_output=True)
-        return fn
+def frame_error(line: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error reply to a frame the server cannot take, or None when it is a JSON-RPC message."""
+    import mcp_types as types
 
-    @tool
-    def search(
-        collection: str,
-        query: str,
-        k: int = 10,
-        mode: str = "hybrid",
-        filter: Any = None,
-        snapshot: int | None = None,
-        as_of: str | None = None,
-        params: dict[str, Any] = Field(
-            default_factory=dict, description="Search parameter overrides (depth, ef_search…)."
-        ),
-    ) -> dict[str, Any]:
-        """Search a collection: the top k documents fused from the keyword and vector branches (RRF),
-        each with its lexical and semantic rank and score; filter holds hard constraints
-        (e.g. "date >= '2024-03-01'"); snapshot and as_of pin the result."""
-        with domain_errors():
-            res = engine.search(
-                collection, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params
-            )
-        return dict(json.loads(res.to_json(timings=True)))
+    try:
+        text = line.decode("utf-8")
+        obj = json.loads(text)
+    except UnicodeDecodeError as exc:
+        return _error_reply(None, types.PARSE_ERROR, f"the frame is not UTF-8 ({exc.reason} at byte {exc.start})")
+    except RecursionError:
+        return _error_reply(None, types.PARSE_ERROR, "the frame is JSON nested too deeply to read")
+    except ValueError as exc:
+        return _error_reply(None, types.PARSE_ERROR, f"the frame is not JSON ({exc})")
+    ident = obj.get("id") if isinstance(obj, dict) else None
+    if not isinstance(ident, (str, int)) or isinstance(ident, bool):
+        ident = None
+    try:
+        types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
+    except (ValidationError, RecursionError) as exc:
+        first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) and exc.errors() else str(exc)
+        return _error_reply(ident, types.INVALID_REQUEST, f"the frame is not a JSON-RPC 2.0 message ({first})")
+    return None
 
-    @tool
-    def ask(
-        collection: str,
-        question: str,
-        filter: str | dict[str, Any] | list[Any] | None = None,
-        as_of: str | None = None,
-        snapshot: int | None = None,
-        chunks: int = Field(8, ge=1, le=40, description="Chunks handed to the generator, numbered [1]..[N]."),
-        generator: str = Field("extractive", description="extractive, openai or local."),
-    ) -> dict[str, Any]:
-        """Answer a question from the collection's top chunks, citing them by number; logged for replay."""
-        with domain_errors():
-            ans = engine.ask(
-                collection,
-                question,
-                filter=filter,
-                as_of=as_of,
-                snapshot=snapshot,
-                chunks=chunks,
-                generator=generator,
-            )
-        return dict(json.loads(ans.to_json()))
 
-    @tool
-    def list_collections() -> dict[str, Any]:
-        """Every collection with its language, embedder, typed fields and active snapshot."""
-        with domain_errors():
-            return dict(_json({"collections": engine.collections()}))
+def _error_reply(ident: str | int | None, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message[:500]}}
 
-    @tool
-    def get_document(collection: str, doc_id: str, snapshot: int | None = None) -> dict[str, Any]:
-        """One document (title, body, metadata, content hash) as the snapshot (default: the active one) holds it."""
-        with domain_errors():
-            return dict(_json(engine.document(collection, doc_id, snapshot=snapshot)))
 
-    return server
+def run_stdio(server: Any, *, max_frame: int) -> None:
+    """Serve ``server`` on stdin/stdout, one JSON-RPC message per line, answering every malformed frame.
+
+    A frame longer than ``max_frame`` bytes (``RANKLOCK_MAX_BODY_BYTES``) is skipped unread and answered.
+    """
+    import anyio
+    import mcp_types as types
+
+    # The SDK's own stdio transport builds the same pair of context-carrying streams.
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+
+    stdin = sys.stdin.buffer
+    stdout = sys.stdout.buffer
+
+    async def main() -> None:
+        read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
+        write_stream, write_reader = create_context_streams[SessionMessage](0)
+        replies = anyio.create_memory_object_stream[dict[str, Any]](16)
+        out_lock = anyio.Lock()
+
+        def read_frame() -> bytes | None:
+            """One line, or None (after skipping the rest of it) when it is longer than ``max_frame``."""
+            line = stdin.readline(max_frame + 1)
+            if len(line) <= max_frame or line.endswith(b"\n"):
+                return line
+            while line and not line.endswith(b"\n"):
+                line = stdin.readline(1 << 20)
+            return None
+
+        async def reader() -> None:
+            async with read_writer, replies[0]:
+                while True:
+                    line = await anyio.to_thread.run_sync(read_frame)
+                    if line is None:
+                        await replies[0].send(
+                            _error_reply(
+                                None,
+                                types.PARSE_ERROR,
+                                f"the frame is longer than {max_frame:,} bytes (RANKLOCK_MAX_BODY_BYTES); it was "
+                                "skipped unread",
+                            )
+                        )
+                        continue
+                    if not line:
+                        return
+                    if not line.strip():
+                        continue
+                    bad = frame_error(line)
+                    if bad is not None:
+                        await replies[0].send(bad)
+                        continue
+                    message = types.jsonrpc_message_adapter.validate_python(json.loads(line), by_name=False)
+                    await read_writer.send(SessionMessage(message))
+
+        async def write(text: str) -> None:
+            # Two tasks answer (the server's replies, the frame errors): one line at a time.
+            async with out_lock:
+                await anyio.to_thread.run_sync(lambda: (stdout.write(text.encode("utf-8") + b"\n"), stdout.flush()))
+
+        async def writer() -> None:
+            async with write_reader:
+                async for session_message in write_reader:
+                    msg = session_message.message
+                    try:
+                        text = msg.model_dump_json(by_alias=True, exclude_unset=True)
+                        text.encode("utf-8")
+                    except (ValueError, UnicodeEncodeError) as exc:
+                        # A reply that cannot be written as UTF-8 JSON (a lone surrogate) still gets an answer.
+                        ident = getattr(msg, "id", None)
+                        text = json.dumps(
+                            _error_reply(ident, types.INTERNAL_ERROR, f"the reply could not be sent: {exc}")
+                        )
+                    await write(text)
+
+        async def error_writer() -> None:
+            async with replies[1]:
+                async for reply in replies[1]:
+                    await write(json.dumps(reply))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader)
+            tg.start_soon(writer)
+            tg.start_soon(error_writer)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)

@@ -32,6 +32,7 @@ __all__ = [
     "Settings",
     "env",
     "parse_duration",
+    "parse_rate",
     "parse_size",
     "search_param_help",
 ]
@@ -103,10 +104,22 @@ ENV: tuple[EnvVar, ...] = (
         "5s",
         "longest wait for a pooled connection before the server is checked and restarted/reconnected",
     ),
-    EnvVar("RANKLOCK_LOG_RETENTION", "30d", "query-log entries older than this are pruned (`0`: any age)"),
-    EnvVar("RANKLOCK_LOG_MAX_BYTES", "1GB", "the query log keeps at most this much, newest first (`0`: any size)"),
     EnvVar(
-        "RANKLOCK_LOG_PRUNE_EVERY", "1000", "retention runs after every this many logged searches, one bounded batch"
+        "RANKLOCK_LOG_RETENTION",
+        "30d",
+        "entries of the query log and of the answer log older than this are pruned (`0`: any age)",
+    ),
+    EnvVar(
+        "RANKLOCK_LOG_MAX_BYTES",
+        "1GB",
+        "the query log and the answer log each keep at most this much, newest first (`0`: any size); "
+        "retention runs whenever 5% of it has been logged since it last ran",
+    ),
+    EnvVar(
+        "RANKLOCK_LOG_TEXT",
+        "full",
+        "`full`: the logs keep the query, question and answer texts; `hash`: only their sha256 (replay then "
+        "needs the text given again)",
     ),
     EnvVar(
         "RANKLOCK_LOCK_WAIT",
@@ -136,6 +149,45 @@ ENV: tuple[EnvVar, ...] = (
     ),
     EnvVar("RANKLOCK_EMBED_IDLE", "30m", "the embedding service exits after this long without a request (`0`: never)"),
     EnvVar("RANKLOCK_TRACE", "0", "`1` prints every SQL statement with its timing on stderr"),
+    EnvVar(
+        "RANKLOCK_MAX_BODY_BYTES",
+        "1MB",
+        "largest HTTP request body `serve` reads (Content-Length checked, then the body counted as it "
+        "streams in); larger: 413",
+    ),
+    EnvVar(
+        "RANKLOCK_HEADER_TIMEOUT",
+        "10s",
+        "a connection to `serve` must send its request line and headers within this, or it is closed (408)",
+    ),
+    EnvVar(
+        "RANKLOCK_BODY_TIMEOUT",
+        "30s",
+        "a request body must arrive within this after its headers, or the connection is closed (408)",
+    ),
+    EnvVar(
+        "RANKLOCK_MAX_COST",
+        "250000",
+        "largest `k` x `depth` of one search over HTTP or MCP (single-branch modes: `k` x max(`depth`, `k`)); "
+        "larger: 400",
+    ),
+    EnvVar(
+        "RANKLOCK_MAX_FILTER_SIZE",
+        "4000",
+        "largest filter of one request over HTTP or MCP, in characters (a structured filter: its compact JSON); "
+        "larger: 400",
+    ),
+    EnvVar(
+        "RANKLOCK_TOKEN_CONCURRENCY",
+        "4",
+        "searches and asks one token (or, without tokens, one client address) may run at once over HTTP; more: 429",
+    ),
+    EnvVar(
+        "RANKLOCK_RATE_LIMIT",
+        "1200/m",
+        "requests one token (or client address) may make over HTTP, as N/s, N/m or N/h (a bucket of N "
+        "refilled over the period); more: 429 with Retry-After (`0`: no limit)",
+    ),
     EnvVar("RANKLOCK_LLM_URL", None, "OpenAI-compatible endpoint of the `openai` Ask generator"),
     EnvVar("RANKLOCK_LLM_MODEL", None, "model name sent to `RANKLOCK_LLM_URL`"),
     EnvVar("RANKLOCK_LLM_API_KEY", None, "bearer token sent to `RANKLOCK_LLM_URL`"),
@@ -211,6 +263,36 @@ def parse_duration(text: str | float, *, what: str = "duration") -> float:
     return float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()]
 
 
+_RATE_PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_rate(text: str, *, what: str = "rate") -> tuple[int, float]:
+    """``(requests, period_s)`` from ``"1200/m"``, ``"20/s"``, ``"50000/h"``; ``"0"`` is ``(0, 1.0)``: no limit.
+
+    >>> parse_rate("1200/m")
+    (1200, 60.0)
+    """
+    if text.strip() == "0":
+        return 0, 1.0
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*([smh])\s*", text, re.IGNORECASE)
+    if m is None or int(m.group(1)) < 1:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{what} {text!r} is not a rate; write requests per period, e.g. 1200/m, 20/s or 0 (none).")
+    return int(m.group(1)), _RATE_PERIODS[m.group(2).lower()]
+
+
+def _log_text() -> Literal["full", "hash"]:
+    text = env("RANKLOCK_LOG_TEXT").strip().lower()
+    if text == "full":
+        return "full"
+    if text == "hash":
+        return "hash"
+    from .errors import ConfigError
+
+    raise ConfigError(f"RANKLOCK_LOG_TEXT {env('RANKLOCK_LOG_TEXT')!r} is not full or hash; set it to one of them.")
+
+
 def _env_int(name: str) -> int:
     text = env(name)
     if not text.strip().isdigit():
@@ -269,20 +351,19 @@ class Settings(BaseModel):
     log_retention: float = Field(
         default_factory=lambda: parse_duration(env("RANKLOCK_LOG_RETENTION"), what="RANKLOCK_LOG_RETENTION"),
         ge=0,
-        description="Query-log entries older than this are pruned, in seconds (RANKLOCK_LOG_RETENTION, "
-        "e.g. 30d; 0 keeps entries of any age).",
+        description="Entries of the query log and the answer log older than this are pruned, in seconds "
+        "(RANKLOCK_LOG_RETENTION, e.g. 30d; 0 keeps entries of any age).",
     )
     log_max_bytes: int = Field(
         default_factory=lambda: parse_size(env("RANKLOCK_LOG_MAX_BYTES"), what="RANKLOCK_LOG_MAX_BYTES"),
         ge=0,
-        description="The query log keeps at most this many bytes of entries, the newest ones "
-        "(RANKLOCK_LOG_MAX_BYTES, e.g. 1GB or 500MB; 0 means no size limit).",
+        description="The query log and the answer log each keep at most this many bytes of entries, the "
+        "newest ones (RANKLOCK_LOG_MAX_BYTES, e.g. 1GB or 500MB; 0 means no size limit).",
     )
-    log_prune_every: int = Field(
-        default_factory=lambda: _env_int("RANKLOCK_LOG_PRUNE_EVERY"),
-        ge=1,
-        description="Enforce the query-log retention after every this many logged searches "
-        "(RANKLOCK_LOG_PRUNE_EVERY), deleting a bounded batch each time.",
+    log_text: Literal["full", "hash"] = Field(
+        default_factory=_log_text,
+        description="What the query log and the answer log keep of the query, question and answer texts "
+        "(RANKLOCK_LOG_TEXT): `full` the texts, `hash` only their sha256.",
     )
     trace: bool = Field(
         default_factory=lambda: env("RANKLOCK_TRACE") in ("1", "true", "yes"),
@@ -307,6 +388,41 @@ class Settings(BaseModel):
         description="Longest a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the "
         "same collection before failing, in seconds (RANKLOCK_LOCK_WAIT, e.g. 300 or 5m; 0: do not wait). "
         "Writers of one collection run one at a time.",
+    )
+    max_body_bytes: int = Field(
+        default_factory=lambda: parse_size(env("RANKLOCK_MAX_BODY_BYTES"), what="RANKLOCK_MAX_BODY_BYTES"),
+        ge=1,
+        description="Largest HTTP request body `ranklock serve` reads, in bytes (RANKLOCK_MAX_BODY_BYTES).",
+    )
+    header_timeout: float = Field(
+        default_factory=lambda: parse_duration(env("RANKLOCK_HEADER_TIMEOUT"), what="RANKLOCK_HEADER_TIMEOUT"),
+        gt=0,
+        description="Seconds a connection has to send its request line and headers (RANKLOCK_HEADER_TIMEOUT).",
+    )
+    body_timeout: float = Field(
+        default_factory=lambda: parse_duration(env("RANKLOCK_BODY_TIMEOUT"), what="RANKLOCK_BODY_TIMEOUT"),
+        gt=0,
+        description="Seconds a request has to send its body after its headers (RANKLOCK_BODY_TIMEOUT).",
+    )
+    max_cost: int = Field(
+        default_factory=lambda: _env_int("RANKLOCK_MAX_COST"),
+        ge=1,
+        description="Largest k x depth of one search over HTTP or MCP (RANKLOCK_MAX_COST).",
+    )
+    max_filter_size: int = Field(
+        default_factory=lambda: _env_int("RANKLOCK_MAX_FILTER_SIZE"),
+        ge=1,
+        description="Largest filter of one HTTP or MCP request, in characters (RANKLOCK_MAX_FILTER_SIZE).",
+    )
+    token_concurrency: int = Field(
+        default_factory=lambda: _env_int("RANKLOCK_TOKEN_CONCURRENCY"),
+        ge=1,
+        description="Searches and asks one token may run at once over HTTP (RANKLOCK_TOKEN_CONCURRENCY).",
+    )
+    rate_limit: tuple[int, float] = Field(
+        default_factory=lambda: parse_rate(env("RANKLOCK_RATE_LIMIT"), what="RANKLOCK_RATE_LIMIT"),
+        description="Requests per period one token may make over HTTP, as (requests, seconds); (0, ...) "
+        "is no limit (RANKLOCK_RATE_LIMIT, e.g. 1200/m).",
     )
 
 

@@ -16,6 +16,12 @@ layer whether it is identical::
 
 A deterministic generator (``extractive``; ``local`` on the same machine)
 must match byte for byte; ``identical`` is true only when every layer is.
+
+With ``RANKLOCK_LOG_TEXT=hash`` a row keeps the sha256 of the question and of
+the answer JSON instead of the texts (and no raw reply); a replay then needs
+the question again (checked against its hash) and compares the answer by hash.
+The answer log is under the query log's retention policy
+(ranklock.snapshot.retention).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ if TYPE_CHECKING:
     from ..search.results import SearchResult
     from ..store.database import Database
 
-__all__ = ["LAYERS", "AnswerReplay", "chunk_records", "log_answer", "log_rejected", "replay_answer"]
+__all__ = ["LAYERS", "AnswerReplay", "LogPolicy", "chunk_records", "log_answer", "log_rejected", "replay_answer"]
 
 LAYERS = ("retrieval", "rerank", "prompt", "generator", "answer")
 _ANSWER_ID = re.compile(r"[0-9a-f]{16}")
@@ -55,16 +61,49 @@ def chunk_records(chunks: Sequence[AskChunk]) -> list[list[Any]]:
     ]
 
 
-def _insert(db: Database, values: dict[str, Any]) -> int:
+def text_sha256(text: str) -> str:
+    """The sha256 a hash-only row keeps of a text (RANKLOCK_LOG_TEXT=hash): of its exact UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class LogPolicy:
+    """How answers are logged: hashes only (``hashed``), and ``logged``, told each new row's size.
+
+    ``logged`` is the answer log's retention schedule (ranklock.snapshot.retention, which
+    ranklock.ask does not import: the Engine hands it in).
+    """
+
+    hashed: bool = False
+    logged: Callable[[int], None] | None = None
+
+
+def _insert(db: Database, values: dict[str, Any], policy: LogPolicy) -> int:
+    if policy.hashed:
+        request = dict(values["request"].obj)
+        request["question_sha256"] = text_sha256(str(request.pop("question")))
+        answer = values["answer"]
+        values = {
+            **values,
+            "request": Jsonb(request),
+            "answer": None,
+            "answer_sha256": None if answer is None else text_sha256(answer),
+            "raw": None,
+        }
+    else:
+        values = {**values, "answer_sha256": None}
     row = db.fetchone(
         "INSERT INTO ranklock.answer_log (answer_id, status, collection, snapshot_id, manifest_hash, query_id, "
-        "request, chunks, prompt_version, prompt_sha256, generator, answer, error, raw, rerank) VALUES (%(answer_id)s, "
-        "%(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, %(request)s, %(chunks)s, "
-        "%(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, %(error)s, %(raw)s, %(rerank)s) "
-        "RETURNING id",
+        "request, chunks, prompt_version, prompt_sha256, generator, answer, answer_sha256, error, raw, rerank) "
+        "VALUES (%(answer_id)s, %(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, "
+        "%(request)s, %(chunks)s, %(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, "
+        "%(answer_sha256)s, %(error)s, %(raw)s, %(rerank)s) RETURNING id, bytes",
         values,
     )
-    assert row is not None  # INSERT … RETURNING always returns the row
+    if row is None:  # INSERT … RETURNING always returns the row
+        raise RuntimeError("INSERT returned no row")
+    if policy.logged is not None:
+        policy.logged(int(row["bytes"] or 0))
     return int(row["id"])
 
 
@@ -91,7 +130,14 @@ def _common(
 
 
 def log_answer(
-    db: Database, answer: Answer, res: SearchResult, request: dict[str, Any], prompt: Prompt, *, raw: str | None
+    db: Database,
+    answer: Answer,
+    res: SearchResult,
+    request: dict[str, Any],
+    prompt: Prompt,
+    *,
+    raw: str | None,
+    policy: LogPolicy = LogPolicy(),
 ) -> int:
     """Log a validated answer; returns the log row id."""
     return _insert(
@@ -104,6 +150,7 @@ def log_answer(
             "error": None,
             "raw": raw,
         },
+        policy,
     )
 
 
@@ -118,6 +165,7 @@ def log_rejected(
     *,
     error: str,
     raw: str | None,
+    policy: LogPolicy = LogPolicy(),
 ) -> int:
     """Log an answer that was rejected (bad citations, garbage reply, endpoint down); returns the row id."""
     return _insert(
@@ -130,6 +178,7 @@ def log_rejected(
             "error": error,
             "raw": raw,
         },
+        policy,
     )
 
 
@@ -164,14 +213,46 @@ def _layer(logged: Any, replayed: Any) -> dict[str, Any]:
     return {"identical": logged == replayed, "logged": logged, "replayed": replayed}
 
 
+def _logged_question(answer_id: str, req: dict[str, Any], given: str | None) -> str:
+    """The question to replay: the logged one, or (hash-only row) ``given`` once its sha256 matches.
+
+    The query log's twin is ranklock.search.log.replay_text, which ranklock.ask may not import
+    (tests/test_ask_rules.py: ask reaches only the foundations).
+    """
+    if "question" in req:
+        if given is not None and given != req["question"]:
+            raise QueryError(f"answer {answer_id} was logged with its question; replay it without --question.")
+        return str(req["question"])
+    digest = str(req.get("question_sha256"))
+    if given is None:
+        raise QueryError(
+            f"answer {answer_id} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its question is not stored, "
+            f"only its sha256 {digest[:12]}…. The answer is not stored either, only its sha256; the snapshot, the "
+            "numbered chunks (ids, ranks, scores, text hashes), the prompt hash and the generator are, and every "
+            "layer (the answer by its sha256) replays once the question is given again (--question TEXT); its "
+            "sha256 must match."
+        )
+    if text_sha256(given) != digest:
+        raise QueryError(
+            f"the question given for answer {answer_id} is not the one logged: its sha256 is "
+            f"{text_sha256(given)[:12]}…, the log's {digest[:12]}…. Give the exact question (same spaces and case)."
+        )
+    return given
+
+
 def replay_answer(
     db: Database,
     collection_of: Callable[[str], CollectionInfo],
     search: SearchFn,
     answer_id: str,
     embedder_of: Callable[[CollectionInfo], Embedder] | None = None,
+    *,
+    question: str | None = None,
 ) -> AnswerReplay:
-    """Re-run logged answer ``answer_id`` on its snapshot; compare retrieval, prompt, generator and answer."""
+    """Re-run logged answer ``answer_id`` on its snapshot; compare retrieval, prompt, generator and answer.
+
+    ``question``: the question of a row logged with hashes only, checked against its sha256.
+    """
     if not isinstance(answer_id, str) or not _ANSWER_ID.fullmatch(answer_id):
         raise QueryError(
             f"answer id {answer_id!r} is not 16 lowercase hex digits; copy answer_id from `ranklock ask --json`."
@@ -192,12 +273,13 @@ def replay_answer(
             "a replay needs the snapshot it ran against."
         )
     req: dict[str, Any] = row["request"]
+    asked = _logged_question(answer_id, req, question)
     coll = collection_of(row["collection"])
     gen = logged_generator(row["generator"])
     res = retrieve(
         search,
         coll.name,
-        req["question"],
+        asked,
         filter=req.get("filter"),
         as_of=req.get("as_of"),
         snapshot=sid,
@@ -206,15 +288,15 @@ def replay_answer(
         rerank=req.get("rerank"),
     )
     numbered = passages(db, coll, res)
-    prompt = render_prompt(req["question"], numbered)
+    prompt = render_prompt(asked, numbered)
     info = gen.info()
     replayed: str | dict[str, str]
     embed = embed_fn(db, coll, None if embedder_of is None else (lambda: embedder_of(coll)))
     try:
-        draft = gen.generate(GenerationRequest(req["question"], numbered, prompt, coll.language, embed))
+        draft = gen.generate(GenerationRequest(asked, numbered, prompt, coll.language, embed))
         replayed = cited_answer(
             draft,
-            question=req["question"],
+            question=asked,
             collection=coll.name,
             chunks=numbered,
             generator=info,
@@ -230,7 +312,9 @@ def replay_answer(
         "rerank": _layer(row.get("rerank"), res.params.get("rerank")),
         "prompt": _layer(row["prompt_sha256"], prompt.sha256),
         "generator": _layer(row["generator"], info.to_dict()),
-        "answer": _layer(row["answer"], replayed),
+        "answer": _layer(row["answer"], replayed)
+        if row["answer"] is not None
+        else _layer(row["answer_sha256"], text_sha256(replayed) if isinstance(replayed, str) else replayed),
     }
     return AnswerReplay(
         answer_id=answer_id,

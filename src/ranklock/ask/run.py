@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GenerationError, QueryError
 from ..settings import REQUEST
 from .generators import resolve_generator
-from .log import log_answer, log_rejected
+from .log import LogPolicy, log_answer, log_rejected
 from .model import Answer, GenerationRequest, Generator
 from .prompt import render_prompt
 
@@ -50,6 +50,7 @@ def ask(
     mode: str = REQUEST.mode,
     embedder: Callable[[], Embedder] | None = None,
     rerank: int | None = None,
+    log_policy: LogPolicy = LogPolicy(),
 ) -> Answer:
     """Answer ``question`` over ``coll`` with citations into the retrieved chunks.
 
@@ -106,10 +107,19 @@ def ask(
     except GenerationError as exc:
         if log:
             log_rejected(
-                db, coll.name, res, request, numbered, prompt, info, error=str(exc), raw=draft.raw if draft else None
+                db,
+                coll.name,
+                res,
+                request,
+                numbered,
+                prompt,
+                info,
+                error=str(exc),
+                raw=draft.raw if draft else None,
+                policy=log_policy,
             )
         raise
     if not log:
         return answer
-    log_id = log_answer(db, answer, res, request, prompt, raw=draft.raw)
+    log_id = log_answer(db, answer, res, request, prompt, raw=draft.raw, policy=log_policy)
     return replace(answer, log_id=log_id)

@@ -68,11 +68,17 @@ def ask(
 
 
 def replay_answer_cli(
-    answer_id: str, *, dsn: str | None, home: Path | None, as_json: bool, reranker: str | None = None
+    answer_id: str,
+    *,
+    dsn: str | None,
+    home: Path | None,
+    as_json: bool,
+    reranker: str | None = None,
+    question: str | None = None,
 ) -> None:
     """``ranklock replay --answer ID``: per-layer report, exit 1 unless every layer is identical."""
     with engine(dsn, home, reranker=reranker) as eng:
-        report = eng.replay_answer(answer_id)
+        report = eng.replay_answer(answer_id, question=question)
     if as_json:
         print_json(report.to_dict())
     else:

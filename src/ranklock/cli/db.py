@@ -37,7 +37,7 @@ def db_stop(home: HomeOpt = None) -> None:
 
 @db_app.command("status")
 def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-    """Say whether the embedded server runs, and report the query log (size, oldest entry, retention)."""
+    """Say whether the embedded server runs, and report both logs (size, oldest entry, retention)."""
     from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
@@ -45,22 +45,28 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
     h = home or Settings().home
     server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
     embedder = service.status(h)
-    status: dict[str, Any] = {"server": server, "embedding_service": embedder, "query_log": None}
-    if server != "not running":  # never start a stopped server just to report on it
+    status: dict[str, Any] = {"server": server, "embedding_service": embedder, "query_log": None, "answer_log": None}
+    if server == "not running":
+        # Never start a stopped server just to report on it; say why it stopped when its log knows.
+        status["problem"] = EmbeddedServer(h).diagnose()
+    else:
         with engine(dsn, home) as eng:
-            status["query_log"] = eng.log_status()
+            status.update(eng.logs_status())
     if as_json:
         print_json(status)
         return
     console.print(server)
-    q = status["query_log"]
-    if q is not None:
-        console.print(
-            f"query log: {q['rows']} entries, {q['bytes']:,} bytes ({q['table_bytes']:,} on disk), oldest "
-            f"{q['oldest'] or '-'}; retention keeps {q['policy']['describe']}; ids up to {q['pruned_through']} "
-            f"pruned ({q['pruned_rows']} entries, last {q['last_pruned_at'] or 'never'})",
-            highlight=False,
-        )
+    if status.get("problem"):
+        console.print(status["problem"], highlight=False, soft_wrap=True)
+    for name in ("query_log", "answer_log"):
+        q = status[name]
+        if q is not None:
+            console.print(
+                f"{name.replace('_', ' ')}: {q['rows']} entries, {q['bytes']:,} bytes ({q['table_bytes']:,} on disk), "
+                f"oldest {q['oldest'] or '-'}; retention keeps {q['policy']['describe']}; ids up to "
+                f"{q['pruned_through']} pruned ({q['pruned_rows']} entries, last {q['last_pruned_at'] or 'never'})",
+                highlight=False,
+            )
     if embedder is None:
         console.print("embedding service: not running (the next command that needs the model starts it)")
     else:

@@ -1,4 +1,4 @@
-"""``ranklock log``: the query log's retention."""
+"""``ranklock log``: the retention of the query log and the answer log."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ app = typer.Typer()
 
 __all__ = ["log_app", "log_prune"]
 
-log_app = typer.Typer(help="The query log (every search, for replay) and its retention.", no_args_is_help=True)
+log_app = typer.Typer(
+    help="The query log (every search) and the answer log (every ask), for replay, and their retention.",
+    no_args_is_help=True,
+)
 app.add_typer(log_app, name="log")
 
 
@@ -37,7 +40,7 @@ def log_prune(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete query-log entries beyond the retention policy, oldest first; pruned ids can no longer be replayed."""
+    """Delete entries of both logs beyond the retention policy, oldest first; pruned ids can no longer be replayed."""
     from ..settings import parse_duration, parse_size
 
     try:
@@ -50,10 +53,11 @@ def log_prune(
     if as_json:
         print_json(report)
         return
-    note = " (another process was pruning; run again)" if report.get("skipped") else ""
-    console.print(
-        f"pruned {report['deleted']} entries ({report['deleted_bytes']:,} bytes){note}; the log holds {report['rows']} "
-        f"entries, {report['bytes']:,} bytes; entries up to id {report['pruned_through']} are gone "
-        f"(policy: {report['policy']['describe']})",
-        highlight=False,
-    )
+    for name, part in report["logs"].items():
+        note = " (another process was pruning; run again)" if part.get("skipped") else ""
+        console.print(
+            f"{name.replace('_', ' ')}: pruned {part['deleted']} entries ({part['deleted_bytes']:,} bytes){note}; it "
+            f"holds {part['rows']} entries, {part['bytes']:,} bytes; entries up to id {part['pruned_through']} are "
+            f"gone (policy: {part['policy']['describe']})",
+            highlight=False,
+        )

@@ -15,9 +15,8 @@ __all__ = ["mcp"]
 @app.command()
 def mcp(dsn: DsnOpt = None, home: HomeOpt = None) -> None:
     """Run a read-only MCP server on stdin/stdout with the tools search, ask, list_collections, get_document."""
-    from ..mcp_server import create_server
+    from ..mcp_server import create_server, run_stdio
 
     with engine(dsn, home) as eng:
-        server = create_server(eng)
-        server.run("stdio")
+        run_stdio(create_server(eng), max_frame=eng.settings.max_body_bytes)
     raise typer.Exit(0)

@@ -4,56 +4,107 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Annotated, Any
 
 import typer
 
 from ..errors import RanklockError
-from ._common import DsnOpt, HomeOpt, ReadDsnOpt, engine, fail
+from ._common import DsnOpt, HomeOpt, ReadDsnOpt, engine, err_console, fail
 
 #: This module's commands; cli/__init__.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["serve"]
 
+log = logging.getLogger("ranklock.querylog")
+
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on; anything but loopback requires API tokens.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0 picks a free one).")] = 8000,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A Host name the server answers to besides localhost, 127.0.0.1 and [::1] (repeatable); "
+            "beyond loopback, given names are the only ones it answers to.",
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve a non-loopback interface without API tokens: anyone who reaches the port reads every "
+            "collection and spends your LLM key.",
+        ),
+    ] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     read_dsn: ReadDsnOpt = None,
 ) -> None:
-    """Serve the HTTP API (/api/search, /api/collections, /healthz, /readyz) and the search page (/)."""
+    """Serve the HTTP API (/api/search, /api/collections, /healthz, /readyz) and the search page (/).
+
+    On loopback (the default) no token is needed and only local Host names are answered (DNS rebinding).
+    On any other interface every request needs `Authorization: Bearer <token>` (`ranklock token create`).
+    """
     from .._extras import require
 
     try:
-        uvicorn = require("server", "uvicorn", "`ranklock serve`")
+        require("server", "uvicorn", "`ranklock serve`")
         require("server", "fastapi", "`ranklock serve`")
     except RanklockError as exc:
         raise fail(exc) from None
     from ..http import create_app
+    from ..http.guard import Access, is_loopback
+    from ..http.server import run
 
+    access = Access.for_bind(host, no_auth=insecure_no_auth, extra_hosts=allow_host or ())
     with engine(dsn, home, read_dsn, long_lived=True) as eng:
+        if not is_loopback(host):
+            live = [t for t in eng.list_tokens() if t.revoked_at is None and "read" in t.scopes]
+            if insecure_no_auth:
+                err_console.print(
+                    f"[bold red]warning:[/] serving {host}:{port} with --insecure-no-auth: no token is asked for; "
+                    "anyone who reaches this port reads every collection, writes the answer log and can choose a "
+                    "paid generator.",
+                    highlight=False,
+                )
+            elif not live:
+                raise fail(
+                    f"`ranklock serve --host {host}` listens beyond this machine and needs API tokens, but no live "
+                    "token with the scope read exists. Create one with `ranklock token create NAME` and send it as "
+                    "`Authorization: Bearer <token>`, bind 127.0.0.1, or pass --insecure-no-auth (not advised)."
+                )
         # Load every collection's model before listening, so the first search does not pay for it.
         for line in eng.warm():
             logging.getLogger("ranklock.serve").warning("%s", line)
-        # Bring the query log within its retention policy without delaying start-up.
-        threading.Thread(target=_prune_log, args=(eng,), name="ranklock-log-prune", daemon=True).start()
-        uvicorn.run(create_app(eng), host=host, port=port, log_level="info")
+        # Bring both logs within their retention policy without delaying start-up, then keep them there.
+        threading.Thread(target=_prune_logs, args=(eng,), name="ranklock-log-prune", daemon=True).start()
+        run(create_app(eng, access=access), host=host, port=port, header_timeout=eng.settings.header_timeout)
 
 
-def _prune_log(eng: Any) -> None:
-    try:
-        report = eng.prune_log()
-    except RanklockError as exc:
-        logging.getLogger("ranklock.querylog").warning("query log: retention at start-up failed: %s", exc)
-        return
-    if report["deleted"]:
-        logging.getLogger("ranklock.querylog").warning(
-            "query log: pruned %d entries (%d bytes) at start-up; policy keeps %s",
-            report["deleted"],
-            report["deleted_bytes"],
-            report["policy"]["describe"],
-        )
+def _prune_logs(eng: Any) -> None:
+    """Prune at start-up, then every 5 % of the age limit: an idle server's entries age out too."""
+    from ..snapshot.retention import RetentionPolicy, prune_interval
+
+    interval = prune_interval(RetentionPolicy.from_settings(eng.settings))
+    while True:
+        try:
+            report = eng.prune_log()
+        except RanklockError as exc:
+            log.warning("logs: retention failed (%s); it runs again in %g s.", exc, interval)
+        else:
+            for name, part in report["logs"].items():
+                if part["deleted"]:
+                    log.warning(
+                        "%s: pruned %d entries (%d bytes); policy keeps %s",
+                        name,
+                        part["deleted"],
+                        part["deleted_bytes"],
+                        part["policy"]["describe"],
+                    )
+        time.sleep(interval)

@@ -237,6 +237,15 @@ def replay(
     answer: Annotated[
         str | None, typer.Option("--answer", help="Replay a logged answer instead (answer_id of `ranklock ask`).")
     ] = None,
+    text: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            "--question",
+            help="The query (or, with --answer, the question) of an entry logged with hashes only "
+            "(RANKLOCK_LOG_TEXT=hash); its sha256 must match the log's.",
+        ),
+    ] = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -252,10 +261,10 @@ def replay(
 
         if answer is None or query_id is not None:
             raise typer.BadParameter("give a query id or --answer ANSWER_ID, not both and not neither.")
-        replay_answer_cli(answer, dsn=dsn, home=home, as_json=as_json, reranker=reranker)
+        replay_answer_cli(answer, dsn=dsn, home=home, as_json=as_json, reranker=reranker, question=text)
         return
     with engine(dsn, home, reranker=reranker) as eng:
-        report = eng.replay(query_id)
+        report = eng.replay(query_id, query=text)
     d = report.to_dict()
     if as_json:
         print_json(d)

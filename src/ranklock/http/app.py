@@ -22,66 +22,28 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Annotated, Any
+from typing import Any
+from urllib.parse import unquote_plus
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..api import AskRequest, SearchQuery, SearchRequest, request_error
+from ..ask.generators import PAID
 from ..async_engine import AsyncEngine
 from ..engine import Engine
-from ..errors import InputError, RanklockError
+from ..errors import Forbidden, InputError, QueryError, RanklockError
+from ..settings import Settings
 from ..validation import describe_errors
+from .guard import Access, Guard, scopes_of
 
-__all__ = ["AskRequest", "SearchQuery", "SearchRequest", "create_app"]
+__all__ = ["AskRequest", "SearchQuery", "SearchRequest", "create_app", "search_query"]
 
 log = logging.getLogger("ranklock.http")
-
-
-class SearchRequest(BaseModel):
-    """POST /api/search body.  Strict: unknown keys and loosely typed values (``"k": true``) are errors."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    collection: str
-    query: str
-    k: int = 10
-    mode: str = "hybrid"
-    filter: Any = None
-    snapshot: int | None = None
-    as_of: str | None = None
-    params: dict[str, Any] = Field(default_factory=dict, description="Search parameter overrides (depth, ef_search…).")
-
-
-class AskRequest(BaseModel):
-    """``POST /api/ask``: the options of ``ranklock ask``; unknown keys are refused."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    collection: str
-    question: str
-    filter: str | dict[str, Any] | list[Any] | None = None
-    as_of: str | None = None
-    snapshot: int | None = None
-    chunks: int = Field(8, ge=1, le=40, description="Chunks handed to the generator, numbered [1]..[N].")
-    generator: str = Field("extractive", description="extractive, openai or local.")
-
-
-class SearchQuery(BaseModel):
-    """GET /api/search query string.  Values arrive as text, so types are parsed; unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    collection: str
-    q: str
-    k: int = 10
-    mode: str = "hybrid"
-    filter: str | None = None
-    snapshot: int | None = None
-    as_of: str | None = None
 
 
 def _error(status: int, etype: str, message: str) -> JSONResponse:
@@ -118,6 +80,9 @@ def _validation_message(request: Request, exc: RequestValidationError) -> str:
                 f"the request body is not valid JSON ({ctx.get('error', 'decode error')} at position {loc[-1]}); "
                 "send one JSON object."
             )
+            continue
+        if err.get("type") == "ranklock":
+            parts.append(str(err.get("msg", "")) + ".")  # a whole sentence of ranklock.api's validators
             continue
         if len(loc) <= 1:
             parts.append(
@@ -169,9 +134,56 @@ class _ReleaseWithoutLifespan:
                 await ps.aeng.release()
 
 
-def create_app(engine: Engine | AsyncEngine) -> FastAPI:
-    """The HTTP API over ``engine`` (an Engine is wrapped in an AsyncEngine sharing its pool and models)."""
+def _settings_of(aeng: AsyncEngine) -> Settings:
+    # An AsyncEngine not opened yet reads the same environment its Engine will.
+    try:
+        return aeng.engine.settings
+    except RuntimeError:
+        return Settings()
+
+
+def search_query(raw: bytes) -> SearchQuery:
+    """``GET /api/search``'s query string, read strictly: valid UTF-8 escapes, each key once.
+
+    Starlette decodes ``%ff`` to U+FFFD and keeps the last of ``k=1&k=2``; a search
+    would then run on text nobody sent.  The POST body is refused for the same input.
+    """
+    values: dict[str, str] = {}
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise QueryError("the query string holds bytes that are not URL-encoded; percent-encode it as UTF-8.") from None
+    for pair in text.split("&"):
+        if not pair:
+            continue
+        key, _, value = pair.partition("=")
+        try:
+            key = unquote_plus(key, errors="strict")
+            value = unquote_plus(value, errors="strict")
+        except UnicodeDecodeError:
+            raise QueryError(
+                f"query parameter {key!r} is not valid UTF-8 once its %-escapes are decoded ({pair[:60]!r}); "
+                "percent-encode the text as UTF-8."
+            ) from None
+        if key in values:
+            raise QueryError(
+                f"query parameter {key!r} is given twice ({values[key][:40]!r} and {value[:40]!r}); give it once."
+            )
+        values[key] = value
+    try:
+        return SearchQuery.model_validate(values)
+    except ValidationError as exc:
+        raise request_error(exc, SearchQuery, what="query parameter") from None
+
+
+def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) -> FastAPI:
+    """The HTTP API over ``engine`` (an Engine is wrapped in an AsyncEngine sharing its pool and models).
+
+    ``access`` is who may call it (ranklock.http.guard); the default, for an
+    in-process client, needs no token and answers to any Host.
+    """
     aeng = engine if isinstance(engine, AsyncEngine) else AsyncEngine.over(engine)
+    settings = engine.settings if isinstance(engine, Engine) else _settings_of(engine)
     pool_scope = _PoolScope(aeng)
 
     @asynccontextmanager
@@ -188,7 +200,12 @@ def create_app(engine: Engine | AsyncEngine) -> FastAPI:
         version="0.1.0",
         description="Deterministic hybrid retrieval on PostgreSQL.",
         lifespan=lifespan,
+        # FastAPI's Swagger and ReDoc pages load their scripts from a CDN: /docs below is local.
+        docs_url=None,
+        redoc_url=None,
     )
+    # Added last, so it runs first: the pool outlives the guard's token check.
+    app.add_middleware(Guard, aeng=aeng, access=access or Access(), settings=settings)
     app.add_middleware(_ReleaseWithoutLifespan, scope=pool_scope)
 
     @app.exception_handler(RanklockError)
@@ -229,6 +246,11 @@ def create_app(engine: Engine | AsyncEngine) -> FastAPI:
     def page() -> str:
         return (resources.files("ranklock.http") / "static" / "index.html").read_text(encoding="utf-8")
 
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs() -> str:
+        """The routes, from the OpenAPI document, as one page with nothing fetched from elsewhere."""
+        return _docs_page(app.openapi())
+
     @app.get("/api/health")
     async def health() -> dict[str, str]:
         await aeng.ping()
@@ -266,16 +288,9 @@ def create_app(engine: Engine | AsyncEngine) -> FastAPI:
         }
 
     async def run(req: SearchRequest) -> Response:
-        res = await aeng.search(
-            req.collection,
-            req.query,
-            k=req.k,
-            mode=req.mode,
-            filter=req.filter,
-            snapshot=req.snapshot,
-            as_of=req.as_of,
-            **req.params,
-        )
+        coll = await aeng.collection(req.collection)
+        req.check_cost(settings, coll.search_defaults)
+        res = await aeng.search(req.collection, req.query, **req.arguments())
         # The engine's canonical JSON, byte for byte, so HTTP and CLI agree.
         return Response(content=res.to_json(timings=True, served_by=True), media_type="application/json")
 
@@ -284,7 +299,9 @@ def create_app(engine: Engine | AsyncEngine) -> FastAPI:
         return await run(req)
 
     @app.get("/api/search")
-    async def search_get(query: Annotated[SearchQuery, Query()]) -> Response:
+    async def search_get(request: Request) -> Response:
+        """Search with the query string: collection, q, k, mode, filter, snapshot, as_of (each once)."""
+        query = search_query(request.scope.get("query_string", b""))
         return await run(
             SearchRequest(
                 collection=query.collection,
@@ -298,17 +315,35 @@ def create_app(engine: Engine | AsyncEngine) -> FastAPI:
         )
 
     @app.post("/api/ask")
-    async def ask(req: AskRequest) -> Response:
-        ans = await aeng.ask(
-            req.collection,
-            req.question,
-            filter=req.filter,
-            as_of=req.as_of,
-            snapshot=req.snapshot,
-            chunks=req.chunks,
-            generator=req.generator,
-        )
+    async def ask(req: AskRequest, request: Request) -> Response:
+        if req.generator in PAID and "paid-generator" not in scopes_of(request.scope):
+            raise Forbidden(
+                f"generator {req.generator!r} is billed to the server's operator, and this token lacks the scope "
+                "`paid-generator`; use generator extractive, or a token created with --scope paid-generator."
+            )
+        req.check_cost(settings)
+        ans = await aeng.ask(req.collection, req.question, **req.arguments())
         # The same bytes as `ranklock ask --json`.
         return Response(content=ans.to_json(), media_type="application/json")
 
     return app
+
+
+def _docs_page(spec: dict[str, Any]) -> str:
+    """A plain HTML list of the API's routes and their summaries, from ``spec`` (the OpenAPI document)."""
+    from html import escape
+
+    rows = []
+    for path, ops in sorted(spec.get("paths", {}).items()):
+        for method, op in sorted(ops.items()):
+            summary = op.get("description") or op.get("summary") or ""
+            rows.append(
+                f"<tr><td><code>{escape(method.upper())}</code></td><td><code>{escape(path)}</code></td>"
+                f"<td>{escape(summary.strip().splitlines()[0] if summary.strip() else '')}</td></tr>"
+            )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>ranklock API</title></head><body>"
+        "<h1>ranklock API</h1><p>The machine-readable description is <a href='/openapi.json'>/openapi.json</a>. "
+        'Every error is <code>{"error": {"type", "message"}}</code>.</p>'
+        f"<table><tr><th>method</th><th>path</th><th>what</th></tr>{''.join(rows)}</table></body></html>"
+    )

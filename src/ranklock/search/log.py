@@ -39,6 +39,7 @@ from psycopg.types.json import Jsonb
 from ..errors import NotFound, QueryError, RanklockError
 from ..ingest.normalize import normalize
 from ..store.steps import Fetch, Offload, Steps, run_steps
+from ..validation import short_repr
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -48,7 +49,16 @@ if TYPE_CHECKING:
     from .results import SearchResult
     from .spec import SearchSpec
 
-__all__ = ["ReplayReport", "SearchRecord", "fingerprint", "replay", "replay_steps", "result_digest"]
+__all__ = [
+    "ReplayReport",
+    "SearchRecord",
+    "fingerprint",
+    "replay",
+    "replay_steps",
+    "replay_text",
+    "result_digest",
+    "text_sha256",
+]
 
 log = logging.getLogger("ranklock.querylog")
 
@@ -61,6 +71,20 @@ def fingerprint(query: str, language: str) -> str:
 def result_digest(result: SearchResult) -> str:
     """sha256 of the canonical result JSON (no timings, no log id)."""
     return hashlib.sha256(result.to_json().encode("utf-8")).hexdigest()
+
+
+def text_sha256(text: str) -> str:
+    """The sha256 a hash-only log keeps of a text (RANKLOCK_LOG_TEXT=hash): of its exact UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def logged_request(request: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """The request as the log keeps it: with ``log_text = "hash"`` the query text is replaced by its sha256."""
+    if settings.log_text != "hash":
+        return request
+    out = {k: v for k, v in request.items() if k != "query"}
+    out["query_sha256"] = text_sha256(str(request["query"]))
+    return out
 
 
 def final_order(result: SearchResult) -> list[list[Any]]:
@@ -236,13 +260,13 @@ class SearchRecord:
         try:
             rows = yield Fetch(
                 "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
-                "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id, bytes",
                 [
                     self.coll.name,
                     self.snapshot_id,
                     self.manifest_hash,
                     self.fingerprint,
-                    Jsonb(self.request),
+                    Jsonb(logged_request(self.request, self.settings)),
                     result_digest(result),
                     Jsonb(body),
                     Jsonb(result.timings),
@@ -260,20 +284,14 @@ class SearchRecord:
             result.warnings.append(message)
             return None
         query_id = int(rows[0]["id"])  # INSERT … RETURNING always returns the row
-        every = int(self.settings.log_prune_every)
-        if query_id % every == 0:
-            # A bounded batch of deletes on the sync pool: in a worker thread when the search is async.
-            yield Offload(lambda: self._enforce_retention(batch=2 * every))
+        from ..snapshot.retention import QUERY_LOG, RetentionPolicy, schedule_for
+
+        # The entry's size drives the schedule (ranklock.snapshot.retention): a burst of deep searches prunes
+        # as soon as its bytes reach 5 % of the limit.  On the sync pool: in a worker thread when async.
+        policy, schedule = RetentionPolicy.from_settings(self.settings), schedule_for(self.db)
+        if schedule.logged(QUERY_LOG, int(rows[0]["bytes"] or 0), policy):
+            yield Offload(lambda: schedule.run(self.db, QUERY_LOG, policy))
         return query_id
-
-    def _enforce_retention(self, *, batch: int) -> None:
-        # Amortised: one search in `log_prune_every` pays for one bounded batch.
-        from ..snapshot.retention import RetentionPolicy, prune
-
-        try:
-            prune(self.db, RetentionPolicy.from_settings(self.settings), batch=batch)
-        except (psycopg.Error, RanklockError) as exc:
-            log.warning("query log: retention could not prune (%s); `ranklock log prune` retries.", exc)
 
 
 # -- replay -------------------------------------------------------------------------
@@ -315,18 +333,55 @@ def _diff_lists(where: str, logged: list[Any], replayed: list[Any]) -> list[dict
     return out
 
 
-def replay(db: Database, settings: Settings, search: Searcher, query_id: int) -> ReplayReport:
-    """Re-run logged query ``query_id`` against its snapshot (through ``search``) and compare it with the log."""
+def replay(
+    db: Database, settings: Settings, search: Searcher, query_id: int, *, query: str | None = None
+) -> ReplayReport:
+    """Re-run logged query ``query_id`` against its snapshot (through ``search``) and compare it with the log.
+
+    ``query``: the text of an entry logged with hashes only (checked against its sha256).
+    """
 
     def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
         result: SearchResult = yield Offload(lambda: search(name, query, **kwargs))
         return result
 
-    return run_steps(db, replay_steps(db, settings, searched, query_id))
+    return run_steps(db, replay_steps(db, settings, searched, query_id, query=query))
+
+
+def replay_text(req: dict[str, Any], key: str, given: str | None, *, entry: str, option: str, stored: str) -> str:
+    """The text a replay re-runs: ``req[key]``, or for an entry logged with hashes only ``given``, once its sha256
+    matches ``req[key + "_sha256"]``; QueryError otherwise, saying what is stored (``stored``) and how to replay.
+
+    ``entry`` names the entry ("query 12", "answer 3f2c…"), ``option`` the CLI option that gives the text.
+    Shared by the query log and the answer log (ranklock.ask.log).
+    """
+    what = key.replace("_", " ")
+    if key in req:
+        if given is not None and given != req[key]:
+            raise QueryError(f"{entry} was logged with its {what} {short_repr(req[key])}; replay it without {option}.")
+        return str(req[key])
+    digest = str(req.get(f"{key}_sha256"))
+    if given is None:
+        raise QueryError(
+            f"{entry} was logged with hashes only (RANKLOCK_LOG_TEXT=hash): its {what} is not stored, only its "
+            f"sha256 {digest[:12]}…. {stored} replays once the {what} is given again ({option} TEXT); its sha256 "
+            "must match."
+        )
+    if text_sha256(given) != digest:
+        raise QueryError(
+            f"the {what} given for {entry} is not the one logged: its sha256 is {text_sha256(given)[:12]}…, the "
+            f"log's {digest[:12]}…. Give the exact {what} (same spaces and case)."
+        )
+    return given
 
 
 def replay_steps(
-    db: Database, settings: Settings, search: Callable[..., Steps[SearchResult]], query_id: int
+    db: Database,
+    settings: Settings,
+    search: Callable[..., Steps[SearchResult]],
+    query_id: int,
+    *,
+    query: str | None = None,
 ) -> Steps[ReplayReport]:
     """:func:`replay` as steps (ranklock.store.steps); ``search`` is the search as steps.
 
@@ -354,6 +409,15 @@ def replay_steps(
         )
     row = rows[0]
     req: dict[str, Any] = row["request"]
+    text = replay_text(
+        req,
+        "query",
+        query,
+        entry=f"query {query_id}",
+        option="--query",
+        stored="What is still stored (the snapshot, the parameters, the filter, every branch's ids, ranks and scores, "
+        "the result digest)",
+    )
     sid = row["snapshot_id"]
     exists = yield Fetch("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid], primary=True)
     if not exists:
@@ -368,7 +432,7 @@ def replay_steps(
     with replaying() as captured, timeout_override(logged_timeout):
         yield from search(
             row["collection"],
-            req["query"],
+            text,
             k=req["k"],
             mode=req["mode"],
             filter=req.get("filter"),

@@ -10,6 +10,7 @@ HTTP and MCP through the engines), with the defaults declared once in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -81,6 +82,12 @@ def parse_as_of(value: datetime | str | None) -> datetime | None:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
         raise QueryError(f"as_of {value!r} is not an ISO 8601 timestamp; e.g. 2026-01-31T00:00:00Z.") from exc
+    if re.search(r"[.,]\d{7,}", value):
+        # fromisoformat keeps microseconds and drops the rest: the search would run at another instant.
+        raise QueryError(
+            f"as_of {value!r} is finer than a microsecond, which timestamps keep; round it to at most 6 "
+            "fractional digits (e.g. 2026-01-31T00:00:00.123456Z)."
+        )
     if dt.tzinfo is None:
         raise QueryError(f"as_of {value!r} has no time zone; append Z or an offset like +01:00.")
     return dt

@@ -24,6 +24,7 @@ ingest can do its expensive part before it takes the collection's writer lock.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -221,8 +222,13 @@ def build_snapshot(
         # The lock is taken by the INSERT itself, so no reaper can ever see this
         # row 'building' with its lock free and discard a live build.
         sid = int(row[0])
+
+        def held() -> None:
+            _check_build_lock(lock_conn, sid, coll.name)
+
         try:
-            report = _build(db, coll, ordered, field_values, embedder, sid, progress, seconds, prepared)
+            report = _build(db, coll, ordered, field_values, embedder, sid, progress, seconds, prepared, held)
+            held()
             # Finished while the lock is still held: released only once the
             # row says 'ready', a reaper never mistakes a finishing build for a
             # dead one and drops its tables under it.
@@ -235,17 +241,46 @@ def build_snapshot(
                 chunks=report.chunks,
                 stats={"embedded": report.embedded, "reused": report.reused, "seconds": seconds},
                 index_build=report.index_build,
+                conn=lock_conn,
             )
         except BaseException as exc:
             try:
                 _discard(db, sid, exc)
             finally:
-                lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.BUILD, sid])
+                # A lock connection that died took the lock with it: nothing to release.
+                with contextlib.suppress(psycopg.Error):
+                    lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.BUILD, sid])
             raise
         lock_conn.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.BUILD, sid])
     seconds["total"] = time.perf_counter() - t_all
     report.seconds = seconds
     return report
+
+
+def _check_build_lock(lock_conn: psycopg.Connection[Any], sid: int, name: str) -> None:
+    """Raise SnapshotError unless this builder still holds snapshot ``sid``'s build lock.
+
+    The lock lives with the connection that took it.  If that connection died
+    (the server ended its backend), a reaper may already have marked the
+    snapshot failed and dropped its tables, while the build went on over other
+    pool connections: it must stop, and mark nothing ready.
+    """
+    try:
+        row = lock_conn.execute(
+            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid::bigint = %s "
+            "AND objid::bigint = %s AND objsubid = 2 AND granted",
+            [locks.BUILD, sid],
+        ).fetchone()
+    except psycopg.Error as exc:
+        reason = f"its lock connection ended: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+    else:
+        if row is not None:
+            return
+        reason = "its lock is no longer held"
+    raise SnapshotError(
+        f"the build of snapshot {sid} of {name!r} lost its build lock ({reason}), so another process may take it "
+        "for dead and drop its tables; it stopped, marked nothing ready and activated nothing. Ingest again."
+    )
 
 
 def _discard(db: Database, sid: int, exc: BaseException) -> None:
@@ -330,7 +365,8 @@ def _build(
     sid: int,
     progress: Progress,
     seconds: dict[str, float],
-    prepared: Prepared | None = None,
+    prepared: Prepared | None,
+    held: Callable[[], None],
 ) -> BuildReport:
     table = chunk_table(sid)
     t0 = time.perf_counter()
@@ -356,6 +392,7 @@ def _build(
 
     # 2. embed what the cache lacks
     vectors, embedded = _embed_missing(db, embedder, texts, progress, seconds)
+    held()  # each step below writes: only while the build lock is still this builder's
 
     # 3. write the table
     t1 = time.perf_counter()
@@ -434,6 +471,7 @@ def _build(
             )
         conn.execute(sql.SQL("DROP TABLE {}").format(stage))
     seconds["write"] = time.perf_counter() - t1
+    held()
 
     # 4. indexes, built once
     t2 = time.perf_counter()
@@ -441,6 +479,7 @@ def _build(
     index_build = create_indexes(db, coll, sid)
     progress("index", 1, 1)
     seconds["index"] = time.perf_counter() - t2
+    held()
 
     from .lexical_stats import build_lexical_stats
 

@@ -7,8 +7,10 @@ finishing build for a dead one.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -32,11 +34,14 @@ def finish_snapshot(
     chunks: int,
     stats: dict[str, Any],
     index_build: dict[str, Any] | None = None,
+    conn: psycopg.Connection[Any] | None = None,
 ) -> dict[str, Any]:
     """Write the vectors digest and the manifest and mark the snapshot ready, if it is still building.
 
     ``stats`` is merged into the snapshot's build statistics.  Conditional on the status (``WHERE status = 'building'``) and checked: a
-    snapshot reaped or marked failed meanwhile is never marked ready.
+    snapshot reaped or marked failed meanwhile is never marked ready.  ``conn``: the builder's lock
+    connection; the switch to ready runs on it, so a builder whose lock died with its connection
+    cannot mark anything ready.
     """
     pairs = [
         (r["doc_id"], r["content_hash"])
@@ -76,10 +81,10 @@ def finish_snapshot(
         Jsonb(stats),
         sid,
     ]
-    with db.connection() as conn:
-        cur = conn.execute(query, params)
+    with db.connection() if conn is None else nullcontext(conn) as c:
+        cur = c.execute(query, params)
         if cur.rowcount != 1:
-            now = conn.execute("SELECT status FROM ranklock.snapshots WHERE id = %s", [sid]).fetchone()
+            now = c.execute("SELECT status FROM ranklock.snapshots WHERE id = %s", [sid]).fetchone()
             raise SnapshotError(
                 f"snapshot {sid} of {coll.name!r} became {now[0] if now else 'deleted'} (changed by another "
                 "process) while it was finishing, so it was not marked ready and nothing was activated; "

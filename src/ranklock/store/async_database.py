@@ -24,6 +24,7 @@ It never migrates: ``AsyncEngine`` opens a sync ``Engine`` first, whose
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -34,7 +35,16 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ..errors import DatabaseUnavailable, QueryTimeout
-from .database import _first_line, _redact, pool_timeout_error
+from .database import (
+    RESTART_WAIT_S,
+    _first_line,
+    _redact,
+    checkout_wait,
+    pool_timeout_error,
+    recovery_failure,
+    recovery_pending,
+    starting,
+)
 from .errors import map_data_errors
 from .steps import Block, Fetch, Offload, Step, Steps
 from .timeout import SET_TIMEOUT, timeout_error, timeout_value
@@ -47,7 +57,7 @@ AConn = psycopg.AsyncConnection[Any]
 
 
 class _LoopPool:
-    """One event loop's pool, the connections it made (to close them from anywhere), and its recovery lock."""
+    """One event loop's pool, the connections it made (to close them from anywhere), and its recovery."""
 
     def __init__(
         self, pool: AsyncConnectionPool[Any], conns: weakref.WeakSet[AConn], loop: asyncio.AbstractEventLoop
@@ -55,7 +65,8 @@ class _LoopPool:
         self.pool = pool
         self.conns = conns
         self.loop = loop
-        self.lock = asyncio.Lock()
+        #: The recovery under way on this loop, if any (AsyncDatabase.recover).
+        self.job: asyncio.Task[None] | None = None
         self.generation = 0
 
     def abandon(self) -> None:
@@ -82,13 +93,17 @@ class AsyncDatabase:
         min_size: int = 1,
         max_size: int = 8,
         pool_timeout: float = 5.0,
-        restart: Callable[[], str] | None = None,
+        restart: Callable[[float], str] | None = None,
+        data_directory: str | None = None,
     ) -> None:
         self.dsn = dsn
+        self.data_directory = data_directory
         self.cursor_factory = async_cursor_class(Hooks(tracer=tracer, timer=timer))
         self.min_size, self.max_size = min_size, max_size
         self.pool_timeout = pool_timeout
         self._restart = restart
+        #: Why the last recovery failed, until one succeeds (as Database.down).
+        self.down: str | None = None
         self._current: _LoopPool | None = None
         self._closed = False
         self.recoveries = 0
@@ -177,7 +192,7 @@ class AsyncDatabase:
         """A checked connection from this loop's pool; a lost server is restarted or reached again."""
         lp, pool, gen, conn = await self._checkout()
         try:
-            with map_data_errors():
+            with map_data_errors(self.data_directory):
                 async with conn:  # commit or roll back, as the sync Database does
                     yield conn
         except psycopg.OperationalError as exc:
@@ -197,11 +212,18 @@ class AsyncDatabase:
         # Checked here, not with the pool's `check=`, for the sync Database's reason: after a
         # crash every idle connection is dead, and the first dead one should start a recovery.
         recovered = False
+        deadline = time.monotonic() + self.pool_timeout
+        if self.down is not None:
+            lp = await self._loop_pool()
+            await self.recover(lp, lp.generation, "the server was down at the last request", deadline=deadline)
+            recovered = True
         while True:
             lp = await self._loop_pool()
             pool, gen = lp.pool, lp.generation
             try:
-                conn = await pool.getconn(timeout=self.pool_timeout)
+                conn = await pool.getconn(
+                    timeout=checkout_wait(pool.get_stats(), self.max_size, deadline, self.pool_timeout)
+                )
             except PoolClosed as exc:
                 if gen != lp.generation:
                     continue
@@ -212,7 +234,7 @@ class AsyncDatabase:
                 failed = pool_timeout_error(pool.get_stats(), self.max_size, self.pool_timeout, recovered)
                 if failed is not None:
                     raise failed from exc
-                await self.recover(lp, gen, f"no connection within {self.pool_timeout:g} s")
+                await self.recover(lp, gen, f"no connection within {self.pool_timeout:g} s", deadline=deadline)
                 recovered = True
                 continue
             try:
@@ -224,43 +246,64 @@ class AsyncDatabase:
                         f"the database connection failed right after reconnecting ({_first_line(exc)}); "
                         "retry the request, and check the server (`ranklock db status`)."
                     ) from exc
-                await self.recover(lp, gen, _first_line(exc))
+                await self.recover(lp, gen, _first_line(exc), deadline=deadline)
                 recovered = True
                 continue
             return lp, pool, gen, conn
 
-    async def recover(self, lp: _LoopPool, generation: int, reason: str) -> None:
-        """Restart (embedded) or reach again (external) the server, then replace this loop's pool."""
-        async with lp.lock:
-            if generation != lp.generation:
-                return  # another task already replaced the pool it saw fail
-            try:
-                if self._restart is not None:
-                    # Starting a server blocks for seconds: not on the event loop.
-                    self.dsn = await asyncio.to_thread(self._restart)
-                probe = await psycopg.AsyncConnection.connect(
-                    self.dsn, connect_timeout=max(2, int(self.pool_timeout)), autocommit=True
-                )
-                await probe.close()
-            except (psycopg.OperationalError, DatabaseUnavailable) as exc:
-                how = (
-                    "restart the embedded server"
-                    if self._restart is not None
-                    else f"reach PostgreSQL at {_redact(self.dsn)}"
-                )
-                raise DatabaseUnavailable(
-                    f"lost the database connection ({reason}) and could not {how}: {_first_line(exc)}. "
-                    "ranklock tries again on every request; start the server or fix the DSN "
-                    "(`ranklock db status` says whether the embedded server runs)."
-                ) from exc
-            old = lp.pool
-            lp.pool, lp.conns = await self._open_pool()
-            lp.generation += 1
-            self.recoveries += 1
-            # Tasks still waiting on the old pool get PoolClosed and move to the new one.
-            task = asyncio.get_running_loop().create_task(old.close(timeout=2.0))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+    async def recover(self, lp: _LoopPool, generation: int, reason: str, *, deadline: float | None = None) -> None:
+        """Restart (embedded) or reach again (external) the server, then replace this loop's pool.
+
+        As ``Database.recover``: one recovery task at a time, which the caller
+        awaits until ``deadline`` and which goes on after it.
+        """
+        end = time.monotonic() + self.pool_timeout if deadline is None else deadline
+        if generation != lp.generation:
+            return  # another task already replaced the pool it saw fail
+        if lp.job is None:
+            lp.job = asyncio.get_running_loop().create_task(self._recover_now(lp, reason))
+            # Its failure reaches the callers that await it; read here too, so none left unheard is logged.
+            lp.job.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        try:
+            # shield: a caller out of time must not cancel the recovery the next caller needs.
+            await asyncio.wait_for(asyncio.shield(lp.job), timeout=max(0.0, end - time.monotonic()))
+        except TimeoutError:
+            raise DatabaseUnavailable(recovery_pending(reason, self.pool_timeout, self.down)) from None
+
+    async def _recover_now(self, lp: _LoopPool, reason: str) -> None:
+        how = "restart the embedded server" if self._restart is not None else f"reach PostgreSQL at {_redact(self.dsn)}"
+        try:
+            if self._restart is not None:
+                # Starting a server blocks for seconds: not on the event loop.
+                self.dsn = await asyncio.to_thread(self._restart, RESTART_WAIT_S)
+            deadline = time.monotonic() + RESTART_WAIT_S
+            while True:
+                # As Database's until_ready: a server replaying its WAL is on its way up, not failed.
+                try:
+                    probe = await psycopg.AsyncConnection.connect(
+                        self.dsn, connect_timeout=max(2, int(self.pool_timeout)), autocommit=True
+                    )
+                    break
+                except psycopg.OperationalError as exc:
+                    if not starting(exc) or time.monotonic() > deadline:
+                        raise
+                await asyncio.sleep(0.2)
+            await probe.close()
+            new = await self._open_pool()
+        except (psycopg.OperationalError, DatabaseUnavailable) as exc:
+            self.down = recovery_failure(reason, exc, how)
+            raise DatabaseUnavailable(self.down) from exc
+        finally:
+            lp.job = None
+        self.down = None
+        old = lp.pool
+        lp.pool, lp.conns = new
+        lp.generation += 1
+        self.recoveries += 1
+        # Tasks still waiting on the old pool get PoolClosed and move to the new one.
+        task = asyncio.get_running_loop().create_task(old.close(timeout=2.0))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def _what_recovery_did(self) -> str:
         if self._restart is not None:

@@ -11,12 +11,20 @@ server (through the ``restart`` hook the engine passes) or reaches the
 external one again, and replaces the pool; the request that noticed gets a
 :class:`DatabaseUnavailable` (HTTP 503) only if the connection broke under it,
 and no request waits longer than ``pool_timeout`` for a connection.
+
+A recovery runs in a thread of its own, one at a time, and may take longer
+than a request may wait (crash recovery on a busy disk): the request that
+started it, and any that arrive meanwhile, wait for it at most their own
+``pool_timeout`` and are answered 503; the recovery goes on.  A server that
+cannot start because its disk is full fails at once, naming the disk
+(ranklock.store.server).
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,7 +39,20 @@ from .errors import map_data_errors
 from .migrate import MIN_PGVECTOR, MIN_POSTGRES, check_server, migrate, migrations
 from .trace import Hooks, Timer, Tracer, cursor_class
 
-__all__ = ["Database", "MIN_PGVECTOR", "MIN_POSTGRES", "Timer", "Tracer", "pool_timeout_error"]
+__all__ = [
+    "MIN_PGVECTOR",
+    "MIN_POSTGRES",
+    "RESTART_WAIT_S",
+    "Database",
+    "Timer",
+    "Tracer",
+    "checkout_wait",
+    "data_directory",
+    "pool_timeout_error",
+    "recovery_failure",
+    "recovery_pending",
+    "starting",
+]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -42,6 +63,20 @@ def _first_line(exc: BaseException) -> str:
 def _redact(dsn: str) -> str:
     dsn = re.sub(r"(//[^:/@\s]+):[^@/\s]*@", r"\1:***@", dsn)
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+
+
+def checkout_wait(stats: dict[str, int], max_size: int, deadline: float, pool_timeout: float) -> float:
+    """How long to wait for a pooled connection before the server is checked.
+
+    A full pool of busy connections is a queue: wait up to the deadline.  A pool
+    with room only waits while it connects, which takes milliseconds when the
+    server is up; after half the pool timeout it is checked (and restarted),
+    so a request to a dead server is still answered within the pool timeout.
+    """
+    left = max(0.1, deadline - time.monotonic())
+    if stats.get("pool_size", 0) >= max_size:
+        return left
+    return min(left, max(0.1, pool_timeout / 2))
 
 
 def pool_timeout_error(
@@ -66,11 +101,73 @@ def pool_timeout_error(
     return None
 
 
+def data_directory(conn: psycopg.Connection[Any]) -> str | None:
+    """The server's data directory, or None when this role may not read it (pg_read_all_settings)."""
+    try:
+        row = conn.execute("SELECT current_setting('data_directory')").fetchone()
+    except psycopg.errors.InsufficientPrivilege:
+        return None
+    return str(row[0]) if row is not None else None
+
+
+#: How long a recovery may take to start the embedded server again (crash recovery on a busy disk),
+#: whatever a request's own deadline: the request is answered, the restart goes on.
+RESTART_WAIT_S = 10.0
+
+
+class _RecoveryJob:
+    """One recovery under way: done when it has finished, ``error`` its failure message."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: str | None = None
+
+
+def starting(exc: BaseException) -> bool:
+    """Whether a refused connection is a server on its way up (crash recovery, start-up: SQLSTATE 57P03)."""
+    return isinstance(exc, psycopg.OperationalError) and "the database system is" in str(exc)
+
+
+def until_ready(probe: Callable[[], None]) -> None:
+    """Call ``probe`` (a connection) until it succeeds; retry while the server is still starting, up to RESTART_WAIT_S.
+
+    A server restarted after a crash replays its WAL before it takes connections:
+    that is not a failed recovery, and must not be remembered as one.
+    """
+    deadline = time.monotonic() + RESTART_WAIT_S
+    while True:
+        try:
+            probe()
+            return
+        except psycopg.OperationalError as exc:
+            if not starting(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def recovery_pending(reason: str, pool_timeout: float, down: str | None) -> str:
+    """The message of a request whose wait for a recovery under way ran out."""
+    last = f" The last attempt failed: {down}" if down else ""
+    return (
+        f"lost the database connection ({reason}); ranklock is bringing the server back, which has taken "
+        f"longer than {pool_timeout:g} s (RANKLOCK_POOL_TIMEOUT). Retry the request in a moment.{last}"
+    )
+
+
+def recovery_failure(reason: str, exc: BaseException, how: str) -> str:
+    """The message of a recovery that could not bring the server back."""
+    return (
+        f"lost the database connection ({reason}) and could not {how}: {_first_line(exc)}. "
+        "ranklock tries again on every request; start the server or fix the DSN "
+        "(`ranklock db status` says whether the embedded server runs, and why not)."
+    )
+
+
 class Database:
     """A pool of connections to one PostgreSQL database, migrated on open.
 
-    ``restart`` (the embedded server's) is called to bring a server that died
-    back; it returns the DSN to use.  ``pool_timeout`` bounds how long a
+    ``restart`` (the embedded server's) is called with the seconds it may take
+    to bring a server that died back; it returns the DSN to use.  ``pool_timeout`` bounds how long a
     caller waits for a connection before the server is checked.  Every
     statement on its connections goes through one traced cursor
     (ranklock.store.trace): ``tracer`` hears it before it runs, ``timer``
@@ -86,7 +183,7 @@ class Database:
         min_size: int = 1,
         max_size: int = 8,
         pool_timeout: float = 5.0,
-        restart: Callable[[], str] | None = None,
+        restart: Callable[[float], str] | None = None,
     ) -> None:
         self.dsn = dsn
         self.tracer = tracer
@@ -94,17 +191,24 @@ class Database:
         self.min_size, self.max_size = min_size, max_size
         self.pool_timeout = pool_timeout
         self._restart = restart
-        # One recovery at a time; the generation tells a waiting caller that
-        # another thread already replaced the pool it saw fail.
+        # One recovery at a time (self._job); the generation tells a waiting caller
+        # that another thread already replaced the pool it saw fail.
         self._recover_lock = threading.Lock()
         self._generation = 0
         self.recoveries = 0
+        self._job: _RecoveryJob | None = None
+        #: Why the last recovery failed, until one succeeds: the server is down, so the next request
+        #: tries to bring it back at once instead of first waiting pool_timeout for a connection.
+        self.down: str | None = None
+        #: The server's data directory when this role may read it (a full disk's message names it).
+        self.data_directory: str | None = None
         try:
             # A quick direct probe gives a clear error for a wrong DSN before the
             # pool starts retrying in the background.
             with psycopg.connect(dsn, connect_timeout=10, autocommit=True, cursor_factory=self.cursor_factory) as conn:
                 self._check_server(conn)
                 self._migrate(conn)
+                self.data_directory = data_directory(conn)
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"cannot connect to PostgreSQL at {_redact(dsn)}: {str(exc).strip()}. "
@@ -157,7 +261,8 @@ class Database:
         try:
             # Every statement runs inside one of these blocks (the helpers below
             # too), so this is where a refused value becomes a ranklock error.
-            with map_data_errors(), conn:  # commit or roll back as psycopg_pool's own connection() does
+            # Commit or roll back as psycopg_pool's own connection() does.
+            with map_data_errors(self.data_directory), conn:
                 yield conn
         except psycopg.OperationalError as exc:
             if not (conn.broken or conn.closed):
@@ -176,10 +281,14 @@ class Database:
         # connection is dead, so the check runs here and the first dead one
         # starts a recovery at once.
         recovered = False
+        deadline = time.monotonic() + self.pool_timeout
+        if self.down is not None:
+            self.recover(self._generation, "the server was down at the last request", deadline=deadline)
+            recovered = True
         while True:
             pool, gen = self.pool, self._generation
             try:
-                conn = pool.getconn(timeout=self.pool_timeout)
+                conn = pool.getconn(timeout=checkout_wait(pool.get_stats(), self.max_size, deadline, self.pool_timeout))
             except PoolClosed as exc:
                 if gen != self._generation:
                     continue  # a recovery replaced the pool while this caller waited
@@ -190,7 +299,7 @@ class Database:
                 failed = pool_timeout_error(pool.get_stats(), self.max_size, self.pool_timeout, recovered)
                 if failed is not None:
                     raise failed from exc
-                self.recover(gen, f"no connection within {self.pool_timeout:g} s")
+                self.recover(gen, f"no connection within {self.pool_timeout:g} s", deadline=deadline)
                 recovered = True
                 continue
             try:
@@ -202,43 +311,62 @@ class Database:
                         f"the database connection failed right after reconnecting ({_first_line(exc)}); "
                         "retry the request, and check the server (`ranklock db status`)."
                     ) from exc
-                self.recover(gen, _first_line(exc))
+                self.recover(gen, _first_line(exc), deadline=deadline)
                 recovered = True
                 continue
             return pool, gen, conn
 
-    def recover(self, generation: int, reason: str) -> None:
+    def recover(self, generation: int, reason: str, *, deadline: float | None = None) -> None:
         """Restart (embedded) or reach again (external) the server, then replace the pool.
 
         ``generation`` is the pool generation the caller saw fail: when another
         thread has replaced that pool meanwhile, there is nothing left to do.
-        Raises :class:`DatabaseUnavailable` when the server cannot be brought back.
+        The recovery runs in a thread of its own, one at a time; the caller
+        waits for it until ``deadline`` (``time.monotonic()``; default: in
+        ``pool_timeout``), so a restart that takes longer (crash recovery on a
+        busy disk) goes on while the caller is answered in time.  Raises
+        :class:`DatabaseUnavailable` when the server cannot be brought back, or
+        not by the deadline.
         """
+        end = time.monotonic() + self.pool_timeout if deadline is None else deadline
         with self._recover_lock:
             if generation != self._generation:
                 return
-            try:
-                if self._restart is not None:
-                    self.dsn = self._restart()
-                with psycopg.connect(self.dsn, connect_timeout=self._connect_timeout, autocommit=True):
-                    pass
-            except (psycopg.OperationalError, DatabaseUnavailable) as exc:
-                how = (
-                    "restart the embedded server"
-                    if self._restart is not None
-                    else f"reach PostgreSQL at {_redact(self.dsn)}"
-                )
-                raise DatabaseUnavailable(
-                    f"lost the database connection ({reason}) and could not {how}: {_first_line(exc)}. "
-                    "ranklock tries again on every request; start the server or fix the DSN "
-                    "(`ranklock db status` says whether the embedded server runs)."
-                ) from exc
-            old, self.pool = self.pool, self._open_pool()
-            self._generation += 1
-            self.recoveries += 1
+            job = self._job
+            if job is None:
+                job = self._job = _RecoveryJob()
+                threading.Thread(
+                    target=self._recover_now, args=(job, reason), name="ranklock-recover", daemon=True
+                ).start()
+        if not job.done.wait(max(0.0, end - time.monotonic())):
+            raise DatabaseUnavailable(recovery_pending(reason, self.pool_timeout, self.down))
+        if job.error is not None:
+            raise DatabaseUnavailable(job.error)
+
+    def _recover_now(self, job: _RecoveryJob, reason: str) -> None:
+        how = "restart the embedded server" if self._restart is not None else f"reach PostgreSQL at {_redact(self.dsn)}"
+        try:
+            if self._restart is not None:
+                self.dsn = self._restart(RESTART_WAIT_S)
+            until_ready(
+                lambda: psycopg.connect(self.dsn, connect_timeout=self._connect_timeout, autocommit=True).close()
+            )
+            new = self._open_pool()
+        except (psycopg.OperationalError, DatabaseUnavailable) as exc:
+            job.error = self.down = recovery_failure(reason, exc, how)
+        else:
+            with self._recover_lock:
+                self.down = None
+                old, self.pool = self.pool, new
+                self._generation += 1
+                self.recoveries += 1
             # Callers still waiting on the old pool get PoolClosed and move to
-            # the new one; closing waits for its workers, so not on this thread.
-            threading.Thread(target=old.close, kwargs={"timeout": 2.0}, daemon=True).start()
+            # the new one; closing waits for its workers, so not on a request's thread.
+            old.close(timeout=2.0)
+        finally:
+            with self._recover_lock:
+                self._job = None
+            job.done.set()
 
     def _what_recovery_did(self) -> str:
         if self._restart is not None:

@@ -1,4 +1,4 @@
-"""PostgreSQL's refusals of a value, mapped to the ranklock error tree in one place.
+"""PostgreSQL's refusals of a value, and its lack of resources, mapped to the ranklock error tree in one place.
 
 The edges (loaders, query and filter parsing) validate input so the database
 never sees a value it would refuse; this mapping is the backstop for what
@@ -7,6 +7,12 @@ of range, not encodable, malformed), class 54 (an input too large or too
 complex for the server) and psycopg's own client-side refusals (a NUL byte
 in a text value).  Connection loss and timeouts are another matter and are
 not handled here.
+
+SQLSTATE class 53 (insufficient resources: a full disk, no memory, too many
+connections) is not bad input: it maps to
+:class:`~ranklock.errors.InsufficientResources` (HTTP 503, exit 2), and a full
+disk names the file PostgreSQL could not write, where it lies on this machine
+(a tablespace's link resolved), and the fix (:func:`resource_error`).
 
 Which class is raised depends on what was running: a search maps to
 :class:`~ranklock.errors.QueryError`, an ingest to
@@ -19,15 +25,17 @@ else to :class:`~ranklock.errors.InputError`::
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 import psycopg
 
-from ..errors import InputError
+from ..errors import InputError, InsufficientResources
 
-__all__ = ["data_error", "map_data_errors", "refusals_as"]
+__all__ = ["data_error", "map_data_errors", "refusals_as", "resource_error"]
 
 _ERROR_CLASS: ContextVar[type[InputError]] = ContextVar("ranklock_refusal_class", default=InputError)
 
@@ -82,13 +90,69 @@ def data_error(exc: psycopg.Error) -> InputError | None:
     return None
 
 
+# PostgreSQL names the file it failed to write relative to its data directory:
+# `could not extend file "base/16384/16397": No space left on device`.
+_QUOTED_FILE = re.compile(r'file "([^"]+)"')
+
+
+def _on_disk(relative: str, data_directory: str | None) -> str:
+    """Where the file PostgreSQL named lies: under the data directory, a tablespace's link followed."""
+    if os.path.isabs(relative) or data_directory is None:
+        return relative
+    path = os.path.join(data_directory, relative)
+    # A tablespace is a link under pg_tblspc; the full disk is the one the link points to.
+    return os.path.realpath(path) if os.path.exists(os.path.dirname(path)) else path
+
+
+def resource_error(exc: psycopg.Error, data_directory: str | None = None) -> InsufficientResources | None:
+    """The ranklock error for SQLSTATE class 53 (insufficient resources), or None for any other error.
+
+    ``data_directory`` (the server's, when known) turns the relative file name
+    of a full disk into a path on this machine.
+    """
+    state = exc.sqlstate or ""
+    if not state.startswith("53"):
+        return None
+    first = _first_line(exc)
+    if state == "53100":
+        m = _QUOTED_FILE.search(str(exc))
+        where = f" writing {_on_disk(m.group(1), data_directory)}" if m else ""
+        disk = os.path.dirname(_on_disk(m.group(1), data_directory)) if m else data_directory
+        free = (
+            f"Free space on the file system that holds {disk} (`df -h {disk}`)"
+            if disk
+            else "Free space on the database server's disk"
+        )
+        return InsufficientResources(
+            f"the database server's disk is full: no space left on device{where} (PostgreSQL {state}: {first}). "
+            f"Nothing of this operation was stored. {free}, or move the data to a larger disk, then run the "
+            "command again; do not delete the data directory: it holds every collection."
+        )
+    if state == "53200":
+        return InsufficientResources(
+            f"the database server ran out of memory (PostgreSQL {state}: {first}). Nothing of this operation "
+            "was stored. Lower k, depth or the number of concurrent requests, or give the server more memory "
+            "(work_mem, maintenance_work_mem, the machine's RAM)."
+        )
+    if state == "53300":
+        return InsufficientResources(
+            f"the database server refused the connection: it has too many clients (PostgreSQL {state}: {first}). "
+            "Retry when fewer clients are connected, or raise the server's max_connections."
+        )
+    return InsufficientResources(
+        f"the database server reached one of its configured limits (PostgreSQL {state}: {first}). Nothing of this "
+        "operation was stored. Raise the limit the message names in the server's configuration, or make the "
+        "operation smaller."
+    )
+
+
 @contextmanager
-def map_data_errors() -> Iterator[None]:
-    """Turn psycopg data errors raised inside the block into ranklock errors; let others through."""
+def map_data_errors(data_directory: str | None = None) -> Iterator[None]:
+    """Turn psycopg data errors (and class 53) raised inside the block into ranklock errors; let others through."""
     try:
         yield
     except psycopg.Error as exc:
-        mapped = data_error(exc)
+        mapped: Exception | None = data_error(exc) or resource_error(exc, data_directory)
         if mapped is None:
             raise
         raise mapped from exc

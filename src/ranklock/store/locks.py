@@ -1,8 +1,8 @@
 """Every PostgreSQL advisory lock ranklock takes, named in one place.
 
 An advisory lock is named by two int4 keys: a namespace (the constants below)
-and an object id (a collection or a snapshot id); :data:`MIGRATIONS` and :data:`LOG_PRUNE` are
-taken with their single key.  Keeping every namespace here is what guarantees
+and an object id (a collection or a snapshot id); :data:`MIGRATIONS`, :data:`LOG_PRUNE` and
+:data:`ANSWER_LOG_PRUNE` are taken with their single key.  Keeping every namespace here is what guarantees
 that two concepts never share one::
 
     namespace      keyed by     held by
@@ -12,6 +12,7 @@ that two concepts never share one::
                                 garbage collection of versions (exclusive)
     VALUE_COUNTS   snapshot     the search computing a snapshot's per-value counts
     LOG_PRUNE      (nothing)    the process pruning the query log (one prune at a time per database)
+    ANSWER_LOG_PRUNE (nothing)  the process pruning the answer log
     WRITER         collection   a writer (ingest, activate, rollback, drop) from reading
                                 the active snapshot until it has switched it
 
@@ -22,7 +23,7 @@ Example::
 
 from __future__ import annotations
 
-__all__ = ["ALL", "BUILD", "LOG_PRUNE", "MIGRATIONS", "VALUE_COUNTS", "VERSIONS", "WRITER"]
+__all__ = ["ALL", "ANSWER_LOG_PRUNE", "BUILD", "LOG_PRUNE", "MIGRATIONS", "VALUE_COUNTS", "VERSIONS", "WRITER"]
 
 MIGRATIONS = 7_142_001
 BUILD = 7_142_002
@@ -30,6 +31,7 @@ VERSIONS = 7_142_003
 VALUE_COUNTS = 7_142_004
 LOG_PRUNE = 7_142_005
 WRITER = 7_142_006
+ANSWER_LOG_PRUNE = 7_142_007
 
 #: Every namespace by name (a test checks they are distinct and that no module spells one itself).
 ALL = {
@@ -39,4 +41,5 @@ ALL = {
     "VALUE_COUNTS": VALUE_COUNTS,
     "LOG_PRUNE": LOG_PRUNE,
     "WRITER": WRITER,
+    "ANSWER_LOG_PRUNE": ANSWER_LOG_PRUNE,
 }

