@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +16,9 @@ from ranklock import Engine
 # they embed in-process.  tests/test_embed_service.py and the documentation runner
 # (tests/test_docs_run.py) start real `ranklock` processes with the embedding service turned on.
 os.environ.setdefault("RANKLOCK_EMBED_SERVICE", "0")
+
+if TYPE_CHECKING:
+    from ranklock.store.cluster import LocalCluster
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +46,17 @@ def cname(request: pytest.FixtureRequest) -> str:
     """A collection name unique to the test."""
     name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())
     return ("t_" + name)[:55] + f"_{abs(hash(request.node.nodeid)) % 10000}"
+
+
+@pytest.fixture(scope="session")
+def citus_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A real local Citus cluster for the session: a coordinator and 2 workers from the wheel (`make citus`).
+
+    Without Citus built it fails with ranklock's own message ("run `make citus`"), never skips.
+    """
+    from ranklock.store.cluster import LocalCluster
+
+    cluster = LocalCluster(tmp_path_factory.mktemp("citus-home"))
+    cluster.create(2)
+    yield cluster
+    cluster.drop()
