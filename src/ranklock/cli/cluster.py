@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,6 +40,26 @@ def _show(report: dict[str, Any]) -> None:
         console.print(f"not healthy: {down}; {report['remedy']}", highlight=False)
 
 
+def _run(
+    call: Callable[[Any], dict[str, Any]], home: Path | None, as_json: bool, show: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """Call one method of the home's cluster; its report as JSON or through ``show``; an error exits 2."""
+    try:
+        report = call(_cluster(home))
+    except RanklockError as exc:
+        raise fail(exc) from None
+    if as_json:
+        print_json(report)
+    else:
+        show(report)
+    return report
+
+
+def _created(report: dict[str, Any]) -> None:
+    _show(report)
+    console.print(f"created in {report['seconds']:.1f} s; export RANKLOCK_DSN={report['dsn']}", highlight=False)
+
+
 @cluster_app.command("create")
 def cluster_create(
     workers: Annotated[int, typer.Option("--workers", help="Number of worker nodes.")] = 2,
@@ -49,66 +70,39 @@ def cluster_create(
     as_json: JsonOpt = False,
 ) -> None:
     """Start a coordinator and N workers (Citus, pgvector) and register them; needs `make citus` once."""
-    try:
-        report = _cluster(home).create(workers, port=port)
-    except RanklockError as exc:
-        raise fail(exc) from None
-    if as_json:
-        print_json(report)
-        return
-    _show(report)
-    console.print(f"created in {report['seconds']:.1f} s; export RANKLOCK_DSN={report['dsn']}", highlight=False)
+    _run(lambda c: c.create(workers, port=port), home, as_json, _created)
 
 
 @cluster_app.command("start")
 def cluster_start(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Start the nodes of the local cluster that are not running (after a stop or a crash)."""
-    try:
-        report = _cluster(home).start()
-    except RanklockError as exc:
-        raise fail(exc) from None
-    if as_json:
-        print_json(report)
-        return
-    _show(report)
+    _run(lambda c: c.start(), home, as_json, _show)
 
 
 @cluster_app.command("status")
 def cluster_status(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Each node: running, accepting connections, active in the coordinator's metadata; exit 1 if one is not."""
-    try:
-        report = _cluster(home).status()
-    except RanklockError as exc:
-        raise fail(exc) from None
-    if as_json:
-        print_json(report)
-    else:
-        _show(report)
-    if not report["healthy"]:
+    if not _run(lambda c: c.status(), home, as_json, _show)["healthy"]:
         raise typer.Exit(1)
 
 
 @cluster_app.command("stop")
 def cluster_stop(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Stop every node of the local cluster (its data stays; `start` brings it back)."""
-    try:
-        report = _cluster(home).stop()
-    except RanklockError as exc:
-        raise fail(exc) from None
-    if as_json:
-        print_json(report)
-        return
-    console.print(f"stopped: {', '.join(report['stopped']) or 'nothing was running'}", highlight=False)
+    _run(
+        lambda c: c.stop(),
+        home,
+        as_json,
+        lambda r: console.print(f"stopped: {', '.join(r['stopped']) or 'nothing was running'}", highlight=False),
+    )
 
 
 @cluster_app.command("drop")
 def cluster_drop(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Stop the local cluster and delete its data directories (every collection stored on it)."""
-    try:
-        report = _cluster(home).drop()
-    except RanklockError as exc:
-        raise fail(exc) from None
-    if as_json:
-        print_json(report)
-        return
-    console.print(f"dropped {', '.join(report['dropped'])} ({report['removed']} removed)", highlight=False)
+    _run(
+        lambda c: c.drop(),
+        home,
+        as_json,
+        lambda r: console.print(f"dropped {', '.join(r['dropped'])} ({r['removed']} removed)", highlight=False),
+    )

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from ..errors import DatabaseUnavailable
-from .server import _alive, _import_embedded, _processes_in
+from .server import _import_embedded, _processes_in, postmaster_pid, postmaster_running
 
 __all__ = ["LocalNode", "free_port", "os_user", "pg_bin"]
 
@@ -93,15 +93,11 @@ class LocalNode:
 
     def pid(self) -> int | None:
         """The postmaster's pid from ``postmaster.pid``, or None when there is none."""
-        try:
-            return int((self.datadir / "postmaster.pid").read_text().splitlines()[0])
-        except (OSError, ValueError, IndexError):
-            return None
+        return postmaster_pid(self.datadir)
 
     def running(self) -> bool:
         """Whether the postmaster named in ``postmaster.pid`` is alive (a zombie is not)."""
-        pid = self.pid()
-        return pid is not None and _alive(pid)
+        return postmaster_running(self.datadir)
 
     def start(self) -> None:
         """Start the server if it is not running (also after ``kill -9``: the stale pid file is cleared)."""
