@@ -16,7 +16,7 @@ statement, it runs, per query, on ``sharded``:
 ``as-is``      the statement ``Engine.search_sql`` builds, unchanged;
 ``group``      the same with every per-chunk ``GROUP BY p.row_id`` grouped by ``p.doc_id, p.row_id``;
 ``pushdown``   the shapes Citus pushes down in one step per branch: the lexical branch as one subquery
-               (postings summed per chunk in term order, grouped by ``doc_id``, best chunk per document by
+               (postings times ``qtf`` summed per chunk in term order, grouped by ``doc_id``, best chunk per document by
                a window partitioned by ``doc_id``, ``ORDER BY score DESC, doc_id, chunk LIMIT depth``), the
                exact vector branch without its ``OFFSET 0`` fence; for the admitted plan also its own
                shape (the admitted chunks scored from the forward table, term ids bound);
@@ -43,7 +43,8 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -59,10 +60,11 @@ from psycopg.types.json import Jsonb
 from large_corpus import FIELDS, GeneratedEmbedder, generate, queries
 from ranklock import Engine
 from ranklock.search import bm25 as bm25_module
-from ranklock.search.completeness import prepare_plan_steps
-from ranklock.search.execute import SearchRequest, build_plan_steps
+from ranklock.search.execute import constrain_steps, setup_steps
 from ranklock.search.fusion import build_search_sql
-from ranklock.search.plan import SearchPlan, where_sql
+from ranklock.search.lexical import LexicalBranch
+from ranklock.search.request import SearchRequest
+from ranklock.search.spec import SearchSpec, where_sql
 from ranklock.store.cluster import LocalCluster
 from ranklock.store.steps import run_steps
 from ranklock.store.tables import snapshot_table, snapshot_table_name
@@ -165,20 +167,47 @@ def distribute(conn: psycopg.Connection[Any], sid: int, shards: int) -> dict[str
     return seconds
 
 
-def planned(eng: Engine, name: str, query: str, mode: str, filt: str | None, extra: dict[str, Any]) -> SearchPlan:
-    """The plan ``Engine.search_sql`` would build (the strategy from the same count), kept as an object."""
+def planned(eng: Engine, name: str, query: str, mode: str, filt: str | None, extra: dict[str, Any]) -> SearchSpec:
+    """The spec ``Engine.search_sql`` would build (the plans from the same count), kept as a value."""
     req = SearchRequest.of(name, query, k=20, mode=mode, filter=filt, **extra)
     req.check()
     coll = eng.collection(name)
     snap = eng._snapshot_for(coll, None)
 
     def steps() -> Any:
-        p = yield from build_plan_steps(coll, snap, req, eng._collection_embedder, store_vector=False)
-        yield from prepare_plan_steps(eng.rdb.dsn, p.plan, coll.index_kind, snap, p.params, build_counts=False)
-        return p.plan
+        setup = yield from setup_steps(coll, snap, req, eng._collection_embedder, store_vector=False)
+        spec, _ = yield from constrain_steps(eng.rdb.dsn, setup.spec, snap, setup.params, build_counts=False)
+        return spec
 
-    plan: SearchPlan = run_steps(eng.rdb, steps())
-    return plan
+    spec: SearchSpec = run_steps(eng.rdb, steps())
+    return spec
+
+
+Shape = Callable[[SearchSpec, sql.Composable], sql.Composable]
+
+
+@dataclass(frozen=True)
+class ShapedLexical(LexicalBranch):
+    """The lexical branch with its hits statement replaced by ``shape`` and ``extra`` values bound (the prototypes)."""
+
+    shape: Shape | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def _hits_sql(self, spec: SearchSpec, where: sql.Composable) -> sql.Composable:
+        assert self.shape is not None
+        return self.shape(spec, where)
+
+    def params(self, spec: SearchSpec) -> Mapping[str, Any]:
+        return {**super().params(spec), **self.extra}
+
+
+def shaped(spec: SearchSpec, shape: Shape, extra: Mapping[str, Any] | None = None) -> SearchSpec:
+    """``spec`` with its lexical branch's hits built by ``shape``; everything else, fusion included, unchanged."""
+    lex = spec.branch("lexical")
+    assert isinstance(lex, LexicalBranch)
+    kept = {f.name: getattr(lex, f.name) for f in fields(LexicalBranch)}
+    new = ShapedLexical(**kept, shape=shape, extra=dict(extra or {}))
+    return spec.with_branches(tuple(new if b.name == "lexical" else b for b in spec.branches))
 
 
 # -- the shapes -----------------------------------------------------------------------------------------
@@ -205,7 +234,7 @@ def exact_without_fence(text: str) -> str:
     return out if n else text
 
 
-def _shard_top(scored: sql.Composable, plan: SearchPlan, where: sql.Composable) -> sql.Composable:
+def _shard_top(scored: sql.Composable, spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     """Per shard, the top ``depth`` documents of ``scored`` (rows doc_id, row_id, score of the chunks scored).
 
     Best chunk per document by a window partitioned by ``doc_id``, then
@@ -219,61 +248,65 @@ def _shard_top(scored: sql.Composable, plan: SearchPlan, where: sql.Composable) 
         "FROM ({scored}) AS s "
         "JOIN {chunks} AS c ON c.doc_id = s.doc_id AND c.row_id = s.row_id WHERE {where}) AS b "
         "WHERE b.rn = 1 ORDER BY b.score DESC, b.doc_id, b.chunk LIMIT %(depth)s::bigint"
-    ).format(scored=scored, chunks=plan.table, where=where)
+    ).format(scored=scored, chunks=spec.table, where=where)
 
 
-def lexical_pushdown(sid: int) -> Callable[[SearchPlan, sql.Composable], sql.Composable]:
+def lexical_pushdown(sid: int) -> Shape:
     """The lexical branch as one subquery Citus pushes down: per shard, its top ``depth`` documents.
 
-    Every posting of the query's terms is summed per chunk in term order (the
-    full plan's exact sum), grouped by ``doc_id`` too; the terms come from the
-    reference table, joined on the workers.
+    Every posting of the query's terms is summed per chunk in term order,
+    each times its ``qtf`` (the full plan's exact sum), grouped by ``doc_id``
+    too; the terms are the engine's own ``qt`` rows (the reference ``terms``
+    table and the query's term frequencies), joined on the workers.
     """
 
-    def build(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
+    def build(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
         scored = sql.SQL(
-            "SELECT p.doc_id, p.row_id, sum(p.w ORDER BY p.term_id) AS score "
-            "FROM {postings} AS p JOIN {terms} AS t ON t.term_id = p.term_id "
-            "WHERE t.lexeme = ANY (ranklock.query_terms(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s)) "
+            "SELECT p.doc_id, p.row_id, sum(qt.qtf * p.w ORDER BY p.term_id) AS score "
+            "FROM {postings} AS p JOIN ({qt}) AS qt ON qt.term_id = p.term_id "
             "GROUP BY p.doc_id, p.row_id"
-        ).format(postings=snapshot_table("postings", sid), terms=snapshot_table("terms", sid))
-        return _shard_top(scored, plan, where)
+        ).format(
+            postings=snapshot_table("postings", sid), qt=bm25_module._query_terms(spec, snapshot_table("terms", sid))
+        )
+        return _shard_top(scored, spec, where)
 
     return build
 
 
-def admitted_pushdown(sid: int) -> Callable[[SearchPlan, sql.Composable], sql.Composable]:
+def admitted_pushdown(sid: int) -> Shape:
     """The admitted plan as one subquery Citus pushes down: the admitted chunks holding a query term, scored exactly.
 
-    The same forward-table score as the plan (weights summed in term order),
-    with the query's term ids bound as an array (``qids``, as the probe that
-    counts the postings would read them) instead of a CTE: a correlated
-    subquery over ``unnest`` of a bound array is pushed down when the FROM
-    clause holds only co-located tables joined on ``doc_id``.
+    The same forward-table score as the plan (weights times ``qtf``, summed in
+    term order), with the query's term ids and frequencies bound as arrays
+    (``qids``, ``qtfs``, as the probe that counts the postings would read them)
+    instead of a CTE: a correlated subquery over ``unnest`` of bound arrays is
+    pushed down when the FROM clause holds only co-located tables joined on
+    ``doc_id``.
     """
 
-    def build(plan: SearchPlan, where: sql.Composable) -> sql.Composable:
+    def build(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
         scored = sql.SQL(
-            "SELECT f.doc_id, f.row_id, (SELECT coalesce(sum(f.ws[array_position(f.tids, x.tid)] ORDER BY x.tid), 0) "
-            "                            FROM unnest(%(qids)s::int[]) AS x(tid)) AS score "
+            "SELECT f.doc_id, f.row_id, "
+            "       (SELECT coalesce(sum(x.qtf * f.ws[array_position(f.tids, x.tid)] ORDER BY x.tid), 0) "
+            "        FROM unnest(%(qids)s::int[], %(qtfs)s::int[]) AS x(tid, qtf)) AS score "
             "FROM {forward} AS f WHERE f.tids && %(qids)s::int[]"
         ).format(forward=snapshot_table("forward", sid))
-        return _shard_top(scored, plan, where)
+        return _shard_top(scored, spec, where)
 
     return build
 
 
-def query_term_ids(conn: psycopg.Connection[Any], sid: int, plan: SearchPlan) -> list[int]:
-    """The query's term ids, ascending (what the probe would bind for the admitted shape)."""
+def query_terms(conn: psycopg.Connection[Any], sid: int, spec: SearchSpec, lex: LexicalBranch) -> dict[str, list[int]]:
+    """The query's term ids and frequencies in term order (what the probe would bind for the admitted shape)."""
     row = conn.execute(
         sql.SQL(
-            "SELECT coalesce(array_agg(term_id ORDER BY term_id), '{{}}') FROM {} "
-            "WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s))"
-        ).format(snapshot_table("terms", sid)),
-        [plan.language, plan.accent, plan.syntax, plan.query],
+            "SELECT coalesce(array_agg(term_id ORDER BY term_id), '{{}}'), coalesce(array_agg(qtf ORDER BY term_id), '{{}}') "
+            "FROM ({}) AS qt"
+        ).format(bm25_module._query_terms(spec, snapshot_table("terms", sid))),
+        {"cfg": lex.language, "accent": lex.accent, "syntax": lex.syntax, "q": lex.query},
     ).fetchone()
     conn.commit()
-    return list(row[0]) if row else []
+    return {"qids": list(row[0]), "qtfs": [int(x) for x in row[1]]} if row else {"qids": [], "qtfs": []}
 
 
 SHARD_FUNCTION = """
@@ -320,17 +353,19 @@ def _jsonb_param(name: str, value: Any) -> str:
     return f"({ref} #>> '{{}}')"
 
 
-def lexical_per_shard(plan: SearchPlan, sid: int, conn: psycopg.Connection[Any], params: dict[str, Any]) -> None:
-    """Point ``plan``'s lexical branch at its own statement (impact, dense, admitted: theta and all) in every shard.
+def lexical_per_shard(spec: SearchSpec, sid: int, conn: psycopg.Connection[Any], params: dict[str, Any]) -> SearchSpec:
+    """``spec`` with its lexical branch's own statement (impact, dense, admitted: theta and all) run in every shard.
 
     ``run_command_on_shards`` runs one command per shard of the chunk table,
     in parallel, through Citus's executor; the command calls a function on
     the worker that points the statement at that shard group, and the rows
-    come back as JSON, merged by the engine's own lex CTEs on the coordinator.
+    come back as JSON, merged by the branch's own lex CTEs on the coordinator.
     Values stay bound: the statement, its values (one jsonb, read back typed)
     and the table names are parameters of the search statement.
     """
-    text = bm25_module.bm25_hits_sql(plan, where_sql(plan), snapshot_id=sid, impact=True).as_string(conn)
+    lex = spec.branch("lexical")
+    assert isinstance(lex, LexicalBranch) and lex.bm25 is not None
+    text = bm25_module.bm25_hits_sql(spec, lex.bm25, where_sql(spec)).as_string(conn)
     used = sorted(set(re.findall(r"%\((\w+)\)s", text)))
     for name in used:
         text = text.replace(f"%({name})s", _jsonb_param(name, params[name]))
@@ -339,8 +374,8 @@ def lexical_per_shard(plan: SearchPlan, sid: int, conn: psycopg.Connection[Any],
         raise ValueError("the statement holds %s, which run_command_on_shards would substitute")
     tables = [snapshot_table(k, sid).as_string(conn) for k in ("chunks", "forward", "postings", "terms", "dense")]
     values = {n: (params[n].isoformat() if isinstance(params[n], datetime) else params[n]) for n in used}
-    plan.lexical_params.update({"shard_stmt": text, "shard_params": Jsonb(values), "shard_tables": tables})
-    plan.bm25_sql = lambda plan, where: sql.SQL(PER_SHARD)
+    extra = {"shard_stmt": text, "shard_params": Jsonb(values), "shard_tables": tables}
+    return shaped(spec, lambda spec, where: sql.SQL(PER_SHARD), extra)
 
 
 #: One command per shard of the chunk table, run in parallel by Citus: the plan's statement on that shard group.
@@ -449,16 +484,16 @@ def hnsw_index_on_shards(conn: psycopg.Connection[Any], eng: Engine, qs: list[st
     same, index_used = 0, True
     for q in qs:
         ref = planned(eng, "one", q, "semantic", None, {"exact_threshold": 0})
-        plan = planned(eng, "sharded", q, "semantic", None, {"exact_threshold": 0})
+        spec = planned(eng, "sharded", q, "semantic", None, {"exact_threshold": 0})
         out = []
-        for p in (ref, plan):
+        for p in (ref, spec):
             text, params = build_search_sql(p)
             with conn.transaction():
                 conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
                 conn.execute("SET LOCAL enable_seqscan = off")
                 conn.execute("SET LOCAL hnsw.ef_search = 200")
                 out.append([tuple(r[:8]) for r in conn.execute(text.as_string(conn), params).fetchall()])
-            if p is plan:
+            if p is spec:
                 # EXPLAIN ANALYZE: a plain EXPLAIN of a statement with bound values fails on the workers
                 # ("could not determine data type of parameter $1"), and the transaction with it.
                 with conn.transaction():
@@ -535,42 +570,43 @@ def main() -> None:
             for q in qs:
                 with forced(bm25_plan):
                     try:
-                        ref_plan = planned(eng, "one", q, mode, filt, extra)
-                        plan = planned(eng, "sharded", q, mode, filt, extra)
+                        ref_spec = planned(eng, "one", q, mode, filt, extra)
+                        spec = planned(eng, "sharded", q, mode, filt, extra)
                     except Exception as exc:  # a query of stop words only, say: not this bench's subject
                         results.setdefault(f"{case} [skipped]", {}).setdefault("skipped", []).append(str(exc)[:200])
                         continue
-                ref_text, ref_params = build_search_sql(ref_plan)
+                ref_text, ref_params = build_search_sql(ref_spec)
                 want = [tuple(r[:8]) for r in conn.execute(ref_text.as_string(conn), ref_params).fetchall()]
                 conn.commit()
+                lex, sem = spec.branch("lexical"), spec.branch("semantic")
+                assert lex is None or isinstance(lex, LexicalBranch)
+                strategy = lex.bm25.strategy if lex is not None and lex.bm25 is not None else None
+                vector = getattr(sem, "strategy", None)
                 # Results are kept per plan taken: a forced case can still take another (admitted needs few chunks).
-                label = f"{case} [{plan.lexical_params.get('bm25_plan', '-') if plan.uses_lexical else '-'}/{plan.vector_strategy if plan.uses_semantic else '-'}]"
+                label = f"{case} [{strategy or '-'}/{vector or '-'}]"
                 per_shape = results.setdefault(label, {})
-                text, params = build_search_sql(plan)
+                text, params = build_search_sql(spec)
                 as_is = text.as_string(conn)
                 shapes = {"as-is": (as_is, params)}
                 if "GROUP BY p.row_id" in as_is:
                     shapes["as-is, grouped by doc_id"] = (group_by_doc(as_is), params)
-                if plan.uses_lexical:
-                    plan.bm25_sql = lexical_pushdown(sid)
-                    t2, p2 = build_search_sql(plan)
+                if lex is not None:
+                    t2, p2 = build_search_sql(shaped(spec, lexical_pushdown(sid)))
                     shapes["pushdown"] = (exact_without_fence(t2.as_string(conn)), p2)
-                    if plan.lexical_params.get("bm25_plan") == "admitted":
-                        plan.lexical_params["qids"] = query_term_ids(conn, sid, plan)
-                        plan.bm25_sql = admitted_pushdown(sid)
-                        t4, p4 = build_search_sql(plan)
+                    if strategy == "admitted":
+                        t4, p4 = build_search_sql(
+                            shaped(spec, admitted_pushdown(sid), query_terms(conn, sid, spec, lex))
+                        )
                         shapes["pushdown, admitted"] = (exact_without_fence(t4.as_string(conn)), p4)
-                        del plan.lexical_params["qids"]
-                    if plan.lexical_params.get("bm25_plan") in ("impact", "dense", "admitted"):
-                        lexical_per_shard(plan, sid, conn, params)
-                        t3, p3 = build_search_sql(plan)
+                    if strategy in ("impact", "dense", "admitted"):
+                        t3, p3 = build_search_sql(lexical_per_shard(spec, sid, conn, params))
                         shapes["per-shard"] = (exact_without_fence(t3.as_string(conn)), p3)
                         row = conn.execute(PER_SHARD_BYTES, p3).fetchone()
                         conn.commit()
                         per_shape.setdefault("per-shard sent", []).append(
                             {"bytes": row[0], "rows": row[1], "commands": row[2]} if row else {}
                         )
-                elif plan.vector_strategy == "exact":
+                elif vector == "exact":
                     shapes["pushdown"] = (exact_without_fence(as_is), params)
                 for shape, (stmt, values) in shapes.items():
                     per_shape.setdefault(shape, []).append(run_case(conn, stmt, values, want))
