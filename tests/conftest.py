@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +18,9 @@ from ranklock import Engine
 # they embed in-process.  tests/test_embed_service.py and the documentation runner
 # (tests/test_docs_run.py) start real `ranklock` processes with the embedding service turned on.
 os.environ.setdefault("RANKLOCK_EMBED_SERVICE", "0")
+
+if TYPE_CHECKING:
+    from ranklock.store.cluster import LocalCluster
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +48,29 @@ def cname(request: pytest.FixtureRequest) -> str:
     """A collection name unique to the test."""
     name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())
     return ("t_" + name)[:55] + f"_{abs(hash(request.node.nodeid)) % 10000}"
+
+
+@pytest.fixture(scope="session")
+def citus_cluster() -> Iterator[LocalCluster]:
+    """A real local Citus cluster for the session: a coordinator and 2 workers from the wheel (`make citus`).
+
+    Without Citus built it fails with ranklock's own message ("run `make citus`"), never skips.
+    """
+    from ranklock.store.cluster import LocalCluster
+
+    # A directory of its own, not under pytest's shared basetemp: its servers run as another OS user
+    # under root, and another pytest session resets /tmp/pytest-of-root to 0700 when it starts.
+    home = Path(tempfile.mkdtemp(prefix="ranklock-citus-"))
+    cluster = LocalCluster(home)
+    cluster.create(2)
+    yield cluster
+    cluster.drop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def server_dir() -> Iterator[Path]:
+    """A fresh directory for servers started as another OS user (see ``citus_cluster``), removed after the test."""
+    path = Path(tempfile.mkdtemp(prefix="ranklock-servers-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

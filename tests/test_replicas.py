@@ -264,7 +264,7 @@ def test_kill_9_of_a_replica_under_4_clients_loses_no_request_and_it_rejoins(clu
         with ThreadPoolExecutor(4) as pool:
             futures = [pool.submit(client, s) for s in range(4)]
             time.sleep(1.0)
-            pid = r2._pid()
+            pid = r2.pid()
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
             time.sleep(2.0)

@@ -10,7 +10,7 @@ message is stable) and end with what to do about it::
     │   ├── DatabaseUnavailable    the server cannot be reached or started, or the connection was lost
     │   ├── InsufficientResources  SQLSTATE class 53: disk full, out of memory, too many connections (503)
     │   ├── QueryTimeout           a search ran past the statement timeout (504)
-    │   └── ExtensionError         pgvector missing or too old
+    │   └── ExtensionError         pgvector missing or too old, Citus not built (`make citus`)
     ├── NotFound               unknown collection, snapshot, query id
     ├── InputError             a document, file or query that cannot be used
     │   ├── IngestError            a corpus file or document is broken

@@ -1,4 +1,4 @@
-"""``ranklock db``: the embedded PostgreSQL server (stop, status)."""
+"""``ranklock db``: the embedded PostgreSQL server (stop, status) and a local Citus cluster (``db cluster``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import typer.core
 
 # typer vendors its own click; its parser raises these.
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
+from .cluster import cluster_app
 
 #: This module's commands; cli/__init__.py merges them into the root app.
 app = typer.Typer()
@@ -18,6 +19,7 @@ db_app = typer.Typer(help="The embedded PostgreSQL server.", no_args_is_help=Tru
 
 
 app.add_typer(db_app, name="db")
+db_app.add_typer(cluster_app, name="cluster")
 
 
 @db_app.command("stop")

