@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import peers  # noqa: E402
+import peers
 
 
 def test_rrf_sums_reciprocal_ranks_over_the_rankings() -> None:
