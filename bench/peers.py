@@ -328,10 +328,12 @@ def load_queries(eng: Any, coll_name: str, queries: dict[str, str]) -> Queries:
 # -- ranklock -----------------------------------------------------------------------------
 
 
-def ranklock_runs(eng: Any, coll: str, queries: dict[str, str], **params: Any) -> dict[str, dict[str, list[str]]]:
+def ranklock_runs(
+    eng: Any, coll: str, queries: dict[str, str], modes: Sequence[str] = MODES, **params: Any
+) -> dict[str, dict[str, list[str]]]:
     """Ranked document ids per query in each mode, through Engine.search (bench/lexical.py's runner)."""
     out: dict[str, dict[str, list[str]]] = {}
-    for mode in MODES:
+    for mode in modes:
         depth = HYBRID_DEPTH if mode == "hybrid" else SINGLE_DEPTH
         run, _ = ranklock_run(eng, coll, queries, mode=mode, ranker="bm25", k=SINGLE_DEPTH, depth=depth, **params)
         # ranked_run's scores decrease with the rank: sorting them gives the order back.
@@ -480,7 +482,7 @@ def evaluate_dataset(eng: Any, dataset: str, coll: str, *, lance: bool, rounds: 
     t0 = time.perf_counter()
     _, queries, qrels = load_beir(dataset)
     ranklock = ranklock_runs(eng, coll, queries)
-    ranklock_k15 = ranklock_runs(eng, coll, queries, k1=1.5)["lexical"]
+    ranklock_k15 = ranklock_runs(eng, coll, queries, ("lexical",), k1=1.5)["lexical"]
     corpus = load_corpus_vectors(eng, coll, dataset)
     qs = load_queries(eng, coll, queries)
     doc_ids, starts = corpus.doc_ids, corpus.chunk_starts
