@@ -38,7 +38,7 @@ TREE_ORDER = (
     ("search",),
     ("snapshot",),
     ("ingest",),
-    ("collection",),
+    ("collection", "segmenting"),
     ("validation",),
     ("embed", "store"),
     ("settings",),

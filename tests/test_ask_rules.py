@@ -370,6 +370,7 @@ def test_ask_depends_only_downward() -> None:
         "ranklock.collection",
         "ranklock.search.results",
         "ranklock.settings",  # declarations only (the request defaults): a leaf below everything
+        "ranklock.snapshot.segments",  # which documents a snapshot holds (the live ones of its segments)
         "ranklock.store.database",
         "ranklock.embed.base",
     }

@@ -103,7 +103,7 @@ def impact_trace(engine: Engine, collection: str, query: str, depth: int) -> dic
     in place of the branch's final top-N.
     """
     text, params = engine.search_sql(collection, query, k=depth, mode="lexical", depth=depth)
-    start = text.index("WITH qt AS MATERIALIZED")
+    start = text.index("WITH qlex AS MATERIALIZED")
     end = text.rindex("SELECT c.doc_id, c.chunk, s.score FROM (")
     probe = text[start:end] + (
         "SELECT (SELECT theta FROM theta) AS theta, (SELECT count(*) FROM cand) AS bounded, "
@@ -259,7 +259,11 @@ def test_bm25_is_the_default_and_its_parameters_are_recorded(engine: Engine, zip
     assert manifest["manifest"]["search"]["lexical_ranker"] == "bm25"
     assert (manifest["manifest"]["search"]["k1"], manifest["manifest"]["search"]["b"]) == (1.2, 0.75)
     assert manifest["manifest"]["text_search"]["analyzer"] == "pg-ts/2"
-    bm25 = manifest["stats"]["bm25"]
+    seg = engine.db.fetchone(
+        "SELECT stats FROM ranklock.segments WHERE id = %s", [engine.collection(zipf).active_snapshot_id]
+    )
+    assert seg is not None
+    bm25 = seg["stats"]["bm25"]
     assert (bm25["k1"], bm25["b"], bm25["unit"]) == (1.2, 0.75, "chunk")
     assert bm25["N"] == manifest["manifest"]["corpus"]["chunks"]
 
@@ -297,7 +301,7 @@ def test_statistics_build_is_idempotent_and_backfills(engine: Engine, cname: str
     first = build_lexical_stats(engine.db, sid)
     assert build_lexical_stats(engine.db, sid) == first  # nothing recomputed, same entry
     # A snapshot built before BM25 existed: no statistics, a clear error, then a backfill.
-    engine.db.execute("UPDATE ranklock.snapshots SET stats = stats - 'bm25' WHERE id = %s", [sid])
+    engine.db.execute("UPDATE ranklock.segments SET stats = stats - 'bm25' WHERE id = %s", [sid])
     engine.db.execute(f"DROP TABLE ranklock_data.postings_{sid}, ranklock_data.terms_{sid}")
     with pytest.raises(SnapshotError) as exc:
         engine.search(cname, "alpha glacier", mode="lexical")
@@ -305,12 +309,13 @@ def test_statistics_build_is_idempotent_and_backfills(engine: Engine, cname: str
     assert f"ranklock snapshot lexical-stats {cname} {sid}" in str(exc.value)
     assert "lexical_ranker='ts_rank_cd'" in str(exc.value)
     out = engine.lexical_stats(cname)
-    assert out["snapshot_id"] == sid and out["bm25"]["version"] == 3
+    assert out["snapshot_id"] == sid and out["bm25"]["version"] == 4
     assert lexical(engine, cname, "alpha glacier") == before
 
 
-def test_layout_2_statistics_are_completed_in_place(engine: Engine, cname: str, rl_home: Path) -> None:
-    """A snapshot with layout-2 statistics (no forward table, no quantiles) is refused, then completed by the CLI."""
+def test_statistics_of_an_older_layout_are_refused_then_rebuilt(engine: Engine, cname: str, rl_home: Path) -> None:
+    """A segment whose BM25 tables are of an older layout (version 3: weights only, built before segments)
+    is refused with the command that rebuilds it, and the CLI rebuilds it with the same results."""
     from typer.testing import CliRunner
 
     from ranklock.cli import app
@@ -319,23 +324,17 @@ def test_layout_2_statistics_are_completed_in_place(engine: Engine, cname: str, 
     engine.ingest(cname, zipf_docs(60, seed=4), replace=True, create={"embedder": emb, "index": "exact"})
     sid = engine.collection(cname).active_snapshot_id
     before = lexical(engine, cname, "alpha glacier")
-    postings = engine.db.fetchone(f"SELECT count(*) AS n, sum(w) AS s FROM ranklock_data.postings_{sid}")
-    # What a layout-2 snapshot looked like.
-    engine.db.execute(f"DROP TABLE ranklock_data.forward_{sid}")
-    engine.db.execute(f"ALTER TABLE ranklock_data.terms_{sid} DROP COLUMN wq")
+    # What a layout-3 segment looked like: no term frequencies, version 3.
+    engine.db.execute(f"ALTER TABLE ranklock_data.forward_{sid} DROP COLUMN tfs")
     engine.db.execute(
-        "UPDATE ranklock.snapshots SET stats = jsonb_set(stats #- '{bm25,level_base}', '{bm25,version}', '2') "
-        "WHERE id = %s",
-        [sid],
+        "UPDATE ranklock.segments SET stats = jsonb_set(stats, '{bm25,version}', '3') WHERE id = %s", [sid]
     )
-    with pytest.raises(SnapshotError):
+    with pytest.raises(SnapshotError, match=f"ranklock snapshot lexical-stats {cname} {sid}"):
         engine.search(cname, "alpha glacier", mode="lexical")
     dsn = ["--dsn", os.environ["RANKLOCK_TEST_DSN"]] if os.environ.get("RANKLOCK_TEST_DSN") else []
     r = CliRunner().invoke(app, ["snapshot", "lexical-stats", cname, "--json", "--home", str(rl_home), *dsn])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["bm25"]["version"] == 3
-    # Completed in place: the same postings, the same results.
-    assert engine.db.fetchone(f"SELECT count(*) AS n, sum(w) AS s FROM ranklock_data.postings_{sid}") == postings
+    assert json.loads(r.output)["bm25"]["version"] == 4
     assert lexical(engine, cname, "alpha glacier") == before
 
 

@@ -168,7 +168,7 @@ def dense_trace(engine: Engine, collection: str, query: str, depth: int) -> dict
     """theta, candidates, chunks scored and chunks matching, from the dense plan's own CTEs (white-box)."""
     text, params = engine.search_sql(collection, query, k=depth, mode="lexical", depth=depth)
     assert params["bm25_plan"] == "dense"
-    start = text.index("WITH qt AS MATERIALIZED")
+    start = text.index("WITH qlex AS MATERIALIZED")
     end = text.rindex("SELECT c.doc_id, c.chunk, s.score FROM (")
     sid = engine.collection(collection).active_snapshot_id
     probe = text[start:end] + (
@@ -225,7 +225,7 @@ def test_dense_plan_params_are_bound(engine: Engine, dense: str, monkeypatch: py
 def test_dense_blocks_hold_the_postings_weights_as_float4(engine: Engine, dense: str) -> None:
     """Element row_id % block of block row_id // block: the posting's weight rounded to float4, 0 elsewhere."""
     sid = engine.collection(dense).active_snapshot_id
-    entry = engine.db.fetchone("SELECT stats -> 'bm25' -> 'dense' AS d FROM ranklock.snapshots WHERE id = %s", [sid])
+    entry = engine.db.fetchone("SELECT stats -> 'bm25' -> 'dense' AS d FROM ranklock.segments WHERE id = %s", [sid])
     assert entry is not None
     rows, block = entry["d"]["rows"], entry["d"]["block"]
     term = engine.db.fetchone(f"SELECT term_id, df FROM ranklock_data.terms_{sid} WHERE lexeme = 'canyon'")

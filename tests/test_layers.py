@@ -95,7 +95,8 @@ LAYERS: list[Layer] = [
     # The collection record sits above store: its reserved column names are derived from
     # store.tables.CHUNK_COLUMNS (the one list of the chunk table's columns). `validation`
     # (w11-input: pydantic errors -> one message; reads settings.SearchParams) sits with it.
-    Layer("shared records", ("collection", "validation")),
+    # `segmenting` (how a collection cuts its segments: window, partition key) is read with the record.
+    Layer("shared records", ("collection", "validation", "segmenting")),
     Layer("foundations", ("embed", "store"), independent=True),
     # Shared leaves: the settings declarations, the version string, the error tree.
     # `_version` and `_extras` (the "install ranklock[models]" helper) are new with issue 15.

@@ -140,14 +140,15 @@ def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname:
     }
     out = engine.drop_snapshot(cname, r1.snapshot_id)
     assert out["versions_gc"] == "done" and out["versions_deleted"] == 1  # the old version of "tides"
-    assert out["snapshot_documents"] == 6
+    assert out["segments_dropped"] == [r1.snapshot_id]  # r2 changed one document: it shares nothing of r1's? see below
     assert f"chunks_{r1.snapshot_id}" in out["tables"]
     assert engine.db.fetchone("SELECT to_regclass(%s) AS t", [f"ranklock_data.chunks_{r1.snapshot_id}"]) == {"t": None}
     left = engine.db.fetchall(
         "SELECT doc_id, content_hash FROM ranklock.documents WHERE collection_id = %s ORDER BY doc_id", [coll.id]
     )
     kept = engine.db.fetchall(
-        "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s ORDER BY doc_id",
+        "SELECT doc_id, content_hash FROM ranklock.segment_documents WHERE segment_id IN ("
+        "SELECT segment_id FROM ranklock.snapshot_segments WHERE snapshot_id = %s) ORDER BY doc_id",
         [r2.snapshot_id],
     )
     assert left == kept

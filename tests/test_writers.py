@@ -110,8 +110,9 @@ def run_together(engine: Engine, name: str, tmp_path: Path, specs: list[dict[str
 
 
 def doc_set(engine: Engine, sid: int) -> set[str]:
-    rows = engine.db.fetchall("SELECT doc_id FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [sid])
-    return {r["doc_id"] for r in rows}
+    from ranklock.snapshot.segments import live_documents
+
+    return set(live_documents(engine.db, sid))
 
 
 def tables_of(engine: Engine, sid: int) -> list[str]:

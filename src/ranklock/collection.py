@@ -129,6 +129,8 @@ class CollectionInfo(BaseModel):
     search_defaults: dict[str, Any] = Field(default_factory=dict)
     #: How the fields were inferred at the first ingest (ranklock.ingest.infer), or None: declared.
     field_inference: dict[str, Any] | None = None
+    #: How its segments are cut (ranklock.segmenting): a time window, a partition key; {} for neither.
+    segmenting: dict[str, Any] = Field(default_factory=dict)
     active_snapshot_id: int | None = None
     previous_snapshot_id: int | None = None
 
@@ -153,6 +155,8 @@ def new_collection_values(
     embedder: Callable[[], Embedder],
     normalization: str,
     field_inference: dict[str, Any] | None = None,
+    window: str | None = None,
+    partition: str | None = None,
 ) -> dict[str, Any]:
     """The ``ranklock.collections`` row of a new collection, each setting checked (ConfigError).
 
@@ -194,6 +198,9 @@ def new_collection_values(
     from .validation import parse_search_params
 
     sdefaults = parse_search_params(search_defaults or {}, error=ConfigError).model_dump(exclude_defaults=True)
+    from .segmenting import Segmenting
+
+    segmenting = Segmenting.declare(window, partition, {f.name: f.type for f in specs}).as_json()
     emb = embedder()
     ch = chunker or ChunkerParams()
     return {
@@ -210,6 +217,7 @@ def new_collection_values(
         "normalization": normalization,
         "search_defaults": Jsonb(sdefaults),
         "field_inference": Jsonb(field_inference) if field_inference is not None else None,
+        "segmenting": Jsonb(segmenting),
     }
 
 

@@ -35,7 +35,7 @@ from .settings import REQUEST, ChunkerParams, Settings
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
 
-__all__ = ["Engine", "IngestReport"]
+__all__ = ["DeleteReport", "Engine", "IngestReport", "MergeReport"]
 
 if TYPE_CHECKING:
     # Types only: a search never loads the file readers or the snapshot builder (bench/cli_startup.py).
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
     from .snapshot.build import Progress
+    from .snapshot.purge import PurgeOutcome
     from .store.tokens import TokenInfo
 
 
@@ -74,9 +75,41 @@ class IngestReport:
     #: The typed fields this ingest inferred from the metadata when it created the collection
     #: (ranklock.ingest.infer: ``fields``, ``untyped`` keys with the reason); None otherwise.
     field_inference: dict[str, Any] | None = None
+    #: The snapshot the merge policy made right after (the active one now), or None (ranklock.snapshot.merge).
+    merged: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+@dataclass(frozen=True)
+class DeleteReport:
+    """What :meth:`Engine.delete` did."""
+
+    collection: str
+    #: The snapshot without the documents (activated).
+    snapshot_id: int
+    parent_id: int
+    deleted: tuple[str, ...]
+    #: Ids the snapshot did not hold (only with ``missing_ok``).
+    missing: tuple[str, ...]
+    merged: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    """What :meth:`Engine.merge` did: the merge snapshot (None: nothing to merge) and the segments it folded."""
+
+    collection: str
+    snapshot_id: int | None
+    segments: tuple[int, ...]
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
 
 
 class Engine:
@@ -222,6 +255,8 @@ class Engine:
         chunker: ChunkerParams | None = None,
         embedder: str | None = None,
         search_defaults: dict[str, Any] | None = None,
+        window: str | None = None,
+        partition: str | None = None,
         if_missing: bool = False,
         field_inference: dict[str, Any] | None = None,
     ) -> CollectionInfo:
@@ -231,6 +266,9 @@ class Engine:
         is returned instead of an error (safe when several processes create it
         at once); one with other settings is a ConfigError naming them.
         ``field_inference`` records how ``fields`` were inferred (:meth:`ingest` sets it).
+        ``window`` (``FIELD:UNIT``, a date or timestamp field and day, week, month or year) and
+        ``partition`` (a keyword or int field) cut its segments (ranklock.segmenting): a search
+        whose filter pins the field reads only the segments it can match.
         """
         from .collection import insert_new_collection, new_collection_values
         from .store.collections import text_search_configs
@@ -248,6 +286,8 @@ class Engine:
             embedder=lambda: self.embedder_for(embedder),
             normalization=NORMALIZATION,
             field_inference=field_inference,
+            window=window,
+            partition=partition,
         )
         insert_new_collection(self.db, values, if_missing=if_missing)
         return self.collection(name)
@@ -352,7 +392,63 @@ class Engine:
             parent_id=out.parent_id,
             skipped=skipped,
             field_inference=inferred,
+            merged=out.merge.build.snapshot_id if out.merge is not None else None,
         )
+
+    @refusals_as(IngestError)
+    def delete(self, name: str, ids: Sequence[str], *, missing_ok: bool = False) -> DeleteReport:
+        """A new active snapshot of ``name`` without the documents ``ids`` (their versions masked, nothing rebuilt).
+
+        An id the active snapshot does not hold is an error (nothing changes) unless ``missing_ok``.
+        Other snapshots keep the documents: ``purge`` erases one everywhere.
+        """
+        from .snapshot.ingest import delete_documents
+
+        coll = self.collection(name)
+        out = delete_documents(
+            self.db,
+            coll,
+            list(ids),
+            self._collection_embedder(coll),
+            lock_wait=self.settings.lock_wait,
+            missing_ok=missing_ok,
+        )
+        return DeleteReport(
+            collection=name,
+            snapshot_id=out.build.snapshot_id,
+            parent_id=out.parent_id,
+            deleted=out.deleted,
+            missing=out.missing,
+            merged=out.merge.build.snapshot_id if out.merge is not None else None,
+        )
+
+    @refusals_as(IngestError)
+    def purge(self, name: str, ids: Sequence[str]) -> PurgeOutcome:
+        """Erase the documents ``ids`` from every snapshot, segment, cache and log of ``name`` (ranklock.snapshot.purge).
+
+        Unlike :meth:`delete`, no snapshot keeps them: for an owner who asks to be forgotten.
+        The purge is recorded (ids hashed, never the content), so a replay of a removed log
+        entry says it was purged.
+        """
+        from .snapshot.purge import purge_documents
+
+        return purge_documents(self.db, self.collection(name), list(ids), lock_wait=self.settings.lock_wait)
+
+    def merge(self, name: str, *, everything: bool = False) -> MergeReport:
+        """Fold the active snapshot's small segments into one (``everything``: all of them), as a new active snapshot.
+
+        The merge holds the same documents and gives the same exact-mode results
+        (ranklock.snapshot.merge); ``snapshot_id`` is None when there was nothing to merge.
+        """
+        from .snapshot.merge import merge
+
+        coll = self.collection(name)
+        t = time.perf_counter()
+        out = merge(
+            self.db, coll, self._collection_embedder(coll), lock_wait=self.settings.lock_wait, everything=everything
+        )
+        sid = out.build.snapshot_id if out is not None else None
+        return MergeReport(name, sid, out.segments if out is not None else (), time.perf_counter() - t)
 
     # -- snapshots -------------------------------------------------------------------
 
@@ -412,19 +508,28 @@ class Engine:
         return lifecycle.drop_snapshot(self.db, self.collection(name), snapshot_id, self.settings.lock_wait)
 
     def lexical_stats(self, name: str, snapshot_id: int | None = None, *, force: bool = False) -> dict[str, Any]:
-        """Build, complete or (``force``) rebuild the BM25 statistics of a snapshot (default: the active one).
+        """Build, complete or (``force``) rebuild the BM25 tables of a snapshot's segments (default: the active one).
 
-        The statistics are derived from the snapshot's immutable chunk table
-        alone: building them changes no score.  Statistics of an older layout
-        are completed in place (see ranklock.snapshot.lexical_stats).
+        The tables are derived from each segment's immutable chunk table alone:
+        building them changes no score (scores use the snapshot's statistics,
+        see ranklock.snapshot.lexical_stats).  A segment of an older layout is
+        rebuilt.
         """
         from .snapshot.lexical_stats import build_lexical_stats
         from .snapshot.lifecycle import resolve
+        from .snapshot.segments import Layout
 
         snap = resolve(self.db, self.collection(name), snapshot_id)
         t = time.perf_counter()
-        entry = build_lexical_stats(self.db, int(snap["id"]), force=force)
-        return {"collection": name, "snapshot_id": int(snap["id"]), "seconds": time.perf_counter() - t, "bm25": entry}
+        entries = {g.id: build_lexical_stats(self.db, g.id, force=force) for g in Layout.of(snap).segments}
+        largest = max(Layout.of(snap).segments, key=lambda g: g.chunks).id
+        return {
+            "collection": name,
+            "snapshot_id": int(snap["id"]),
+            "seconds": time.perf_counter() - t,
+            "bm25": entries[largest],
+            "segments": entries,
+        }
 
     def manifest(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
         """The manifest of a snapshot (default: the active one)."""

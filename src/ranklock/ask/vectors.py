@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+from psycopg import sql
 
 from ..errors import EmbedderError
+from ..snapshot.segments import live_documents_sql
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -94,10 +96,11 @@ def note_dates(db: Database, coll: CollectionInfo, snapshot_id: int, doc_ids: Se
         return {}
     field = _date_field(coll)
     rows: list[dict[str, Any]] = db.fetchall(
-        "SELECT s.doc_id, d.metadata ->> %(field)s AS field_date, d.metadata ->> 'effective_from' AS effective_from "
-        "FROM ranklock.snapshot_documents s JOIN ranklock.documents d ON d.collection_id = %(coll)s "
-        "AND d.doc_id = s.doc_id AND d.content_hash = s.content_hash "
-        "WHERE s.snapshot_id = %(snap)s AND s.doc_id = ANY(%(ids)s)",
+        sql.SQL(
+            "SELECT s.doc_id, d.metadata ->> %(field)s AS field_date, d.metadata ->> 'effective_from' AS effective_from "
+            "FROM ({live}) AS s JOIN ranklock.documents d ON d.collection_id = %(coll)s "
+            "AND d.doc_id = s.doc_id AND d.content_hash = s.content_hash"
+        ).format(live=live_documents_sql("snap")),
         {"field": field or "", "coll": coll.id, "snap": snapshot_id, "ids": sorted(set(doc_ids))},
     )
     out: dict[str, str | None] = dict.fromkeys(doc_ids)

@@ -26,7 +26,7 @@ from ..errors import QueryError
 from ..search.protocol import Searcher
 from ..search.results import SearchResult
 from ..settings import REQUEST
-from ..snapshot.build import chunk_table
+from ..snapshot.segments import chunks_sql, live_documents_sql, live_sql, read_layout
 from ..store.database import Database
 from .evaluate import matches
 from .extract import RuleExtractor
@@ -131,7 +131,10 @@ def _read_schema(db: Database, coll: CollectionInfo, pack: DomainPack) -> PlanSc
         if coll.active_snapshot_id is not None:
             col = sql.Identifier(f.name)
             expr = sql.SQL("unnest({})").format(col) if f.type == "keyword[]" else col
-            q = sql.SQL("SELECT DISTINCT {} AS v FROM {} LIMIT 5001").format(expr, chunk_table(coll.active_snapshot_id))
+            layout = read_layout(db, coll.active_snapshot_id)
+            q = sql.SQL("SELECT DISTINCT {} AS v FROM {} AS c WHERE {} LIMIT 5001").format(
+                expr, chunks_sql(layout), live_sql(layout)
+            )
             rows = db.fetchall(q)
             # A field with thousands of distinct values (ids, free tags) is not a vocabulary.
             if len(rows) <= 5000:
@@ -160,10 +163,12 @@ def _metadata(
     db: Database, coll: CollectionInfo, snapshot_id: int, doc_ids: list[str]
 ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     rows = db.fetchall(
-        "SELECT d.doc_id, d.metadata, d.display FROM ranklock.snapshot_documents sd "
-        "JOIN ranklock.documents d ON d.collection_id = %s AND d.doc_id = sd.doc_id "
-        "AND d.content_hash = sd.content_hash WHERE sd.snapshot_id = %s AND sd.doc_id = ANY(%s)",
-        [coll.id, snapshot_id, doc_ids],
+        sql.SQL(
+            "SELECT d.doc_id, d.metadata, d.display FROM ({}) AS sd "
+            "JOIN ranklock.documents d ON d.collection_id = %(coll)s AND d.doc_id = sd.doc_id "
+            "AND d.content_hash = sd.content_hash"
+        ).format(live_documents_sql()),
+        {"coll": coll.id, "sid": snapshot_id, "ids": doc_ids},
     )
     return {r["doc_id"]: (r["metadata"], r["display"]) for r in rows}
 

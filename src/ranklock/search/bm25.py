@@ -108,7 +108,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from psycopg import sql
 
 from ..errors import SnapshotError
-from ..snapshot.lexical_stats import BM25_STATS_VERSION, dense_table, forward_table, postings_table, terms_table
+from ..snapshot.lexical_stats import BM25_STATS_VERSION, terms_table, weight_sql
+from ..snapshot.segments import Layout, union_sql
+from ..store.tables import SegmentKind
 from .tsquery import tsquery_sql
 
 if TYPE_CHECKING:
@@ -195,12 +197,11 @@ class Bm25Plan:
 
     ``strategy`` is the plan (``full``, ``impact``, ``dense``, ``admitted``), or
     None for the match plan (websearch syntax, or k1/b other than the
-    snapshot's); ``params`` are the values its SQL binds (``bm25_plan`` among
+    segments'); ``params`` are the values its SQL binds (``bm25_plan`` among
     them, so ``search_sql`` shows the plan).
     """
 
-    snapshot_id: int
-    #: The query is scored from the snapshot's postings and forward table (natural syntax, the snapshot's k1 and b).
+    #: The query is scored from the segments' postings and forward tables (natural syntax, their k1 and b).
     impact: bool
     params: Mapping[str, Any]
 
@@ -210,66 +211,100 @@ class Bm25Plan:
         return None if got is None else str(got)
 
 
-def _impact_eligible(lex: LexicalQuery, entry: dict[str, Any]) -> bool:
-    return lex.syntax == "natural" and lex.k1 == entry["k1"] and lex.b == entry["b"]
+#: A df no term reaches: the min_df of a segment without dense blocks.
+NO_DENSE = 2**31 - 1
 
 
-def query_postings_sql(lex: LexicalQuery, snapshot_id: int, stats: dict[str, Any]) -> tuple[sql.Composable, list[Any]]:
-    """An expression of the query's postings counts, and its values; NULL when not needed.
+def _impact_eligible(lex: LexicalQuery, entries: Sequence[Mapping[str, Any]]) -> bool:
+    return lex.syntax == "natural" and all(lex.k1 == e["k1"] and lex.b == e["b"] for e in entries)
+
+
+def _entries(layout: Layout, collection: str) -> list[Mapping[str, Any]]:
+    """Every segment's BM25 statistics, or an error naming the snapshot that must build them."""
+    entries = []
+    for g in layout.segments:
+        entry = g.bm25
+        if not entry or entry.get("version") != BM25_STATS_VERSION:
+            sid = layout.snapshot_id
+            raise SnapshotError(
+                f"snapshot {sid} has no BM25 statistics of the current layout (version {BM25_STATS_VERSION}) "
+                f"in segment {g.id}; build them once with `ranklock snapshot lexical-stats {collection} {sid}` "
+                f"(Python: engine.lexical_stats({collection!r}, {sid})), or search with lexical_ranker='ts_rank_cd'."
+            )
+        entries.append(entry)
+    return entries
+
+
+def _min_df(entry: Mapping[str, Any]) -> int:
+    dense = entry.get("dense")
+    return int(dense["min_df"]) if dense else NO_DENSE
+
+
+def query_postings_sql(lex: LexicalQuery, layout: Layout) -> tuple[sql.Composable, list[Any]]:
+    """An expression of the query's postings counts over the segments, and its values; NULL when not needed.
 
     The expression is a bigint[]: the postings of all the query's terms, those
-    of its terms without dense blocks, and how many of its terms have dense
-    blocks (0 when the snapshot has none).  Only natural BM25 queries under
-    the snapshot's k1 and b choose a plan on them (see :func:`prepare_bm25`).
+    of its terms without dense blocks (in their segment), and the most terms
+    with dense blocks in one segment (0 when none has any).  Only natural BM25
+    queries under the segments' k1 and b choose a plan on them (see
+    :func:`prepare_bm25`).
     """
-    entry = (stats or {}).get("bm25")
-    if lex.ranker != "bm25" or not entry or entry.get("version") != BM25_STATS_VERSION:
+    if lex.ranker != "bm25":
         return sql.SQL("NULL::bigint[]"), []
-    if not _impact_eligible(lex, entry):
+    entries = [g.bm25 for g in layout.segments]
+    if not all(e and e.get("version") == BM25_STATS_VERSION for e in entries):
         return sql.SQL("NULL::bigint[]"), []
-    # A df no term reaches when the snapshot has no dense blocks.
-    min_df = int(entry["dense"]["min_df"]) if entry.get("dense") else 2**31 - 1
+    if not _impact_eligible(lex, [e for e in entries if e]):
+        return sql.SQL("NULL::bigint[]"), []
+    arms = []
+    params: list[Any] = []
+    for g in layout.segments:
+        arms.append(
+            sql.SQL(
+                "SELECT {seg}::bigint AS seg, x.df, %s::int AS min_df FROM {terms} AS x "
+                "WHERE x.lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s))"
+            ).format(seg=sql.Literal(g.id), terms=terms_table(g.id))
+        )
+        params += [_min_df(g.bm25 or {}), lex.language, lex.accent, lex.syntax, lex.query]
     return sql.SQL(
-        "(SELECT ARRAY[coalesce(sum(df), 0), coalesce(sum(df) FILTER (WHERE df < %s::int), 0), "
-        "count(*) FILTER (WHERE df >= %s::int)]::bigint[] "
-        "FROM {} WHERE lexeme = ANY (ranklock.query_terms(%s::regconfig, %s, %s, %s)))"
-    ).format(terms_table(snapshot_id)), [min_df, min_df, lex.language, lex.accent, lex.syntax, lex.query]
+        "(SELECT ARRAY[coalesce(sum(z.total), 0), coalesce(sum(z.rest), 0), coalesce(max(z.nd), 0)]::bigint[] FROM ("
+        "SELECT t.seg, sum(t.df) AS total, coalesce(sum(t.df) FILTER (WHERE t.df < t.min_df), 0) AS rest, "
+        "count(*) FILTER (WHERE t.df >= t.min_df) AS nd FROM ({arms}) AS t GROUP BY t.seg) AS z)"
+    ).format(arms=sql.SQL(" UNION ALL ").join(arms)), params
 
 
 def prepare_bm25(
     lex: LexicalQuery,
-    snapshot_id: int,
-    stats: dict[str, Any],
+    layout: Layout,
+    totals: tuple[int, int, int],
     postings: int | Sequence[int] | None,
     *,
     collection: str = "COLLECTION",
 ) -> Bm25Plan:
-    """The BM25 plan of ``lex`` on the snapshot's statistics, or an error saying why it has none.
+    """The BM25 plan of ``lex`` on the snapshot ``layout``, or an error saying why it has none.
 
-    Natural queries under the snapshot's k1 and b take the impact plan when
-    their terms have more than ``FULL_SCAN_POSTINGS`` postings together
-    (``postings``, counted by :func:`query_postings_sql`: that count alone, or
-    [all, those of terms without dense blocks, dense terms]), the dense plan
-    when, moreover, the snapshot has dense blocks, 1 to ``DENSE_MAX_TERMS``
-    query terms have them and the others have at most
-    ``DENSE_REST_POSTINGS`` postings, and the plain sum of every posting
-    otherwise: the statement carries only the plan it runs.
+    ``totals`` are the snapshot's live chunks, their total length and its most
+    chunks of a document.  Natural queries under the segments' k1 and b take
+    the impact plan when their terms have more than ``FULL_SCAN_POSTINGS``
+    postings together (``postings``, counted by :func:`query_postings_sql`:
+    that count alone, or [all, those of terms without dense blocks, dense
+    terms]), the dense plan when, moreover, every segment has dense blocks of
+    one block size, 1 to ``DENSE_MAX_TERMS`` query terms have them in a
+    segment and the others have at most ``DENSE_REST_POSTINGS`` postings, and
+    the plain sum of every posting otherwise: the statement carries only the
+    plan it runs.
     """
-    entry = (stats or {}).get("bm25")
-    if not entry or entry.get("version") != BM25_STATS_VERSION:
-        raise SnapshotError(
-            f"snapshot {snapshot_id} has no BM25 statistics of the current layout (version {BM25_STATS_VERSION}); "
-            f"build them once with `ranklock snapshot lexical-stats {collection} {snapshot_id}` "
-            f"(Python: engine.lexical_stats({collection!r}, {snapshot_id})), or search with lexical_ranker='ts_rank_cd'."
-        )
-    impact = _impact_eligible(lex, entry)
+    entries = _entries(layout, collection)
+    n, total_len, max_chunks = totals
+    avgdl = _avgdl(n, total_len)
+    impact = _impact_eligible(lex, entries)
     counts = [postings] if isinstance(postings, int) else [int(x) for x in postings or [0]]
     total, rest, n_dense = counts[0], counts[1] if len(counts) > 1 else counts[0], counts[2] if len(counts) > 2 else 0
-    dense = entry.get("dense")
+    blocks = {int(e["dense"]["block"]) for e in entries if e.get("dense")}
+    dense = len(blocks) == 1 and all(e.get("dense") for e in entries)
     lp: dict[str, Any] = {}
     if impact:
         lp["bm25_postings"] = total
-        lp["bm25_chunks"] = int(entry.get("N") or 0)
         if total <= FULL_SCAN_POSTINGS:
             lp["bm25_plan"] = "full"
         elif dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS:
@@ -278,29 +313,46 @@ def prepare_bm25(
             lp["bm25_plan"] = "impact"
     lp.update(
         {
-            "bm25_avgdl": float(entry["avgdl"]) or 1.0,
+            # The snapshot's statistics: its live chunks and their average length (exact integers, so the
+            # same documents give the same value however they were cut into segments).
+            "bm25_chunks": n,
+            "bm25_avgdl": avgdl,
+            "bm25_sid": layout.snapshot_id,
+            "bm25_segs": list(layout.ids),
+            # A segment's weights were computed with its own average length: under the snapshot's, a
+            # length part grows at most by this factor (see ranklock.snapshot.lexical_stats).
+            "bm25_lf": [max(1.0, avgdl / (float(e["avgdl"]) or 1.0)) for e in entries],
+            "bm25_min_df": [_min_df(e) for e in entries],
             "bm25_seed": SEED_PER_TERM,
             "bm25_full": FULL_SCAN_POSTINGS,
             "bm25_probe": PROBE,
             "bm25_deeper": DEEPER,
             "bm25_skip_level": SKIP_LEVEL,
-            "bm25_level_base": int(entry["level_base"]),
-            "bm25_max_chunks": max(1, int(stats.get("max_chunks_per_doc", 1) or 1)),
+            "bm25_level_base": int(entries[0]["level_base"]),
+            "bm25_max_chunks": max(1, max_chunks),
         }
     )
-    if lp.get("bm25_plan") == "dense" and dense:
+    if lp.get("bm25_plan") == "dense":
         lp.update(
             {
                 "bm25_dense_seeds": DENSE_SEEDS,
                 "bm25_probe": DENSE_PROBE,
-                "bm25_dense_min_df": int(dense["min_df"]),
-                "bm25_dense_block": int(dense["block"]),
+                "bm25_dense_block": blocks.pop(),
                 "bm25_dense_rest": DENSE_REST_POSTINGS,
                 "bm25_dense_rel": DENSE_REL,
                 "bm25_dense_abs": DENSE_ABS,
             }
         )
-    return Bm25Plan(snapshot_id=snapshot_id, impact=impact, params=lp)
+    return Bm25Plan(impact=impact, params=lp)
+
+
+def _avgdl(n: int, total_len: int) -> float:
+    """The snapshot's average chunk length from its exact integer totals (correctly rounded, as Python divides).
+
+    Computed from the live chunks' count and total length, never from a
+    segment: the same documents give the same bits however they were cut.
+    """
+    return total_len / n if n else 1.0
 
 
 def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int, exact_threshold: int) -> Bm25Plan:
@@ -316,7 +368,7 @@ def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int,
     chunks a 3 % filter took 3.3 s p50 that way).
     """
     lp = bm25.params
-    if bm25.strategy not in ("impact", "dense") or _unfiltered(spec):
+    if bm25.strategy not in ("impact", "dense") or not _constrained(spec):
         return bm25
     if admitted_chunks * CHUNK_POSTINGS >= int(lp.get("bm25_postings") or 0):
         return bm25
@@ -326,130 +378,207 @@ def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int,
     return bm25
 
 
-def _admitted_sql(
-    spec: SearchSpec, where: sql.Composable, terms: sql.Composable, forward: sql.Composable
-) -> sql.Composable:
+def _constrained(spec: SearchSpec) -> bool:
+    """A filter or ``as_of`` constrains the search (dead rows are masked, but admit nearly everything)."""
+    return spec.as_of is not None or spec.filter_sql != sql.SQL("TRUE")
+
+
+def _unfiltered(spec: SearchSpec) -> bool:
+    """Nothing to check on a chunk row: no filter, no ``as_of``, no dead row to mask."""
+    return not _constrained(spec) and spec.layout.dead_rows == 0
+
+
+# -- the SQL -------------------------------------------------------------------------------------
+
+
+def _union(spec: SearchSpec, kind: SegmentKind, columns: str) -> sql.Composable:
+    """One kind of BM25 table over the snapshot's segments, each row tagged with its segment (``seg``)."""
+    return union_sql(spec.layout, kind, sql.SQL(columns))
+
+
+def _k1_b_avgdl() -> tuple[sql.Composable, sql.Composable, sql.Composable]:
+    return sql.SQL("%(k1)s::float8"), sql.SQL("%(b)s::float8"), sql.SQL("%(bm25_avgdl)s::float8")
+
+
+def _query_terms(spec: SearchSpec) -> sql.Composable:
+    """CTEs ``qlex``, ``qseg``, ``qdf``, ``qt`` and ``qids``: the query's terms, in every segment that has them.
+
+    ``qlex``: each lexeme of the query, how often the query holds it (``qtf``,
+    rule bm25/2, ranklock.snapshot.rules; 1 under bm25/1) and its place in
+    lexeme byte order (``ord``), the one order every score is summed in.
+    ``qdf``: the snapshot's df of each (its segments' summed, its dead chunks
+    subtracted) and its idf, by the builder's very expression.  ``qt``: one
+    row per (segment, term): the segment's term id and impact quantiles
+    ``wq`` (its own weights), and ``scale``: a weight ``w`` of that segment's
+    postings adds at most ``scale * w`` to a score under the snapshot's
+    statistics (qtf times the idf ratio times the length factor);
+    ``max_w`` is the most the term adds to a chunk of the segment, with a
+    margin.  ``qids``: per segment, its term ids with their qtf and idf in
+    ``ord`` order, for scoring a chunk from the forward table.
+    """
+    qtf = sql.SQL("q.qtf") if spec.rules.query_tf else sql.SQL("1")
+    template = """qlex AS MATERIALIZED (
+    SELECT q.lexeme, {qtf} AS qtf, row_number() OVER (ORDER BY q.lexeme COLLATE "C") AS ord
+    FROM ranklock.query_term_freqs(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s) AS q
+),
+qseg AS MATERIALIZED (
+    SELECT t.seg, t.term_id, t.lexeme, t.df, t.idf, t.max_w, t.wq FROM {terms} AS t
+    WHERE t.lexeme = ANY (ARRAY(SELECT qlex.lexeme FROM qlex))
+),
+qdf AS MATERIALIZED (
+    SELECT l.lexeme, l.qtf, l.ord, ln(1 + (%(bm25_chunks)s::float8 - x.df + 0.5) / (x.df + 0.5)) AS idf
+    FROM qlex AS l JOIN (
+        SELECT s.lexeme, sum(s.df) - coalesce(max(dt.chunks), 0) AS df FROM {stats} AS s
+        LEFT JOIN ranklock.snapshot_dead_terms AS dt ON dt.snapshot_id = %(bm25_sid)s::bigint AND dt.lexeme = s.lexeme
+        GROUP BY s.lexeme
+    ) AS x ON x.lexeme = l.lexeme
+),
+qt AS MATERIALIZED (
+    SELECT s.seg, s.term_id, d.ord, d.qtf, d.idf, s.df, s.wq, g.min_df,
+           d.qtf * (d.idf / s.idf) * g.lf AS scale,
+           d.qtf * (d.idf / s.idf) * g.lf * s.max_w::float8 * 1.000001 AS max_w
+    FROM qseg AS s JOIN qdf AS d ON d.lexeme = s.lexeme
+    JOIN unnest(%(bm25_segs)s::bigint[], %(bm25_lf)s::float8[], %(bm25_min_df)s::int[]) AS g(seg, lf, min_df)
+      ON g.seg = s.seg
+),
+qids AS MATERIALIZED (
+    SELECT seg, array_agg(term_id ORDER BY ord) AS ids, array_agg(qtf ORDER BY ord) AS qtfs,
+           array_agg(idf ORDER BY ord) AS idfs
+    FROM qt GROUP BY seg
+)"""
+    # A read routed to fewer segments still counts the df over all of the snapshot's.
+    stats = (
+        sql.SQL(
+            "(SELECT t.lexeme, t.df FROM {} AS t WHERE t.lexeme = ANY (ARRAY(SELECT qlex.lexeme FROM qlex)))"
+        ).format(union_sql(spec.layout.full(), "terms", sql.SQL("t.lexeme, t.df")))
+        if spec.layout.routed
+        else sql.SQL("qseg")
+    )
+    return sql.SQL(template).format(
+        qtf=qtf, terms=_union(spec, "terms", "t.term_id, t.lexeme, t.df, t.idf, t.max_w, t.wq"), stats=stats
+    )
+
+
+def _score(alias: str = "c") -> sql.Composable:
+    """The BM25 score of chunk ``alias`` from its tsvector, over the query's terms (CTE ``qdf``).
+
+    Term contributions (``qtf * w``) are summed in lexeme order (``ord``), the
+    one order every plan uses, so the result does not depend on the order
+    rows arrive in.
+    """
+    k1, b, avgdl = _k1_b_avgdl()
+    a = sql.Identifier(alias)
+    weight = weight_sql(sql.SQL("d.idf"), sql.SQL("x.tf"), sql.SQL("{}.doc_len").format(a), k1, b, avgdl)
+    return sql.SQL(
+        "(SELECT coalesce(sum(d.qtf * {weight} ORDER BY d.ord), 0) "
+        "FROM unnest({a}.tsv) AS u JOIN qdf AS d ON d.lexeme = u.lexeme "
+        "CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1) AS tf) AS x)"
+    ).format(weight=weight, a=a)
+
+
+def _forward_score(alias: str = "f", ids: str = "q") -> sql.Composable:
+    """The BM25 score of forward-table row ``alias`` over the query's terms of its segment (``qids`` row ``ids``).
+
+    The weights are computed from the chunk's term frequencies and length
+    with the snapshot's statistics, by the builder's expression, and summed
+    in lexeme order: the same bits as :func:`_score` and every other plan,
+    in whatever segment the chunk is.
+    """
+    k1, b, avgdl = _k1_b_avgdl()
+    f = sql.Identifier(alias)
+    tf = sql.SQL("{f}.tfs[array_position({f}.tids, x.tid)]").format(f=f)
+    weight = weight_sql(sql.SQL("x.idf"), tf, sql.SQL("{}.len").format(f), k1, b, avgdl)
+    return sql.SQL(
+        "(SELECT coalesce(sum(x.qtf * {weight} ORDER BY x.n), 0) "
+        "FROM unnest({q}.ids, {q}.qtfs, {q}.idfs) WITH ORDINALITY AS x(tid, qtf, idf, n))"
+    ).format(weight=weight, q=sql.Identifier(ids))
+
+
+def _forward(spec: SearchSpec) -> sql.Composable:
+    return _union(spec, "forward", "t.row_id, t.doc_no, t.tids, t.tfs, t.len")
+
+
+def _postings(spec: SearchSpec) -> sql.Composable:
+    return _union(spec, "postings", "t.term_id, t.w, t.row_id, t.tf, t.len")
+
+
+def _rows_of(cte: str) -> sql.Composable:
+    """``f.row_id = ANY (ARRAY(<cte's row ids of f's segment>))``: one ordered pass over each segment's forward table.
+
+    = ANY of an array: the index scan visits the rows in row_id order instead
+    of one random probe each, which the planner would pick for a CTE it
+    thinks small.  ``f.seg`` is a constant in each arm of the union, so each
+    arm gets the row ids of its own segment only.
+    """
+    c = sql.Identifier(cte)
+    return sql.SQL("f.row_id = ANY (ARRAY(SELECT {c}.row_id FROM {c} WHERE {c}.seg = f.seg))").format(c=c)
+
+
+def _doc_best(spec: SearchSpec, rows: str, where: sql.Composable) -> sql.Composable:
+    """(doc, best): each document's exact best score over the chunks in CTE ``rows`` passing ``where``."""
+    if _unfiltered(spec):
+        # doc_no orders like doc_id within a segment, and a document lives in one: no need to read the chunk rows.
+        return sql.SQL(
+            "SELECT f.seg, f.doc_no AS doc, max({score}) AS best FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg "
+            "WHERE {rows} GROUP BY f.seg, f.doc_no"
+        ).format(score=_forward_score(), forward=_forward(spec), rows=_rows_of(rows))
+    return sql.SQL(
+        "SELECT c.doc_id AS doc, max({score}) AS best FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg "
+        "JOIN {table} AS c ON c.seg = f.seg AND c.row_id = f.row_id "
+        "WHERE {rows} AND {where} GROUP BY c.doc_id"
+    ).format(score=_forward_score(), forward=_forward(spec), rows=_rows_of(rows), table=spec.table, where=where)
+
+
+def _admitted_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     """The admitted plan: every chunk passing ``where`` that holds a query term, scored exactly."""
     return sql.SQL(
-        """WITH qt AS MATERIALIZED ({qt}),
-qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids, array_agg(qtf ORDER BY term_id) AS qtfs FROM qt),
-admitted AS MATERIALIZED (SELECT c.row_id FROM {table} AS c WHERE {where}),
+        """WITH {qt},
+admitted AS MATERIALIZED (SELECT c.seg, c.row_id FROM {table} AS c WHERE {where}),
 scored AS MATERIALIZED (
-    -- = ANY of an array: one ordered pass over the forward table; && keeps the chunks holding a query term.
-    SELECT f.row_id, {score} AS score FROM {forward} AS f
-    WHERE f.row_id = ANY (ARRAY(SELECT a.row_id FROM admitted AS a)) AND f.tids && (SELECT ids FROM qids)
+    -- && keeps the chunks holding a query term.
+    SELECT f.seg, f.row_id, {score} AS score FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg
+    WHERE {rows} AND f.tids && q.ids
 )
 {top}"""
     ).format(
-        qt=_query_terms(spec, terms),
+        qt=_query_terms(spec),
         table=spec.table,
         where=where,
         score=_forward_score(),
-        forward=forward,
+        forward=_forward(spec),
+        rows=_rows_of("admitted"),
         top=_top(spec, where),
     )
 
 
-def _query_terms(spec: SearchSpec, terms: sql.Composable) -> sql.Composable:
-    """CTE ``qt``: the query's terms with their statistics and ``qtf``, how often the query holds each.
-
-    A term contributes ``qtf * w`` (rule bm25/2, ranklock.snapshot.rules; 1 under bm25/1), so
-    ``max_w`` is the most a term adds to a chunk: its largest weight times ``qtf`` (with a margin),
-    while ``wq``, the weight quantiles the impact plan reads postings to, stay weights.
-    """
-    if not spec.rules.query_tf:
-        return sql.SQL(
-            "SELECT t.term_id, t.lexeme, t.df, t.idf, 1 AS qtf, t.max_w::float8 * 1.000001 AS max_w, t.wq "
-            "FROM {terms} AS t "
-            "WHERE t.lexeme = ANY (ranklock.query_terms(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s))"
-        ).format(terms=terms)
-    return sql.SQL(
-        "SELECT t.term_id, t.lexeme, t.df, t.idf, q.qtf, q.qtf * t.max_w::float8 * 1.000001 AS max_w, t.wq "
-        "FROM {terms} AS t "
-        "JOIN ranklock.query_term_freqs(%(cfg)s::regconfig, %(accent)s, %(syntax)s, %(q)s) AS q ON q.lexeme = t.lexeme"
-    ).format(terms=terms)
-
-
-def _score(alias: str = "c") -> sql.Composable:
-    """The BM25 score of chunk ``alias`` from its tsvector, over the terms in CTE ``qt``.
-
-    Term contributions (``qtf * w``) are summed in ascending term id, the one
-    order every plan uses, so the result does not depend on the order rows
-    arrive in.
-    """
-    return sql.SQL(
-        "(SELECT coalesce(sum(qt.qtf * (qt.idf * x.tf * (%(k1)s::float8 + 1) / (x.tf + %(k1)s::float8 * "
-        "(1 - %(b)s::float8 + %(b)s::float8 * {a}.doc_len / %(bm25_avgdl)s::float8))) ORDER BY qt.term_id), 0) "
-        "FROM unnest({a}.tsv) AS u JOIN qt ON qt.lexeme = u.lexeme "
-        "CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS x)"
-    ).format(a=sql.Identifier(alias))
-
-
-def _forward_score(alias: str = "f") -> sql.Composable:
-    """The BM25 score of forward-table row ``alias`` over the query's terms (CTE ``qids``).
-
-    The same float8 weights as the postings, times the same ``qtf``, summed in
-    the same (term id) order.
-    """
-    return sql.SQL(
-        "(SELECT coalesce(sum(x.qtf * {a}.ws[array_position({a}.tids, x.tid)] ORDER BY x.tid), 0) "
-        "FROM unnest((SELECT ids FROM qids), (SELECT qtfs FROM qids)) AS x(tid, qtf))"
-    ).format(a=sql.Identifier(alias))
-
-
-def _doc_best(spec: SearchSpec, rows: str, forward: sql.Composable, where: sql.Composable) -> sql.Composable:
-    """(doc, best): each document's exact best score over the chunks in CTE ``rows`` passing ``where``."""
-    if _unfiltered(spec):
-        # doc_no orders like doc_id; no need to read the chunk rows.
-        # = ANY of an array: one ordered pass over the forward table (see _summed_ctes).
-        return sql.SQL(
-            "SELECT f.doc_no AS doc, max({score}) AS best FROM {forward} AS f "
-            "WHERE f.row_id = ANY (ARRAY(SELECT r.row_id FROM {rows} AS r)) GROUP BY f.doc_no"
-        ).format(score=_forward_score(), rows=sql.Identifier(rows), forward=forward)
-    return sql.SQL(
-        "SELECT c.doc_id AS doc, max({score}) AS best FROM {forward} AS f "
-        "JOIN {table} AS c ON c.row_id = f.row_id "
-        "WHERE f.row_id = ANY (ARRAY(SELECT r.row_id FROM {rows} AS r)) AND {where} GROUP BY c.doc_id"
-    ).format(score=_forward_score(), rows=sql.Identifier(rows), forward=forward, table=spec.table, where=where)
-
-
-def _unfiltered(spec: SearchSpec) -> bool:
-    return spec.as_of is None and spec.filter_sql == sql.SQL("TRUE")
-
-
 def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sql.Composable:
     """Rows (doc_id, chunk, score) of the chunks that can make the lexical top ``depth``."""
-    snapshot_id = bm25.snapshot_id
-    terms, postings, forward = terms_table(snapshot_id), postings_table(snapshot_id), forward_table(snapshot_id)
     if not bm25.impact:
         return sql.SQL(
-            "WITH qt AS MATERIALIZED ({qt}) "
-            "SELECT c.doc_id, c.chunk, {score} AS score FROM {table} AS c "
-            "WHERE c.tsv @@ {tsq} AND {where}"
-        ).format(qt=_query_terms(spec, terms), score=_score(), table=spec.table, tsq=tsquery_sql(), where=where)
+            "WITH {qt} SELECT c.doc_id, c.chunk, {score} AS score FROM {table} AS c WHERE c.tsv @@ {tsq} AND {where}"
+        ).format(qt=_query_terms(spec), score=_score(), table=spec.table, tsq=tsquery_sql(), where=where)
     # ``margin``: bounds are float sums; 1e-9 relative on theta dwarfs their rounding.
     if bm25.strategy == "full":
         # Few postings: sum them all; nothing to prune.
-        return sql.SQL("WITH qt AS MATERIALIZED ({qt}),\n{summed}\n{top}").format(
-            qt=_query_terms(spec, terms),
-            summed=_summed_ctes(spec, where, postings, forward, when=sql.SQL("TRUE"), impact=False),
+        return sql.SQL("WITH {qt},\n{summed}\n{top}").format(
+            qt=_query_terms(spec),
+            summed=_summed_ctes(spec, where, when=sql.SQL("TRUE"), impact=False),
             top=_top(spec, where),
         )
     if bm25.strategy == "admitted":
-        return _admitted_sql(spec, where, terms, forward)
+        return _admitted_sql(spec, where)
     dense = bm25.strategy == "dense"
-    middle = _dense_ctes(postings, dense_table(snapshot_id)) if dense else _impact_ctes(postings)
+    middle = _dense_ctes(spec) if dense else _impact_ctes(spec)
     seeds = (
-        sql.SQL("greatest(32, %(bm25_dense_seeds)s::bigint / (SELECT count(*) FROM qt))")
+        sql.SQL("greatest(32, %(bm25_dense_seeds)s::bigint / (SELECT count(DISTINCT ord) FROM qt))")
         if dense
         else sql.SQL("%(bm25_seed)s::bigint")
     )
     return sql.SQL(
-        """WITH qt AS MATERIALIZED ({qt}),
-qids AS MATERIALIZED (SELECT array_agg(term_id ORDER BY term_id) AS ids, array_agg(qtf ORDER BY term_id) AS qtfs FROM qt),
+        """WITH {qt},
 seed AS MATERIALIZED (
-    SELECT DISTINCT s.row_id FROM qt CROSS JOIN LATERAL (
-        SELECT p.row_id FROM {postings} AS p WHERE p.term_id = qt.term_id
+    SELECT DISTINCT qt.seg, s.row_id FROM qt CROSS JOIN LATERAL (
+        SELECT p.row_id FROM {postings} AS p WHERE p.seg = qt.seg AND p.term_id = qt.term_id
         ORDER BY p.w DESC, p.row_id LIMIT {seeds}) AS s
 ),
 seed_docs AS MATERIALIZED ({seed_docs}),
@@ -460,7 +589,7 @@ theta AS MATERIALIZED (
                AS theta) AS th
 ),
 {middle},
-probe AS MATERIALIZED (SELECT row_id FROM cand ORDER BY bound DESC, row_id LIMIT %(bm25_probe)s::bigint),
+probe AS MATERIALIZED (SELECT seg, row_id FROM cand ORDER BY bound DESC, seg, row_id LIMIT %(bm25_probe)s::bigint),
 probe_docs AS MATERIALIZED ({probe_docs}),
 theta2 AS MATERIALIZED (
     SELECT th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
@@ -471,125 +600,147 @@ theta2 AS MATERIALIZED (
 {summed}
 {top}"""
     ).format(
-        qt=_query_terms(spec, terms),
-        postings=postings,
+        qt=_query_terms(spec),
+        postings=_postings(spec),
         seeds=seeds,
         middle=middle,
-        seed_docs=_doc_best(spec, "seed", forward, where),
-        probe_docs=_doc_best(spec, "probe", forward, where),
-        summed=_summed_ctes(spec, where, postings, forward, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
+        seed_docs=_doc_best(spec, "seed", where),
+        probe_docs=_doc_best(spec, "probe", where),
+        summed=_summed_ctes(spec, where, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
         top=_top(spec, where),
     )
 
 
-def _impact_ctes(postings: sql.Composable) -> sql.Composable:
-    """The impact plan's CTEs from read depths to ``cand`` (row_id, bound): steps 2 and 3 of the module docstring."""
+def _impact_ctes(spec: SearchSpec) -> sql.Composable:
+    """The impact plan's CTEs from read depths to ``cand`` (seg, row_id, bound): steps 2 and 3, per segment.
+
+    A chunk lives in one segment, so its bound only involves its segment's
+    read depths: each segment picks its own (the cheapest whose unread bound
+    stays under the one theta).
+    """
     return sql.SQL(
         """ranked AS MATERIALIZED (
-    SELECT qt.term_id, qt.df, qt.qtf, qt.max_w, qt.wq, row_number() OVER (ORDER BY qt.max_w, qt.term_id) AS pos FROM qt
+    SELECT qt.seg, qt.term_id, qt.df, qt.max_w, qt.wq, qt.scale,
+           row_number() OVER (PARTITION BY qt.seg ORDER BY qt.max_w, qt.term_id) AS pos
+    FROM qt
+),
+sizes AS MATERIALIZED (
+    SELECT seg, count(*)::int AS n, coalesce(max(cardinality(wq)), 0) AS levels FROM qt GROUP BY seg
 ),
 opts AS (
     -- Terms 1..j (smallest maxima) unread, the others read to level i: the
     -- top base * 2^i postings, everything when the term has no more.  A term
-    -- adds qtf times its weight, so its bound is qtf times the weight it is read to.
-    SELECT j.j, i.i,
+    -- adds at most scale times a weight of its segment, so its bound is
+    -- scale times the weight it is read to.
+    SELECT z.seg, j.j, i.i,
            sum(CASE WHEN r.pos <= j.j THEN r.max_w
                     WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ i.i THEN 0
-                    ELSE r.qtf * r.wq[i.i + 1] END) AS fsum,
+                    ELSE r.scale * r.wq[i.i + 1] END) AS fsum,
            sum(CASE WHEN r.pos <= j.j THEN 0 ELSE least(r.df, %(bm25_level_base)s::bigint * 2 ^ i.i) END) AS cost
-    FROM generate_series(0, (SELECT count(*) FROM qt)::int) AS j(j)
-    CROSS JOIN generate_series(0, (SELECT coalesce(max(cardinality(wq)), 0) FROM qt)) AS i(i)
-    CROSS JOIN ranked AS r
+    FROM sizes AS z
+    CROSS JOIN LATERAL generate_series(0, z.n) AS j(j)
+    CROSS JOIN LATERAL generate_series(0, z.levels) AS i(i)
+    JOIN ranked AS r ON r.seg = z.seg
     WHERE (SELECT theta FROM theta) > 0
-    GROUP BY j.j, i.i
+    GROUP BY z.seg, j.j, i.i
 ),
 pick AS MATERIALIZED (
-    SELECT b.j, least(b.i + %(bm25_deeper)s::int, (SELECT coalesce(max(cardinality(wq)), 0) FROM qt)) AS i
-    FROM (SELECT o.j, o.i FROM opts AS o, theta AS th WHERE o.fsum <= th.cut OR o.fsum = 0
-          ORDER BY o.cost, o.i, o.j DESC LIMIT 1) AS b
+    SELECT DISTINCT ON (o.seg) o.seg, o.j, least(o.i + %(bm25_deeper)s::int, z.levels) AS i
+    FROM opts AS o JOIN sizes AS z ON z.seg = o.seg CROSS JOIN theta AS th
+    WHERE o.fsum <= th.cut OR o.fsum = 0
+    ORDER BY o.seg, o.cost, o.i, o.j DESC
 ),
 thr AS MATERIALIZED (
-    -- f: every posting of the term with w >= f is read; one not read has w < f, and adds less than qtf * f.
-    SELECT r.term_id, r.qtf, t.f, r.qtf * t.f AS fq
-    FROM ranked AS r CROSS JOIN pick AS pk
+    -- f: every posting of the term with w >= f is read; one not read has w < f, and adds less than scale * f.
+    SELECT r.seg, r.term_id, r.scale, t.f, r.scale * t.f AS fq
+    FROM ranked AS r JOIN pick AS pk ON pk.seg = r.seg
     CROSS JOIN LATERAL (
         SELECT CASE WHEN r.pos <= pk.j THEN least(pk.i, %(bm25_skip_level)s::int) ELSE pk.i END AS lvl) AS l
     CROSS JOIN LATERAL (
         SELECT CASE WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ l.lvl THEN 0::float8 ELSE r.wq[l.lvl + 1] END AS f) AS t
 ),
 cand AS MATERIALIZED (
-    -- Upper bound of each chunk read: its contributions read, plus qtf * f for the terms it was not seen in.
-    SELECT e.row_id, fs.fsum + sum(thr.qtf * e.w - thr.fq) AS bound
+    -- Upper bound of each chunk read: its contributions read, plus scale * f for the terms it was not seen in.
+    SELECT thr.seg, e.row_id, fs.fsum + sum(thr.scale * e.w - thr.fq) AS bound
     FROM thr CROSS JOIN LATERAL (
-        SELECT p.row_id, p.w FROM {postings} AS p WHERE p.term_id = thr.term_id AND p.w >= thr.f) AS e
-    CROSS JOIN (SELECT sum(fq) AS fsum FROM thr) AS fs
-    GROUP BY e.row_id, fs.fsum
-    HAVING fs.fsum + sum(thr.qtf * e.w - thr.fq) >= (SELECT cut FROM theta)
+        SELECT p.row_id, p.w FROM {postings} AS p
+        WHERE p.seg = thr.seg AND p.term_id = thr.term_id AND p.w >= thr.f) AS e
+    JOIN (SELECT seg, sum(fq) AS fsum FROM thr GROUP BY seg) AS fs ON fs.seg = thr.seg
+    GROUP BY thr.seg, e.row_id, fs.fsum
+    HAVING fs.fsum + sum(thr.scale * e.w - thr.fq) >= (SELECT cut FROM theta)
 )"""
-    ).format(postings=postings)
+    ).format(postings=_postings(spec))
 
 
-def _dense_ctes(postings: sql.Composable, dense: sql.Composable) -> sql.Composable:
-    """The dense plan's CTEs: ``cand`` (row_id, bound) from the dense terms' summed blocks and the others' postings.
+def _dense_ctes(spec: SearchSpec) -> sql.Composable:
+    """The dense plan's CTEs: ``cand`` (seg, row_id, bound) from the dense terms' summed blocks and the others' postings.
 
-    A chunk's bound is r + S * (1 + DENSE_REL) + DENSE_ABS: r the float8 sum
-    of its weights of the other terms (their postings read whole), S the
-    float4 sum of its dense terms' weights (0 where a block has no row).
-    A chunk without a posting of the other terms is kept when S exceeds the
-    cut brought to S's scale, found as bits by binary_quantize without
-    leaving C; only the set bits' positions are turned into row ids.  A
-    chunk of the other terms is looked up in S only when r plus the dense
-    terms' maximum weights reaches the cut.
+    Per segment: a chunk's bound is ``m * (r + S * (1 + DENSE_REL)) +
+    DENSE_ABS``-like: S the float4 sum of qtf times its weights of the
+    segment's dense terms (0 where a block has no row), r the float8 sum of
+    its bounds of the other terms (their postings read whole), and ``m`` the
+    largest factor by which a dense term's weight can grow under the
+    snapshot's statistics.  A chunk without a posting of the other terms is
+    kept when S exceeds the cut brought to S's scale, found as bits by
+    binary_quantize without leaving C; only the set bits' positions are
+    turned into row ids.  A chunk of the other terms is looked up in S only
+    when r plus the dense terms' maximum contributions reaches the cut.
     """
     return sql.SQL(
-        """blocks AS MATERIALIZED (
-    -- S per block of row ids, summed by pgvector (float4); a term the query repeats, times its qtf.
-    SELECT d.blk, sum(CASE WHEN qt.qtf = 1 THEN d.v
-                           ELSE d.v * array_fill(qt.qtf::real, ARRAY[vector_dims(d.v)])::vector END) AS s
-    FROM {dense} AS d JOIN qt ON qt.term_id = d.term_id
-    WHERE qt.df >= %(bm25_dense_min_df)s::int AND (SELECT theta FROM theta) > 0
-    GROUP BY d.blk
+        """dterms AS MATERIALIZED (
+    -- Per segment: its dense query terms' largest growth factor, and their largest contributions summed.
+    SELECT qt.seg, max(qt.scale / qt.qtf) AS m, sum(qt.max_w) AS dmax FROM qt
+    WHERE qt.df >= qt.min_df GROUP BY qt.seg
+),
+blocks AS MATERIALIZED (
+    -- S per segment and block of row ids, summed by pgvector (float4); a term the query repeats, times its qtf.
+    SELECT qt.seg, d.blk, sum(CASE WHEN qt.qtf = 1 THEN d.v
+                                   ELSE d.v * array_fill(qt.qtf::real, ARRAY[vector_dims(d.v)])::vector END) AS s
+    FROM qt CROSS JOIN LATERAL (
+        SELECT x.blk, x.v FROM {dense} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS d
+    WHERE qt.df >= qt.min_df AND (SELECT theta FROM theta) > 0
+    GROUP BY qt.seg, d.blk
 ),
 dcut AS MATERIALIZED (
-    -- cut: the theta cut brought to S's scale, (cut - abs) / (1 + rel) as float4, and as a
-    -- vector; dmax: the dense terms' largest weights summed, above any chunk's dense part.
-    SELECT dc.cut, array_fill(dc.cut, ARRAY[%(bm25_dense_block)s::int])::vector AS v,
-           (SELECT coalesce(sum(qt.max_w), 0) FROM qt WHERE qt.df >= %(bm25_dense_min_df)s::int) AS dmax
-    FROM (SELECT ((th.cut - %(bm25_dense_abs)s::float8) / (1 + %(bm25_dense_rel)s::float8))::real AS cut
-          FROM theta AS th) AS dc
+    -- cut: the theta cut brought to S's scale, (cut - abs) / (1 + rel) / m as float4, and as a vector.
+    SELECT dt.seg, dc.cut, array_fill(dc.cut, ARRAY[%(bm25_dense_block)s::int])::vector AS v, dt.m, dt.dmax
+    FROM dterms AS dt CROSS JOIN LATERAL (
+        SELECT ((th.cut - %(bm25_dense_abs)s::float8) / (1 + %(bm25_dense_rel)s::float8) / dt.m)::real AS cut
+        FROM theta AS th) AS dc
 ),
 bq AS MATERIALIZED (
     -- Bit i of a block: S > cut, the bound of a chunk without other postings can reach
     -- theta.  The difference of two floats is positive exactly when the first is larger:
     -- no rounding hides a chunk here.
-    SELECT b.blk, vector_dims(b.s) AS n,
+    SELECT b.seg, b.blk, vector_dims(b.s) AS n,
            binary_quantize(b.s - CASE WHEN vector_dims(b.s) = %(bm25_dense_block)s::int THEN dc.v
                                       ELSE subvector(dc.v, 1, vector_dims(b.s)) END) AS bits
-    FROM blocks AS b CROSS JOIN dcut AS dc
+    FROM blocks AS b JOIN dcut AS dc ON dc.seg = b.seg
 ),
 rest AS MATERIALIZED (
-    -- The other terms' postings, read whole (the plan is chosen only when they are few).
-    SELECT p.row_id, sum(qt.qtf * p.w) AS r FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
-    WHERE qt.df < %(bm25_dense_min_df)s::int AND (SELECT theta FROM theta) > 0
-    GROUP BY p.row_id
+    -- The other terms' postings, read whole (the plan is chosen only when they are few), as bounds.
+    SELECT qt.seg, p.row_id, sum(qt.scale * p.w) AS r FROM qt CROSS JOIN LATERAL (
+        SELECT x.row_id, x.w FROM {postings} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS p
+    WHERE qt.df < qt.min_df AND (SELECT theta FROM theta) > 0
+    GROUP BY qt.seg, p.row_id
 ),
 barr AS MATERIALIZED (
     -- S as real[] (subscripted below) and the bits as text, only for the blocks that need them:
     -- turning 16,000 floats into either costs ~0.1 ms a block.
-    SELECT q.blk, q.n,
+    SELECT q.seg, q.blk, q.n,
            CASE WHEN bit_count(q.bits) > 0 OR q.blk IN (
                     -- Blocks of the chunks of other terms whose bound can reach theta
-                    -- even with every dense term at its maximum weight.
-                    SELECT (r.row_id / %(bm25_dense_block)s::bigint)::int FROM rest AS r
-                    WHERE r.r + (SELECT dmax FROM dcut) >= (SELECT cut FROM theta))
+                    -- even with every dense term at its maximum contribution.
+                    SELECT (r.row_id / %(bm25_dense_block)s::bigint)::int FROM rest AS r JOIN dcut AS dc ON dc.seg = r.seg
+                    WHERE r.seg = q.seg AND r.r + dc.dmax >= (SELECT cut FROM theta))
                 THEN b.s::real[] END AS a,
            CASE WHEN bit_count(q.bits) > 0 THEN q.bits::text END AS bits
-    FROM bq AS q JOIN blocks AS b ON b.blk = q.blk
+    FROM bq AS q JOIN blocks AS b ON b.seg = q.seg AND b.blk = q.blk
 ),
 hits AS (
     -- Positions of the set bits: the bit string split on '1', the pieces' lengths summed
     -- (octet_length: length() would count the UTF-8 characters of each piece).
-    SELECT b.blk::bigint * %(bm25_dense_block)s::bigint + p.pos - 1 AS row_id, b.a[p.pos::int]::float8 AS s
+    SELECT b.seg, b.blk::bigint * %(bm25_dense_block)s::bigint + p.pos - 1 AS row_id, b.a[p.pos::int]::float8 AS s
     FROM barr AS b CROSS JOIN LATERAL (
         SELECT sum(octet_length(z.piece) + 1) OVER (ORDER BY z.k) AS pos
         FROM unnest(string_to_array(b.bits, '1')) WITH ORDINALITY AS z(piece, k)) AS p
@@ -597,53 +748,43 @@ hits AS (
 ),
 cand AS MATERIALIZED (
     -- A chunk both in rest and among the hits keeps its larger bound, rest's (r >= 0).
-    SELECT x.row_id, max(x.bound) AS bound FROM (
-        SELECT y.row_id, y.bound FROM (
-            SELECT r.row_id,
+    SELECT x.seg, x.row_id, max(x.bound) AS bound FROM (
+        SELECT y.seg, y.row_id, y.bound FROM (
+            SELECT r.seg, r.row_id,
                    r.r + coalesce(b.a[mod(r.row_id, %(bm25_dense_block)s::bigint)::int + 1], 0)::float8
-                         * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 AS bound
-            FROM rest AS r LEFT JOIN barr AS b ON b.blk = (r.row_id / %(bm25_dense_block)s::bigint)::int
-            WHERE r.r + (SELECT dmax FROM dcut) >= (SELECT cut FROM theta)) AS y
+                         * coalesce(dc.m, 0) * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 AS bound
+            FROM rest AS r LEFT JOIN dcut AS dc ON dc.seg = r.seg
+            LEFT JOIN barr AS b ON b.seg = r.seg AND b.blk = (r.row_id / %(bm25_dense_block)s::bigint)::int
+            WHERE r.r + coalesce(dc.dmax, 0) >= (SELECT cut FROM theta)) AS y
         WHERE y.bound >= (SELECT cut FROM theta)
         UNION ALL
-        SELECT h.row_id, h.s * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 FROM hits AS h
+        SELECT h.seg, h.row_id, h.s * dc.m * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8
+        FROM hits AS h JOIN dcut AS dc ON dc.seg = h.seg
     ) AS x
-    GROUP BY x.row_id
+    GROUP BY x.seg, x.row_id
     HAVING max(x.bound) >= (SELECT cut FROM theta)
 )"""
-    ).format(dense=dense, postings=postings)
+    ).format(dense=_union(spec, "dense", "t.term_id, t.blk, t.v"), postings=_postings(spec))
 
 
-def _summed_ctes(
-    spec: SearchSpec,
-    where: sql.Composable,
-    postings: sql.Composable,
-    forward: sql.Composable,
-    *,
-    when: sql.Composable,
-    impact: bool,
-) -> sql.Composable:
+def _summed_ctes(spec: SearchSpec, where: sql.Composable, *, when: sql.Composable, impact: bool) -> sql.Composable:
     """CTEs ``summed``, ``summed_cut`` and ``scored``: every posting of the query's terms summed (when ``when``)."""
-    impact_rows = (
-        sql.SQL(
-            # = ANY of an array: the index scan visits the survivors in row_id
-            # order (one pass over the forward table) instead of one random
-            # probe each, which the planner would pick for a CTE it thinks small.
-            "SELECT f.row_id, {score} AS score FROM {forward} AS f "
-            "WHERE f.row_id = ANY (ARRAY(SELECT cand.row_id FROM cand WHERE cand.bound >= (SELECT cut FROM theta2)))"
-            "\n    UNION ALL\n    "
-        ).format(score=_forward_score(), forward=forward)
+    k1, b, avgdl = _k1_b_avgdl()
+    weight = weight_sql(sql.SQL("qt.idf"), sql.SQL("p.tf"), sql.SQL("p.len"), k1, b, avgdl)
+    survivors = (
+        sql.SQL("SELECT cand.seg, cand.row_id FROM cand WHERE cand.bound >= (SELECT cut FROM theta2) UNION ")
         if impact
         else sql.SQL("")
     )
     unfiltered = _unfiltered(spec)
     return sql.SQL(
         """summed AS MATERIALIZED (
-    -- Every chunk with a posting, its weights summed as float8 (fast, but
-    -- the last bit depends on the order rows arrive in) ...
-    SELECT p.row_id, sum(qt.qtf * p.w) AS s FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
+    -- Every chunk with a posting, its exact contributions summed as float8
+    -- (fast, but the last bit depends on the order rows arrive in) ...
+    SELECT qt.seg, p.row_id, sum(qt.qtf * {weight}) AS s FROM qt CROSS JOIN LATERAL (
+        SELECT x.row_id, x.tf, x.len FROM {postings} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS p
     WHERE {when}
-    GROUP BY p.row_id
+    GROUP BY qt.seg, p.row_id
 ),
 summed_cut AS MATERIALIZED (
     -- ... so only the float top (and anything within the margin of its last)
@@ -652,23 +793,29 @@ summed_cut AS MATERIALIZED (
                 ELSE min(s) - 1e-9 * (1 + abs(min(s))) END AS cut
     FROM ({summed_top}) AS t
 ),
+survivors AS MATERIALIZED (
+    {survivors}SELECT summed.seg, summed.row_id FROM summed {summed_filter}
+    WHERE summed.s >= (SELECT cut FROM summed_cut) {summed_where}
+),
 scored AS MATERIALIZED (
-    {impact_rows}-- Their postings summed again in term order: the same last bit as every other plan.
-    SELECT p.row_id, sum(qt.qtf * p.w ORDER BY p.term_id) AS score FROM qt JOIN {postings} AS p ON p.term_id = qt.term_id
-    WHERE p.row_id IN (SELECT summed.row_id FROM summed {summed_filter}
-                       WHERE summed.s >= (SELECT cut FROM summed_cut) {summed_where})
-    GROUP BY p.row_id
+    -- Scored exactly from the forward table, in lexeme order: the same last bit as every other plan.
+    SELECT f.seg, f.row_id, {score} AS score FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg
+    WHERE {rows}
 )"""
     ).format(
-        postings=postings,
+        weight=weight,
+        postings=_postings(spec),
         when=when,
         summed_top=_summed_top(spec, where),
-        impact_rows=impact_rows,
+        survivors=survivors,
         # Filtered: only chunks passing it are worth scoring exactly.
         summed_filter=sql.SQL("")
         if unfiltered
-        else sql.SQL("JOIN {} AS c ON c.row_id = summed.row_id").format(spec.table),
+        else sql.SQL("JOIN {} AS c ON c.seg = summed.seg AND c.row_id = summed.row_id").format(spec.table),
         summed_where=sql.SQL("") if unfiltered else sql.SQL("AND {}").format(where),
+        score=_forward_score(),
+        forward=_forward(spec),
+        rows=_rows_of("survivors"),
     )
 
 
@@ -677,28 +824,30 @@ def _summed_top(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     if _unfiltered(spec):
         return sql.SQL("SELECT s FROM summed ORDER BY s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint")
     return sql.SQL(
-        "SELECT m.s FROM summed AS m JOIN {table} AS c ON c.row_id = m.row_id WHERE {where} "
+        "SELECT m.s FROM summed AS m JOIN {table} AS c ON c.seg = m.seg AND c.row_id = m.row_id WHERE {where} "
         "ORDER BY m.s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
     ).format(table=spec.table, where=where)
 
 
 def _top(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
-    """The top ``depth * max_chunks_per_doc`` scored chunks passing the filter.
+    """The top ``depth * max_chunks_per_doc`` scored chunks passing the filter, ties by (doc_id, chunk).
 
-    They hold the best chunk of every top-``depth`` document.  row_id order is
-    (doc_id, chunk) order (the builder numbers rows so), so ties break as in
-    the branch.
+    They hold the best chunk of every top-``depth`` document.  Chunks tied
+    with the last of them are all read before the doc-id tie-break cuts:
+    row ids order like (doc_id, chunk) within a segment, never across.
     """
     if _unfiltered(spec):
-        # Nothing to filter: a top-N sort of the scores, then only those chunks are read.
+        # Nothing to filter: the top scores (and ties with the last), then only those chunks are read.
         return sql.SQL(
             "SELECT c.doc_id, c.chunk, s.score FROM ("
-            "SELECT row_id, score FROM scored ORDER BY score DESC, row_id LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
-            ") AS s JOIN {table} AS c ON c.row_id = s.row_id"
+            "SELECT seg, row_id, score FROM scored WHERE score >= coalesce((SELECT score FROM scored ORDER BY score "
+            "DESC LIMIT 1 OFFSET (%(depth)s::bigint * %(bm25_max_chunks)s::bigint - 1)), '-Infinity'::float8)"
+            ") AS s JOIN {table} AS c ON c.seg = s.seg AND c.row_id = s.row_id "
+            "ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
         ).format(table=spec.table)
     # Chunks read in score order until enough pass the filter.
     return sql.SQL(
-        "SELECT c.doc_id, c.chunk, s.score FROM (SELECT row_id, score FROM scored ORDER BY score DESC, row_id) AS s "
-        "JOIN {table} AS c ON c.row_id = s.row_id WHERE {where} "
-        "ORDER BY s.score DESC, s.row_id LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
+        "SELECT c.doc_id, c.chunk, s.score FROM scored AS s "
+        "JOIN {table} AS c ON c.seg = s.seg AND c.row_id = s.row_id WHERE {where} "
+        "ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
     ).format(table=spec.table, where=where)

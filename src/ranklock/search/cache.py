@@ -27,8 +27,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ..snapshot.segments import Layout, chunks_sql, live_sql
 from ..store.steps import Fetch, Steps
-from ..store.tables import snapshot_table
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -48,6 +48,8 @@ class CachedSearch(Protocol):
     def settings(self) -> Settings: ...
     @property
     def snapshot_id(self) -> int: ...
+    @property
+    def layout(self) -> Layout: ...
     @property
     def request(self) -> dict[str, Any]: ...
     @property
@@ -109,8 +111,8 @@ def lookup_steps(
         rows = yield Fetch(
             sql.SQL(
                 "SELECT c.doc_id, c.chunk, c.text FROM {} AS c JOIN unnest(%s::text[], %s::int[]) "
-                "AS p(doc_id, chunk) ON c.doc_id = p.doc_id AND c.chunk = p.chunk"
-            ).format(snapshot_table("chunks", rec.snapshot_id)),
+                "AS p(doc_id, chunk) ON c.doc_id = p.doc_id AND c.chunk = p.chunk WHERE {}"
+            ).format(chunks_sql(rec.layout), live_sql(rec.layout)),
             [[h["doc_id"] for h in hits], [h["chunk"] for h in hits]],
             primary=True,
         )

@@ -34,11 +34,12 @@ from psycopg import sql
 
 from ..collection import CollectionInfo
 from ..embed.base import Embedder
+from ..segmenting import Segmenting, route
 from ..settings import SearchParams, Settings
 from ..snapshot.rules import rules_of
+from ..snapshot.segments import Layout
 from ..store.database import Database
 from ..store.steps import Block, Fetch, Steps
-from ..store.tables import snapshot_table
 from .branches import prepare_branches
 from .completeness import judge
 from .fusion import build_search_sql, read_hits, settings_sql, shortfall_column
@@ -105,13 +106,21 @@ def setup_steps(
     stats = snap.get("stats") or {}
     filter_sql: sql.Composable = sql.SQL("TRUE")
     filter_params: dict[str, Any] = {}
+    structured: dict[str, Any] | None = None
     if req.filter is not None:
         from .filters import compile_filter
 
         compiled = compile_filter(coll, req.filter)
-        filter_sql, filter_params = compiled.sql, compiled.params
+        filter_sql, filter_params, structured = compiled.sql, compiled.params, compiled.structured
+    # The segments this request can match (ranklock.segmenting): a filter that pins the collection's
+    # window or partition field skips the others, decided from their keys alone.
+    layout = Layout.of(snap)
+    if structured:
+        keep = route(layout.segments, Segmenting.of(coll.segmenting), structured)
+        # None can match: read one (the filter admits nothing of it), so the statement keeps its shape.
+        layout = layout.only(keep or [layout.segments[0].id])
     spec = SearchSpec(
-        table=snapshot_table("chunks", int(snap["id"])),
+        layout=layout,
         mode=mode,
         k=k,
         depth=max(sp.depth, k) if mode != "hybrid" else sp.depth,
@@ -347,6 +356,8 @@ def echo_params(run: SearchRun, coll: CollectionInfo, sp: SearchParams, timeout:
         "embedder_id": coll.embedder_id,
         "embedder_sha256": coll.embedder_sha256,
         "statement_timeout_s": timeout,
+        # The segments the search read (all of the snapshot's unless its filter routed it to fewer).
+        "segments": list(spec.layout.ids),
     }
     if sp.lexical_ranker == "bm25":
         out.update({"k1": sp.k1, "b": sp.b})

@@ -33,6 +33,7 @@ from typing import Any
 
 from psycopg import sql
 
+from ..snapshot.segments import live_sql
 from .branches import registry
 from .results import BranchSignal, Hit
 from .spec import SearchSpec, Signal
@@ -179,13 +180,15 @@ def build_search_sql(spec: SearchSpec) -> tuple[sql.Composed, dict[str, Any]]:
 SELECT row_number() OVER (ORDER BY f.score DESC, f.doc_id, f.chunk) AS rank,
        f.doc_id, f.chunk, f.score, {signal_cols},
        c.char_start, c.char_end, c.text, {branches} AS branches{shortfalls}
-FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk
+FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk AND {live}
 ORDER BY f.score DESC, f.doc_id, f.chunk
 LIMIT %(k)s::bigint"""
     ).format(
         ctes=sql.SQL(",\n").join(ctes),
         signal_cols=signal_cols,
         table=spec.table,
+        # A document's replaced version (a dead row of another segment) has the same doc_id and chunk.
+        live=live_sql(spec.layout),
         branches=_branches_column(spec),
         shortfalls=sql.SQL("").join(sql.SQL(", {}").format(s) for s in shortfalls),
     )

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from psycopg import sql
 
 from ..errors import QueryError
+from ..snapshot.segments import snapshot_totals
 from ..store.steps import Fetch, Steps
 from .bm25 import Bm25Plan, bm25_hits_sql, choose_admitted_plan, prepare_bm25, query_postings_sql
 from .rrf import rrf_weight_sql, tie_window
@@ -86,8 +87,8 @@ class LexicalBranch:
             k1=sp.k1,
             b=sp.b,
         )
-        sid, stats = int(ctx.snap["id"]), ctx.snap.get("stats") or {}
-        count_sql, count_params = query_postings_sql(branch, sid, stats)
+        layout = ctx.spec.layout
+        count_sql, count_params = query_postings_sql(branch, layout)
         # Is anything searchable, and (BM25) how many postings its terms have: one round trip.
         rows = yield Fetch(
             sql.SQL(
@@ -116,7 +117,7 @@ class LexicalBranch:
         if branch.ranker != "bm25":
             return branch, None
         postings = None if row["postings"] is None else [int(x) for x in row["postings"]]
-        bm25 = prepare_bm25(branch, sid, stats, postings, collection=coll.name)
+        bm25 = prepare_bm25(branch, layout, snapshot_totals(ctx.snap), postings, collection=coll.name)
         return dataclasses.replace(branch, bm25=bm25), None
 
     def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> LexicalBranch:

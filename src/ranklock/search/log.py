@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import NotFound, QueryError, RanklockError
 from ..ingest.normalize import normalize
+from ..snapshot.segments import Layout
 from ..store.steps import Fetch, Offload, Steps, run_steps
 from ..validation import short_repr
 
@@ -130,6 +131,8 @@ class SearchRecord:
     settings: Settings
     coll: CollectionInfo
     snapshot_id: int
+    #: The snapshot's segments and dead rows (the result cache reads hit texts through them).
+    layout: Layout
     manifest_hash: str | None
     request: dict[str, Any]
     fingerprint: str
@@ -160,6 +163,7 @@ class SearchRecord:
             settings=settings,
             coll=coll,
             snapshot_id=int(snap["id"]),
+            layout=spec.layout,
             manifest_hash=snap.get("manifest_hash"),
             request=req,
             fingerprint=fingerprint(str(request["query"]), coll.language),
@@ -391,6 +395,17 @@ def replay_steps(
         raise QueryError(f"query id must be a positive integer, got {query_id!r}.")
     rows = yield Fetch("SELECT * FROM ranklock.query_log WHERE id = %s", [query_id], primary=True)
     if not rows:
+        purged = yield Fetch(
+            "SELECT id, at FROM ranklock.purges WHERE %s = ANY (query_ids) ORDER BY id LIMIT 1",
+            [query_id],
+            primary=True,
+        )
+        if purged:
+            raise NotFound(
+                f"query {query_id} touched a document that purge {purged[0]['id']} erased at "
+                f"{purged[0]['at'].isoformat(timespec='seconds')}; its log entry was removed with the document, "
+                "so it cannot be replayed (`ranklock purge` erases a document from every snapshot and log)."
+            )
         from ..snapshot.retention import RetentionPolicy, pruned_through
 
         watermark: int = yield Offload(lambda: pruned_through(db))
@@ -456,6 +471,16 @@ def replay_steps(
                 "replayed": fresh["manifest_hash"],
             }
         )
+        # A purge since the query ran corrected the snapshot (and its manifest): say so.
+        later = yield Fetch(
+            "SELECT id FROM ranklock.purges WHERE %s = ANY (snapshots) AND at > %s ORDER BY id",
+            [sid, row["logged_at"]],
+            primary=True,
+        )
+        if later:
+            diffs.append(
+                {"where": "purge", "position": None, "logged": None, "replayed": [int(r["id"]) for r in later]}
+            )
     if row["result_digest"] != fresh["digest"] and not diffs:
         # Same ids, ranks and scores but other bytes: texts, warnings or echoed parameters.
         diffs.append(

@@ -18,23 +18,24 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ..snapshot.segments import chunks_sql, live_sql
 from ..store import locks
 from ..store.steps import Block, Fetch, Steps
-from ..store.tables import snapshot_table
-from .spec import Scope, SearchSpec, time_predicate
+from ..store.tables import segment_table, snapshot_table
+from .spec import Scope, SearchSpec, where_sql
 
 __all__ = ["Scope", "count_matching_sql", "scope_steps"]
 
 
 def count_matching_sql(spec: SearchSpec, snap_stats: dict[str, Any]) -> tuple[sql.Composed, dict[str, Any]]:
-    """The count statement: the same predicate (filter and ``as_of``) both branches use."""
+    """The count statement: the same predicate (filter, ``as_of``, live rows) every branch uses."""
     # With one chunk per document, count(*) is the document count and the
     # planner can answer from the field's index alone (an index-only scan);
     # count(DISTINCT) would visit and sort every row.
     one_chunk = int(snap_stats.get("max_chunks_per_doc", 2) or 2) <= 1
     docs = sql.SQL("count(*)") if one_chunk else sql.SQL("count(DISTINCT c.doc_id)")
-    q = sql.SQL("SELECT {docs} AS documents, count(*) AS chunks FROM {table} AS c WHERE ({f}) AND ({t})").format(
-        docs=docs, table=spec.table, f=spec.filter_sql, t=time_predicate(spec)
+    q = sql.SQL("SELECT {docs} AS documents, count(*) AS chunks FROM {table} AS c WHERE {where}").format(
+        docs=docs, table=spec.table, where=where_sql(spec)
     )
     params = dict(spec.filter_params)
     if spec.as_of is not None:
@@ -50,8 +51,8 @@ _READY: dict[tuple[str, int, str], bool] = {}
 
 
 def _counts_table(snapshot_id: int) -> sql.Identifier:
-    # A per-snapshot table (ranklock.store.tables), so dropping or reaping the snapshot drops it too.
-    return snapshot_table("valuecounts", snapshot_id)
+    # The snapshot's own table (ranklock.store.tables), so dropping or reaping the snapshot drops it too.
+    return snapshot_table(snapshot_id)
 
 
 def _value_counts_ready(dsn: str, spec: SearchSpec, sid: int, name: str, one_chunk: bool) -> Steps[bool]:
@@ -95,13 +96,16 @@ def _make_value_counts(
     if rows and rows[0][0] is not None:
         _READY[key] = int(rows[0][0]) >= 0
         return _READY[key]
-    chunks = spec.table
+    # Counted over the whole snapshot (a routed read sees fewer segments), once for every later search.
+    full = spec.layout.full()
+    # The field's type and statistics, from the largest segment's table (they all have the same columns).
+    largest = max(full.segments, key=lambda g: g.chunks)
     info = yield Fetch(
         "SELECT format_type(a.atttypid, a.atttypmod), s.n_distinct, c.reltuples "
         "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
         "LEFT JOIN pg_stats s ON s.schemaname = 'ranklock_data' AND s.tablename = c.relname "
         "AND s.attname = a.attname WHERE a.attrelid = %s::regclass AND a.attname = %s",
-        [chunks.as_string(None), name],
+        [segment_table("chunks", largest.id).as_string(None), name],
         dicts=False,
     )
     if not info:
@@ -122,8 +126,8 @@ def _make_value_counts(
     docs = sql.SQL("count(*)") if one_chunk else sql.SQL("count(DISTINCT c.doc_id)")
     q = sql.SQL(
         'INSERT INTO {table} ("#field", {col}, "#docs", "#chunks") '
-        "SELECT %s, c.{col}, {docs}, count(*) FROM {chunks} AS c GROUP BY c.{col}"
-    ).format(table=table, col=col, chunks=chunks, docs=docs)
+        "SELECT %s, c.{col}, {docs}, count(*) FROM {chunks} AS c WHERE {live} GROUP BY c.{col}"
+    ).format(table=table, col=col, chunks=chunks_sql(full), docs=docs, live=live_sql(full))
     yield Fetch(q, [name])
     return None
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from psycopg import sql
 
 from ..snapshot.rules import CURRENT_RULES, RankingRules
+from ..snapshot.segments import Layout, chunks_sql, live_sql
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -134,8 +135,8 @@ class FallsShort(Branch, Protocol):
 class SearchSpec:
     """The shared part of one search statement, and its branches in fusion order."""
 
-    #: The snapshot's chunk table.
-    table: sql.Composable
+    #: The snapshot's segments and dead rows (ranklock.snapshot.segments).
+    layout: Layout
     mode: str
     k: int
     #: Documents each branch hands to fusion.
@@ -156,6 +157,12 @@ class SearchSpec:
     branches: tuple[Branch, ...] = ()
     #: Also return each branch's candidates (for the query log), in the same statement.
     capture_branches: bool = False
+
+    @property
+    def table(self) -> sql.Composable:
+        """The snapshot's chunk rows: its segments' chunk tables as one relation, with ``seg``; mask with
+        :func:`where_sql` (or :func:`live_sql`), which drops the dead rows."""
+        return chunks_sql(self.layout)
 
     def branch(self, name: str) -> Branch | None:
         """The branch called ``name``, or None when it does not run."""
@@ -184,9 +191,11 @@ def time_predicate(spec: SearchSpec, alias: str = "c") -> sql.Composable:
     ).format(a=a)
 
 
-def where_sql(spec: SearchSpec) -> sql.Composable:
-    """The predicate every branch and the count use: the compiled filter and ``as_of``."""
-    return sql.SQL("({}) AND ({})").format(spec.filter_sql, time_predicate(spec))
+def where_sql(spec: SearchSpec, alias: str = "c") -> sql.Composable:
+    """The predicate every branch and the count use: the compiled filter, ``as_of``, and the row is live."""
+    return sql.SQL("({}) AND ({}) AND ({})").format(
+        spec.filter_sql, time_predicate(spec, alias), live_sql(spec.layout, alias)
+    )
 
 
 @dataclass

@@ -1,20 +1,25 @@
-"""Building a snapshot: chunks, vectors, lexical data and indexes, once.
+"""Building a snapshot: a new segment for what a write changed, the rest shared with its parent.
 
-A snapshot's chunks live in their own table ``ranklock_data.chunks_<id>``.
-It is written once, indexed once, and never modified afterwards: readers of
-an active snapshot cannot be disturbed by a build, and an HNSW graph is never
-rebuilt under a query.
+A snapshot is a set of immutable segments plus the documents of those
+segments that are no longer live (ranklock.snapshot.segments).  A build
+writes one new segment holding the documents the write added or changed (a
+chunk table ``ranklock_data.chunks_<id>``, written once with COPY and
+indexed once, and its BM25 tables, under the id of the snapshot being
+built), references its parent's segments without copying them, and records
+as dead the parent's versions the write replaced or removed: it costs what
+the write changes, not the corpus.  Readers of an active snapshot cannot be
+disturbed by a build, and an HNSW graph is never rebuilt under a query.
 
 The builder holds a session-level advisory lock on the snapshot id
 (``ranklock.store.locks.BUILD``) from the INSERT of its row until the row is
-``ready`` (digest and manifest written) or ``failed``: nobody can see the row
+``ready`` (manifest written) or ``failed``: nobody can see the row
 ``building`` with its lock free while its builder lives.  A build killed
 mid-way (kill -9) loses its connection, and with it the lock;
 :func:`reap_dead_builds` finds such snapshots (status ``building``, lock
-free), marks them failed and drops every table they own
-(``ranklock.store.tables``).  Every status change is conditional on the status
-it expects (``WHERE status = 'building'``) and checked, so a reaper and a
-finishing builder can never both win.
+free), marks them failed, forgets what they referenced and drops the
+segment they were writing (``ranklock.store.tables``).  Every status change
+is conditional on the status it expects (``WHERE status = 'building'``) and
+checked, so a reaper and a finishing builder can never both win.
 
 Embeddings already computed were committed to the embedding cache batch by
 batch, so the next build resumes instead of re-embedding.
@@ -40,17 +45,21 @@ from ..errors import SnapshotError
 from ..ingest.chunker import Chunk, chunk_text, document_text
 from ..ingest.loaders import Document
 from ..ingest.normalize import text_sha256
+from ..segmenting import Segmenting, SegmentKey
 from ..store import locks
 from ..store.database import Database
 from ..store.tables import (
     CHUNK_COLUMNS,
     SCHEMA,
     chunk_columns_ddl,
-    snapshot_table,
-    snapshot_table_names,
+    segment_table,
+    segment_table_names,
+    snapshot_table_name,
 )
+from . import composition
 from .finish import finish_snapshot
 from .indexes import create_indexes
+from .segments import chunks_sql, live_documents_sql, live_sql
 
 __all__ = [
     "BuildReport",
@@ -58,6 +67,7 @@ __all__ = [
     "Progress",
     "build_snapshot",
     "chunk_table",
+    "drop_segment_tables",
     "drop_snapshot_tables",
     "prepare_documents",
     "reap_dead_builds",
@@ -67,14 +77,22 @@ Progress = Callable[[str, int, int], None]
 EMBED_BATCH = 256
 
 
-def chunk_table(snapshot_id: int) -> sql.Identifier:
-    """The chunk table of a snapshot (every per-snapshot table is named in ranklock.store.tables)."""
-    return snapshot_table("chunks", snapshot_id)
+def chunk_table(segment_id: int) -> sql.Identifier:
+    """The chunk table of a segment (every table is named in ranklock.store.tables)."""
+    return segment_table("chunks", segment_id)
+
+
+def drop_segment_tables(conn: psycopg.Connection[Any], segment_id: int) -> list[str]:
+    """Drop every table segment ``segment_id`` owns; return the names of those that existed, sorted."""
+    return _drop(conn, segment_table_names(segment_id))
 
 
 def drop_snapshot_tables(conn: psycopg.Connection[Any], snapshot_id: int) -> list[str]:
-    """Drop every table snapshot ``snapshot_id`` owns; return the names of those that existed, sorted."""
-    names = snapshot_table_names(snapshot_id)
+    """Drop the table snapshot ``snapshot_id`` owns itself (its value counts), if it exists."""
+    return _drop(conn, [snapshot_table_name(snapshot_id)])
+
+
+def _drop(conn: psycopg.Connection[Any], names: list[str]) -> list[str]:
     existing = [
         r[0]
         for r in conn.execute(
@@ -101,8 +119,10 @@ class BuildReport:
     seconds: dict[str, float] = field(default_factory=dict)
     #: The manifest written when the snapshot was marked ready.
     manifest: dict[str, Any] = field(default_factory=dict)
-    #: How the vector index was built (ranklock.snapshot.indexes.create_indexes), for the manifest.
+    #: How the vector index of its new segment was built (ranklock.snapshot.indexes.create_indexes), for the manifest.
     index_build: dict[str, Any] = field(default_factory=dict)
+    #: The segments it wrote (the first has its own id), none when it only masked documents (a delete).
+    segments: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -152,7 +172,7 @@ def prepare_documents(
 
 
 def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int]:
-    """Discard snapshots whose builder died: mark them failed, drop every table they own; return their ids."""
+    """Discard snapshots whose builder died: mark them failed, drop what they were writing; return their ids."""
     reaped: list[int] = []
     rows = db.fetchall(
         "SELECT id FROM ranklock.snapshots WHERE status = 'building'"
@@ -177,7 +197,7 @@ def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int
                         [sid],
                     )
                     if cur.rowcount == 1:
-                        drop_snapshot_tables(conn, sid)
+                        _forget(conn, sid)
                         reaped.append(sid)
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.BUILD, sid])
@@ -198,13 +218,24 @@ def build_snapshot(
     embedder: Embedder,
     *,
     parent_id: int | None,
+    dead: Sequence[tuple[int, str]] = (),
+    merge: Sequence[int] = (),
     progress: Progress = _noop,
     prepared: Prepared | None = None,
 ) -> BuildReport:
-    """Build (but do not activate) a snapshot holding exactly ``docs``; it is ``ready`` on return.
+    """Build (but do not activate) a snapshot: ``parent_id``'s segments, ``dead`` masked, ``docs`` in a new one.
 
-    ``prepared`` (from :func:`prepare_documents`) supplies chunks already cut
-    and vectors already cached for some of ``docs``.
+    With ``merge`` (segment ids of the parent; ``docs`` and ``dead`` empty) it
+    is a merge: the live documents of those segments are copied into one new
+    segment that replaces them, so the snapshot holds the same documents.
+
+    ``docs`` are the documents the write adds or changes: they are written
+    into a new segment (with the new snapshot's id), unless there are none
+    (a delete: the snapshot only masks).  ``dead`` lists the (segment id,
+    doc_id) of the parent's live versions the write replaces or removes.  A
+    first build (no parent) always writes a segment, empty or not.  It is
+    ``ready`` on return.  ``prepared`` (from :func:`prepare_documents`)
+    supplies chunks already cut and vectors already cached for some of ``docs``.
     """
     t_all = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -227,18 +258,31 @@ def build_snapshot(
             _check_build_lock(lock_conn, sid, coll.name)
 
         try:
-            report = _build(db, coll, ordered, field_values, embedder, sid, progress, seconds, prepared, held)
+            t0 = time.perf_counter()
+            # The parent's segments and dead documents first: referenced by this row,
+            # no segment of them can be collected while it builds.
+            masked = composition.inherit(db, coll, sid, parent_id, dead, drop=merge)
+            seconds["compose"] = time.perf_counter() - t0
+            held()
+            report = BuildReport(sid, 0, 0, 0, 0)
+            if merge and parent_id is not None:
+                report = _write_merged(db, coll, sid, parent_id, merge, progress, seconds, held)
+            elif ordered or parent_id is None:
+                report = _write_segments(
+                    db, coll, ordered, field_values, embedder, sid, progress, seconds, prepared, held
+                )
+            totals = composition.finish_totals(db, coll, sid, masked, merged=bool(merge))
             held()
             # Finished while the lock is still held: released only once the
             # row says 'ready', a reaper never mistakes a finishing build for a
             # dead one and drops its tables under it.
+            report.documents, report.chunks = totals.documents, totals.chunks
             report.manifest = finish_snapshot(
                 db,
                 coll,
                 embedder,
                 sid,
-                documents=report.documents,
-                chunks=report.chunks,
+                totals=totals,
                 stats={"embedded": report.embedded, "reused": report.reused, "seconds": seconds},
                 index_build=report.index_build,
                 conn=lock_conn,
@@ -284,7 +328,7 @@ def _check_build_lock(lock_conn: psycopg.Connection[Any], sid: int, name: str) -
 
 
 def _discard(db: Database, sid: int, exc: BaseException) -> None:
-    """After a failed build: mark it failed and drop its tables, unless it had become ready."""
+    """After a failed build: mark it failed and forget what it wrote, unless it had become ready."""
     reason = f"{type(exc).__name__}: {exc}"[:500]
     with db.connection() as conn, conn.transaction():
         conn.execute(
@@ -296,7 +340,20 @@ def _discard(db: Database, sid: int, exc: BaseException) -> None:
         # A snapshot that reached 'ready' keeps its tables (the failure came
         # after the finish); any other is garbage, whoever marked it failed.
         if status is None or status[0] != "ready":
-            drop_snapshot_tables(conn, sid)
+            _forget(conn, sid)
+
+
+def _forget(conn: psycopg.Connection[Any], sid: int) -> None:
+    """A failed snapshot references nothing and owns nothing: its segment and tables go, its rows are emptied.
+
+    Its row stays (``failed``, with the reason) so ``snapshot list`` says what happened.
+    """
+    for table in ("snapshot_segments", "snapshot_dead", "snapshot_dead_rows", "snapshot_dead_terms"):
+        conn.execute(sql.SQL("DELETE FROM {} WHERE snapshot_id = %s").format(sql.Identifier("ranklock", table)), [sid])
+    for row in conn.execute("DELETE FROM ranklock.segments WHERE created_by = %s RETURNING id", [sid]).fetchall():
+        drop_segment_tables(conn, int(row[0]))
+    drop_segment_tables(conn, sid)  # a build killed before its segment's catalog row: the tables by name
+    drop_snapshot_tables(conn, sid)
 
 
 def _embed_missing(
@@ -356,7 +413,7 @@ def _embed_missing(
     return vectors, len(missing)
 
 
-def _build(
+def _write_segments(
     db: Database,
     coll: CollectionInfo,
     docs: list[Document],
@@ -368,7 +425,54 @@ def _build(
     prepared: Prepared | None,
     held: Callable[[], None],
 ) -> BuildReport:
-    table = chunk_table(sid)
+    """Write ``docs`` into one segment per segment key (ranklock.segmenting; one for a collection that does not
+    cut), the first with the building snapshot's own id, the others with ids from the same sequence."""
+    seg = Segmenting.of(coll.segmenting)
+    groups: dict[SegmentKey, list[Document]] = {}
+    for d in docs:
+        groups.setdefault(seg.key(d.metadata), []).append(d)
+    if not groups:
+        groups[SegmentKey()] = []  # an empty first build: one empty segment
+    out = BuildReport(sid, 0, 0, 0, 0)
+    keys = sorted(groups, key=lambda k: (k.window_start is None, k.window_start or 0, k.partition or ""))
+    for i, key in enumerate(keys):
+        seg_id = sid if i == 0 else _next_id(db)
+        r = _write_segment(
+            db, coll, groups[key], field_values, embedder, sid, seg_id, key, progress, seconds, prepared, held
+        )
+        out.documents += r.documents
+        out.chunks += r.chunks
+        out.embedded += r.embedded
+        out.reused += r.reused
+        out.index_build = out.index_build or r.index_build
+        out.segments.append(seg_id)
+        prepared = None  # counted once
+    return out
+
+
+def _next_id(db: Database) -> int:
+    """A new segment id from the snapshots' sequence: its table names can never collide with another's."""
+    row = db.fetchone("SELECT nextval('ranklock.snapshots_id_seq') AS id")
+    assert row is not None
+    return int(row["id"])
+
+
+def _write_segment(
+    db: Database,
+    coll: CollectionInfo,
+    docs: list[Document],
+    field_values: dict[str, list[Any]],
+    embedder: Embedder,
+    sid: int,
+    seg_id: int,
+    seg_key: SegmentKey,
+    progress: Progress,
+    seconds: dict[str, float],
+    prepared: Prepared | None,
+    held: Callable[[], None],
+) -> BuildReport:
+    """Write segment ``seg_id`` of snapshot ``sid``, holding ``docs`` under ``seg_key``: chunks, vectors, indexes, BM25."""
+    table = chunk_table(seg_id)
     t0 = time.perf_counter()
     # Document.content_hash hashes the whole document each time it is read:
     # once per document here, never once per chunk (a 5 MB document of 3,000
@@ -396,30 +500,15 @@ def _build(
 
     # 3. write the table
     t1 = time.perf_counter()
-    field_cols = [sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(f.sql_type())) for f in coll.fields]
     with db.connection() as conn:
         with conn.transaction():
-            columns = chunk_columns_ddl(coll.dim) + field_cols
+            _create_segment(conn, coll, sid, seg_id, seg_key)
             conn.execute(
-                sql.SQL("CREATE TABLE {table} ({columns}, UNIQUE (doc_id, chunk))").format(
-                    table=table, columns=sql.SQL(", ").join(columns)
-                )
-            )
-            conn.execute(
-                "INSERT INTO ranklock.snapshot_documents (snapshot_id, doc_id, content_hash) "
+                "INSERT INTO ranklock.segment_documents (segment_id, doc_id, content_hash) "
                 "SELECT %s::bigint, d.doc_id, d.content_hash FROM unnest(%s::text[], %s::text[]) AS d(doc_id, content_hash)",
-                [sid, [d.doc_id for d in docs], [doc_hashes[d.doc_id] for d in docs]],
+                [seg_id, [d.doc_id for d in docs], [doc_hashes[d.doc_id] for d in docs]],
             )
-            # Keep vectors inline in the heap row (the chunk text is what gets
-            # TOASTed instead): an exact scan then reads each vector without a
-            # detour through the TOAST table, which halves its cost.  A vector
-            # must fit comfortably in an 8 kB page for that.  It comes right
-            # after the fixed-width columns, so reaching it never walks over
-            # the variable-width ones (~1-2 ms less per exact scan of 9,564
-            # chunks, measured).
-            if coll.dim <= 1500:
-                conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN embedding SET STORAGE PLAIN").format(table))
-        stage = sql.Identifier(f"stage_{sid}")
+        stage = sql.Identifier(f"stage_{seg_id}")
         conn.execute(sql.SQL("CREATE TEMP TABLE {} AS SELECT * FROM {} WITH NO DATA").format(stage, table))
         copied = [c for c in CHUNK_COLUMNS if c.copy_type is not None]
         types = [c.copy_type for c in copied if c.copy_type is not None] + [f.sql_type() for f in coll.fields]
@@ -473,20 +562,7 @@ def _build(
     seconds["write"] = time.perf_counter() - t1
     held()
 
-    # 4. indexes, built once
-    t2 = time.perf_counter()
-    progress("index", 0, 1)
-    index_build = create_indexes(db, coll, sid)
-    progress("index", 1, 1)
-    seconds["index"] = time.perf_counter() - t2
-    held()
-
-    from .lexical_stats import build_lexical_stats
-
-    t3 = time.perf_counter()
-    build_lexical_stats(db, sid)
-    seconds["lexical_stats"] = time.perf_counter() - t3
-
+    index_build = _index_segment(db, coll, seg_id, progress, seconds, held)
     if prepared is not None:
         # What the preparation embedded was found in the cache here: count it
         # as embedded, once, and its time as this build's.
@@ -495,6 +571,112 @@ def _build(
             seconds[step] = seconds.get(step, 0.0) + secs
     reused = max(len(texts) - embedded, 0)
     return BuildReport(sid, len(docs), len(rows), embedded, reused, index_build=index_build)
+
+
+def _create_segment(
+    conn: psycopg.Connection[Any], coll: CollectionInfo, sid: int, seg_id: int, key: SegmentKey
+) -> None:
+    """In the caller's transaction: segment ``seg_id``'s empty chunk table and its catalog row, referenced by ``sid``.
+
+    The catalog row first, referenced by the building snapshot: a reaper that
+    finds the build dead drops the tables of the segments it wrote.
+    """
+    table = chunk_table(seg_id)
+    field_cols = [sql.SQL("{} {}").format(sql.Identifier(f.name), sql.SQL(f.sql_type())) for f in coll.fields]
+    columns = chunk_columns_ddl(coll.dim) + field_cols
+    conn.execute(
+        "INSERT INTO ranklock.segments (id, collection_id, created_by, documents, chunks, total_len, max_chunks, "
+        "window_start, window_end, partition_key) VALUES (%s, %s, %s, 0, 0, 0, 0, %s, %s, %s)",
+        [seg_id, coll.id, sid, key.window_start, key.window_end, key.partition],
+    )
+    conn.execute("INSERT INTO ranklock.snapshot_segments (snapshot_id, segment_id) VALUES (%s, %s)", [sid, seg_id])
+    conn.execute(
+        sql.SQL("CREATE TABLE {table} ({columns}, UNIQUE (doc_id, chunk))").format(
+            table=table, columns=sql.SQL(", ").join(columns)
+        )
+    )
+    # Keep vectors inline in the heap row (the chunk text is what gets
+    # TOASTed instead): an exact scan then reads each vector without a
+    # detour through the TOAST table, which halves its cost.  A vector
+    # must fit comfortably in an 8 kB page for that.  It comes right
+    # after the fixed-width columns, so reaching it never walks over
+    # the variable-width ones (~1-2 ms less per exact scan of 9,564
+    # chunks, measured).
+    if coll.dim <= 1500:
+        conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN embedding SET STORAGE PLAIN").format(table))
+
+
+def _index_segment(
+    db: Database,
+    coll: CollectionInfo,
+    sid: int,
+    progress: Progress,
+    seconds: dict[str, float],
+    held: Callable[[], None],
+) -> dict[str, Any]:
+    """Segment ``sid``'s indexes and BM25 tables, built once its rows are written; returns the vector index build."""
+    from .lexical_stats import build_lexical_stats
+
+    t2 = time.perf_counter()
+    progress("index", 0, 1)
+    index_build = create_indexes(db, coll, sid)
+    progress("index", 1, 1)
+    seconds["index"] = time.perf_counter() - t2
+    held()
+    t3 = time.perf_counter()
+    build_lexical_stats(db, sid)
+    seconds["lexical_stats"] = time.perf_counter() - t3
+    held()
+    composition.record_segment(db, sid, index_build)
+    return index_build
+
+
+def _write_merged(
+    db: Database,
+    coll: CollectionInfo,
+    sid: int,
+    parent_id: int,
+    merged: Sequence[int],
+    progress: Progress,
+    seconds: dict[str, float],
+    held: Callable[[], None],
+) -> BuildReport:
+    """Write segment ``sid`` holding the live documents of ``merged`` (segments of ``parent_id``), copied.
+
+    Rows are copied as they are (text, vector, tsvector, fields: nothing is
+    chunked or embedded again), renumbered in (doc_id, chunk) order, which is
+    row-id order in every segment.
+    """
+    from .segments import read_layout
+
+    t1 = time.perf_counter()
+    parent = read_layout(db, parent_id).only(merged)
+    first = parent.segments[0]
+    key = SegmentKey(first.window_start, first.window_end, first.partition_key)
+    table = chunk_table(sid)
+    cols = [c.name for c in CHUNK_COLUMNS if c.name != "row_id"] + [f.name for f in coll.fields]
+    col_list = sql.SQL(", ").join(sql.Identifier(c) for c in cols)
+    source_cols = sql.SQL(", ").join(sql.SQL("c.{}").format(sql.Identifier(c)) for c in cols)
+    with db.connection() as conn, conn.transaction():
+        _create_segment(conn, coll, sid, sid, key)
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {table} (row_id, {cols}) "
+                'SELECT row_number() OVER (ORDER BY c.doc_id COLLATE "C", c.chunk) - 1, {src} '
+                'FROM {chunks} AS c WHERE {live} ORDER BY c.doc_id COLLATE "C", c.chunk'
+            ).format(table=table, cols=col_list, src=source_cols, chunks=chunks_sql(parent), live=live_sql(parent)),
+        )
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO ranklock.segment_documents (segment_id, doc_id, content_hash) "
+                "SELECT %(new)s::bigint, l.doc_id, l.content_hash FROM ({live}) AS l WHERE l.segment_id = ANY (%(merged)s)"
+            ).format(live=live_documents_sql()),
+            {"new": sid, "sid": parent_id, "ids": None, "merged": list(merged)},
+        )
+    seconds["write"] = time.perf_counter() - t1
+    held()
+    index_build = _index_segment(db, coll, sid, progress, seconds, held)
+    return BuildReport(sid, 0, 0, 0, 0, index_build=index_build, segments=[sid])
 
 
 def _ts(value: Any) -> Any:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg import sql
+
 from ..collection import CollectionInfo
 from ..errors import NotFound
 from ..store.database import Database
 from ..store.steps import Fetch, Steps, run_steps
+from .segments import live_documents_sql
 
 __all__ = ["get_document", "get_document_steps"]
 
@@ -24,10 +27,12 @@ def get_document(db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: s
 def get_document_steps(coll: CollectionInfo, snapshot_id: int, doc_id: str) -> Steps[dict[str, Any]]:
     """:func:`get_document` as steps (ranklock.store.steps), for the sync and the async engine."""
     rows = yield Fetch(
-        "SELECT d.doc_id, d.title, d.body, d.metadata, d.content_hash FROM ranklock.snapshot_documents s "
-        "JOIN ranklock.documents d ON d.collection_id = %s AND d.doc_id = s.doc_id "
-        "AND d.content_hash = s.content_hash WHERE s.snapshot_id = %s AND s.doc_id = %s",
-        [coll.id, snapshot_id, doc_id],
+        sql.SQL(
+            "SELECT d.doc_id, d.title, d.body, d.metadata, d.content_hash FROM ({}) AS s "
+            "JOIN ranklock.documents d ON d.collection_id = %(coll)s AND d.doc_id = s.doc_id "
+            "AND d.content_hash = s.content_hash"
+        ).format(live_documents_sql()),
+        {"coll": coll.id, "sid": snapshot_id, "ids": [doc_id]},
     )
     row = rows[0] if rows else None
     if row is None:

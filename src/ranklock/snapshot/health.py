@@ -17,7 +17,8 @@ from psycopg import sql
 
 from ..errors import RanklockError
 from ..store.steps import Block, Fetch, Steps
-from .build import chunk_table
+from ..store.tables import segment_table
+from .segments import Layout, segments_sql
 
 if TYPE_CHECKING:
     from ..store.database import Database
@@ -61,18 +62,23 @@ def readiness_steps(timeout: float, recoveries: Callable[[], int]) -> Steps[dict
 def _check_collections(collections: list[dict[str, Any]]) -> Steps[None]:
     """Append one entry per collection to ``collections``, in one transaction under the caller's timeout."""
     rows = yield Fetch(
-        "SELECT c.name, c.active_snapshot_id, s.status FROM ranklock.collections c "
-        "LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id ORDER BY c.name",
+        sql.SQL(
+            "SELECT c.name, c.active_snapshot_id, s.status, s.stats, {} AS segments FROM ranklock.collections c "
+            "LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id ORDER BY c.name"
+        ).format(segments_sql(sql.SQL("s.id"))),
         dicts=False,
     )
-    for name, sid, status in rows:
+    for name, sid, status, stats, segments in rows:
         entry: dict[str, Any] = {"name": name, "snapshot_id": sid, "ok": True}
         if sid is not None and status != "ready":
             entry.update(ok=False, error=f"active snapshot {sid} is {status or 'missing'}, not ready")
         elif sid is not None:
             try:
                 # A nested block is a savepoint: one broken table does not hide the others.
-                yield Block(_read_one(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(chunk_table(int(sid)))))
+                layout = Layout.of({"id": sid, "stats": stats, "segments": segments})
+                # Every segment's table: a search reads them all.
+                for g in layout.segments:
+                    yield Block(_read_one(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(segment_table("chunks", g.id))))
             except psycopg.Error as exc:
                 entry.update(ok=False, error=f"active snapshot {sid} cannot be read: {_line(exc)}")
         collections.append(entry)

@@ -1,4 +1,4 @@
-"""The indexes of a snapshot's chunk table, built once after it is written."""
+"""The indexes of a segment's chunk table, built once after it is written."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from psycopg import sql
 
 from ..collection import HNSW_DEFAULTS, CollectionInfo
 from ..store.database import Database
-from ..store.tables import SCHEMA, snapshot_table, snapshot_table_name
+from ..store.tables import SCHEMA, segment_table, segment_table_name
 
 __all__ = ["create_indexes"]
 
@@ -24,8 +24,8 @@ def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> dict[str, An
     index visible as a manifest difference even when its parameters are equal.
     """
     build: dict[str, Any] = {"type": coll.index_kind}
-    table = snapshot_table("chunks", sid)
-    name = snapshot_table_name("chunks", sid)  # index names: <table>_<purpose>
+    table = segment_table("chunks", sid)
+    name = segment_table_name("chunks", sid)  # index names: <table>_<purpose>
     # One transaction, so the settings below are SET LOCAL: the connection goes
     # back to the pool with the server's defaults (CREATE INDEX, not
     # CONCURRENTLY, runs in a transaction; nobody reads the table before ready).

@@ -10,7 +10,10 @@ its embedder; :func:`ingest_snapshot` does the rest::
 Writers of one collection run one at a time (ranklock.snapshot.writer): the
 given documents are chunked and embedded first, with no lock held; then,
 under the collection's writer lock, the new snapshot is built from the
-snapshot active at that moment (its ``parent_id``) and activated.
+snapshot active at that moment (its ``parent_id``) and activated.  The new
+snapshot shares its parent's segments: only the documents the ingest adds or
+changes are written (one new segment), and the versions they replace, or
+that ``replace`` removes, are masked (ranklock.snapshot.segments).
 """
 
 from __future__ import annotations
@@ -25,12 +28,21 @@ from ..ingest.chunker import document_text
 from ..ingest.document import Document
 from ..ingest.fields import check_effective_dates, coerce_document_fields
 from ..store.database import Database
-from ..store.documents import load_versions, snapshot_hashes, store_versions
+from ..store.documents import store_versions
 from . import lifecycle
 from .build import BuildReport, Progress, build_snapshot, prepare_documents, reap_dead_builds
+from .merge import MergeOutcome, merge
+from .segments import live_count, live_documents
 from .writer import writing
 
-__all__ = ["IngestOutcome", "empty_snapshot_error", "ingest_snapshot", "split_empty"]
+__all__ = [
+    "DeleteOutcome",
+    "IngestOutcome",
+    "delete_documents",
+    "empty_snapshot_error",
+    "ingest_snapshot",
+    "split_empty",
+]
 
 
 @dataclass
@@ -46,6 +58,8 @@ class IngestOutcome:
     parent_id: int | None
     #: Seconds spent waiting for the collection's writer lock.
     lock_wait: float
+    #: The merge the policy ran after activating (ranklock.snapshot.merge), if any.
+    merge: MergeOutcome | None = None
 
 
 def _noop(stage: str, done: int, total: int) -> None:
@@ -113,20 +127,22 @@ def ingest_snapshot(
     with writing(db, coll.id, name, lock_wait) as waited:
         coll = read_collection(db, name)  # the active snapshot now is the parent
         reap_dead_builds(db, coll.id)
-        # The new document set: previous active set, updated by the given docs.
-        previous = snapshot_hashes(db, coll.active_snapshot_id) if coll.active_snapshot_id is not None else {}
-        final: dict[str, Document] = {}
-        if not replace and previous:
-            keep = [i for i in previous if i not in given]
-            for r in load_versions(db, coll.id, [(i, previous[i]) for i in keep]):
-                final[r["doc_id"]] = Document(r["doc_id"], r["title"], r["body"], r["metadata"], r["display"])
-        final.update(given)
-        if not final and not allow_empty:
-            raise empty_snapshot_error(name, len(previous), coll.active_snapshot_id, skipped or [])
-        added = sum(1 for i in given if i not in previous)
-        changed = sum(1 for i, d in given.items() if i in previous and previous[i] != d.content_hash)
-        unchanged = sum(1 for i, d in given.items() if i in previous and previous[i] == d.content_hash)
-        removed = sum(1 for i in previous if i not in final)
+        # The live versions of the given ids in the active snapshot (all of its live documents for
+        # ``replace``): what the ingest adds, changes, keeps and masks.
+        parent = coll.active_snapshot_id
+        live = live_documents(db, parent, None if replace else list(given)) if parent is not None else {}
+        total = live_count(db, parent) if parent is not None else 0
+        write = [d for i, d in given.items() if i not in live or live[i][1] != d.content_hash]
+        dead = [(live[i][0], i) for i, d in given.items() if i in live and live[i][1] != d.content_hash]
+        removed_ids = [i for i in live if i not in given] if replace else []
+        dead += [(live[i][0], i) for i in removed_ids]
+        remaining = total - len(dead) + len(write)
+        if remaining == 0 and not allow_empty:
+            raise empty_snapshot_error(name, total, parent, skipped or [])
+        added = sum(1 for i in given if i not in live)
+        changed = len(write) - added
+        unchanged = len(given) - len(write)
+        removed = len(removed_ids)
         # Shared version lock: a concurrent `snapshot drop` must not collect the
         # versions stored here before the new snapshot references them.
         with lifecycle.holding_versions(db, coll.id):
@@ -136,16 +152,14 @@ def ingest_snapshot(
                 [(d.doc_id, d.content_hash, d.title, d.body, d.metadata, d.display) for d in given.values()],
             )
             report = build_snapshot(
-                db,
-                coll,
-                list(final.values()),
-                emb,
-                parent_id=coll.active_snapshot_id,
-                progress=progress,
-                prepared=prepared,
+                db, coll, write, emb, parent_id=parent, dead=dead, progress=progress, prepared=prepared
             )
+        merged = None
         if activate:
             lifecycle.activate(db, coll, report.snapshot_id, lock_wait)
+            # Small segments are folded as they accumulate (ranklock.snapshot.merge): a further
+            # snapshot with the same documents, activated in turn.
+            merged = merge(db, coll, emb, lock_wait=lock_wait)
     return IngestOutcome(
         build=report,
         added=added,
@@ -154,4 +168,54 @@ def ingest_snapshot(
         unchanged=unchanged,
         parent_id=coll.active_snapshot_id,
         lock_wait=waited,
+        merge=merged,
     )
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """What :func:`delete_documents` did: the snapshot it made, the ids it masked and those it did not find."""
+
+    build: BuildReport
+    deleted: tuple[str, ...]
+    missing: tuple[str, ...]
+    parent_id: int
+    merge: MergeOutcome | None = None
+
+
+def delete_documents(
+    db: Database,
+    coll: CollectionInfo,
+    ids: Sequence[str],
+    emb: Embedder,
+    *,
+    lock_wait: float,
+    missing_ok: bool = False,
+) -> DeleteOutcome:
+    """A new active snapshot without the documents ``ids``: their versions masked, nothing rewritten.
+
+    An id the active snapshot does not hold is an error naming it (nothing is
+    changed) unless ``missing_ok``.  Deleting every document is allowed: the
+    snapshot is empty, as asked.
+    """
+    wanted = sorted(set(ids), key=_c_order)
+    if not wanted:
+        raise IngestError("no document id to delete; name at least one, e.g. `ranklock delete docs d1`.")
+    with writing(db, coll.id, coll.name, lock_wait):
+        coll = read_collection(db, coll.name)
+        parent = coll.active_snapshot_id
+        if parent is None:
+            raise IngestError(f"collection {coll.name!r} has no active snapshot; there is nothing to delete.")
+        reap_dead_builds(db, coll.id)
+        live = live_documents(db, parent, wanted)
+        missing = tuple(i for i in wanted if i not in live)
+        if missing and not missing_ok:
+            raise IngestError(
+                f"snapshot {parent} of {coll.name!r} has no {_named(list(missing))}; nothing was deleted. "
+                "Check the ids (a search hit's doc_id), or pass --missing-ok to delete the others."
+            )
+        deleted = tuple(i for i in wanted if i in live)
+        report = build_snapshot(db, coll, [], emb, parent_id=parent, dead=[(live[i][0], i) for i in deleted])
+        lifecycle.activate(db, coll, report.snapshot_id, lock_wait)
+        merged = merge(db, coll, emb, lock_wait=lock_wait)
+    return DeleteOutcome(report, deleted, missing, parent, merged)

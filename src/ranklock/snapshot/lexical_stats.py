@@ -1,31 +1,42 @@
-"""Lexical statistics of a snapshot, computed once when its chunks are built.
+"""Lexical statistics of a segment, computed once when its chunks are built.
 
-Per-chunk lengths are stored in the chunk table (``doc_len``); corpus-level
-statistics (chunk count, average length) go into the snapshot's ``stats``.
+Per-chunk lengths are stored in the chunk table (``doc_len``); the segment's
+chunk count, total length and most chunks of a document go into its catalog
+row (``ranklock.segments``, ranklock.snapshot.segments), and a snapshot's
+statistics are its segments' summed, dead chunks subtracted.
 
-BM25 needs, beside those, each term's document frequency.  They live in three
-tables per snapshot, written here once and never modified, like the chunk
-table itself, so the statistics a reader scores with can never drift:
+A segment's BM25 tables are written here once and never modified, like its
+chunk table, from that chunk table alone.  Their weights ``w`` use the
+segment's *own* statistics (its chunk count, document frequencies and average
+length): they order its postings and bound what a term can add, but a score
+is always computed at query time from the term frequency ``tf`` and the
+chunk's length with the *snapshot's* statistics (:func:`weight_sql`, the one
+expression both sides use), so a chunk scores the same bits in whatever
+segment it is, and however the corpus was cut.  A weight under other
+statistics is bounded by one under the segment's:
+``w_S <= w_g * (idf_S / idf_g) * max(1, avgdl_S / avgdl_g)`` (the idf is a
+factor; the length part grows with the average length, and at most in
+proportion to it), which is what the query side prunes with.
 
 ``ranklock_data.terms_<id>``
     ``(term_id, lexeme, df, idf, max_w, wq)``: one row per lexeme of the
-    snapshot; ``idf`` is Robertson/Sparck Jones with +1 inside the log
+    segment; ``idf`` is Robertson/Sparck Jones with +1 inside the log
     (never negative); ``max_w`` is the largest weight of the term's postings;
     ``wq[k]`` is the weight of its ``LEVEL_BASE * 2^(k-1)``-th posting in
     impact order (only ranks up to ``df``): how deep a query must read the
-    term to get below a given weight, known before reading it.
+    term to get below a given weight, known before reading it.  Term ids
+    follow lexeme byte order.
 ``ranklock_data.forward_<id>``
-    ``(row_id, doc_no, tids, ws)``: each chunk's terms (``tids``, sorted) and
-    their weights (``ws``), and a dense document number that orders like
-    ``doc_id``.  One index probe scores a chunk exactly for any query.
+    ``(row_id, doc_no, tids, tfs, len)``: each chunk's terms (``tids``,
+    sorted), their frequencies (``tfs``) and the chunk's length, and a dense
+    document number that orders like ``doc_id``.  One index probe scores a
+    chunk exactly for any query.
 ``ranklock_data.postings_<id>``
-    ``(term_id, w, row_id)``: one row per (lexeme, chunk), ``w`` the term's
-    BM25 contribution to that chunk under the snapshot's k1 and b, indexed
-    on ``(term_id, w DESC, row_id)``: a term's postings can be read in
-    decreasing impact, which is what lets a query skip the long tail of a
-    frequent term (see ranklock.search.bm25).  The postings are written from
-    the forward table, so both hold the very same float8 weights, computed
-    by the same expression the query side uses for the tsvector plan.
+    ``(term_id, w, row_id, tf, len)``: one row per (lexeme, chunk), ``w`` the
+    term's BM25 contribution to that chunk under the segment's statistics,
+    indexed on ``(term_id, w DESC, row_id)`` (with ``tf`` and ``len``): a
+    term's postings can be read in decreasing impact, which is what lets a
+    query skip the long tail of a frequent term (see ranklock.search.bm25).
 
 ``ranklock_data.dense_<id>``
     ``(term_id, blk, v)``: the weights of the terms in at least
@@ -49,8 +60,8 @@ table itself, so the statistics a reader scores with can never drift:
     (older snapshots, or built with ``dense=False``), the query side keeps
     its other plans.
 
-Dropping or reaping a snapshot drops these with it: their names come from
-ranklock.store.tables, which lists every per-snapshot table.
+Dropping or reaping a segment drops these with it: their names come from
+ranklock.store.tables, which lists every table a segment owns.
 
 Example::
 
@@ -68,7 +79,7 @@ from psycopg import sql
 from ..errors import SnapshotError
 from ..settings import BM25_B, BM25_K1
 from ..store.database import Database
-from ..store.tables import snapshot_table, snapshot_table_name
+from ..store.tables import segment_table, segment_table_name
 
 __all__ = [
     "BM25_STATS_VERSION",
@@ -81,11 +92,13 @@ __all__ = [
     "forward_table",
     "postings_table",
     "terms_table",
+    "weight_sql",
 ]
 
-#: Version of the BM25 statistics layout; recorded in the snapshot's stats.
-#: 3 added the forward table and the per-term impact quantiles (``wq``).
-BM25_STATS_VERSION = 3
+#: Version of the BM25 statistics layout; recorded in the segment's stats.
+#: 3 added the forward table and the per-term impact quantiles (``wq``);
+#: 4 (segments) keeps term frequencies and lengths, so scores use the snapshot's statistics.
+BM25_STATS_VERSION = 4
 #: Rank of a term's first impact quantile; the next ones double it (a power of two).
 LEVEL_BASE = 256
 #: Terms in at least this share of the chunks get dense blocks (see the module docstring for why).
@@ -94,32 +107,51 @@ DENSE_SHARE = 1 / 64
 DENSE_BLOCK = 16000
 
 
-def terms_table(snapshot_id: int) -> sql.Identifier:
-    return snapshot_table("terms", snapshot_id)
+def terms_table(segment_id: int) -> sql.Identifier:
+    return segment_table("terms", segment_id)
 
 
-def postings_table(snapshot_id: int) -> sql.Identifier:
-    return snapshot_table("postings", snapshot_id)
+def postings_table(segment_id: int) -> sql.Identifier:
+    return segment_table("postings", segment_id)
 
 
-def forward_table(snapshot_id: int) -> sql.Identifier:
-    return snapshot_table("forward", snapshot_id)
+def forward_table(segment_id: int) -> sql.Identifier:
+    return segment_table("forward", segment_id)
 
 
-def dense_table(snapshot_id: int) -> sql.Identifier:
-    return snapshot_table("dense", snapshot_id)
+def dense_table(segment_id: int) -> sql.Identifier:
+    return segment_table("dense", segment_id)
+
+
+def weight_sql(
+    idf: sql.Composable,
+    tf: sql.Composable,
+    length: sql.Composable,
+    k1: sql.Composable,
+    b: sql.Composable,
+    avgdl: sql.Composable,
+) -> sql.Composable:
+    """A term's BM25 weight in a chunk: the one expression the builder and every query plan evaluate.
+
+    ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avgdl))`` in float8,
+    with ``tf`` cast from its integer count and ``len`` an integer: the same
+    operations on the same values give the same bits everywhere.
+    """
+    return sql.SQL(
+        "({idf} * {tf}::float8 * ({k1} + 1) / ({tf}::float8 + {k1} * (1 - {b} + {b} * {len} / {avgdl})))"
+    ).format(idf=idf, tf=tf, k1=k1, b=b, len=length, avgdl=avgdl)
 
 
 def dense_min_df(chunks: int, share: float) -> int:
-    """The smallest df that gets dense blocks in a snapshot of ``chunks`` chunks (at least 1)."""
+    """The smallest df that gets dense blocks in a segment of ``chunks`` chunks (at least 1)."""
     return max(1, math.ceil(chunks * share))
 
 
 def _build_dense(
-    conn: Any, snapshot_id: int, chunks: sql.Identifier, n: int, share: float, block: int
+    conn: Any, segment_id: int, chunks: sql.Identifier, n: int, share: float, block: int
 ) -> dict[str, Any]:
-    """(Re)create the snapshot's dense blocks in ``conn``'s transaction; return the ``dense`` stats entry."""
-    terms, postings, dense = terms_table(snapshot_id), postings_table(snapshot_id), dense_table(snapshot_id)
+    """(Re)create the segment's dense blocks in ``conn``'s transaction; return the ``dense`` stats entry."""
+    terms, postings, dense = terms_table(segment_id), postings_table(segment_id), dense_table(segment_id)
     min_df = dense_min_df(n, share)
     row = conn.execute(sql.SQL("SELECT coalesce(max(row_id) + 1, 0) FROM {}").format(chunks)).fetchone()
     rows = int(row[0]) if row else 0
@@ -164,7 +196,7 @@ def _build_dense(
 
 def build_lexical_stats(
     db: Database,
-    snapshot_id: int,
+    segment_id: int,
     *,
     k1: float = BM25_K1,
     b: float = BM25_B,
@@ -174,17 +206,15 @@ def build_lexical_stats(
     dense_share: float = DENSE_SHARE,
     dense_block: int = DENSE_BLOCK,
 ) -> dict[str, Any]:
-    """Compute a snapshot's lexical statistics and BM25 tables; return the ``bm25`` stats entry.
+    """Compute a segment's BM25 tables from its chunk table; return the ``bm25`` entry of its stats.
 
     Idempotent: when the tables exist and were built with the same k1, b and
-    level base, nothing is recomputed.  It also works on a snapshot built
-    before BM25 existed, since it reads nothing but the chunk table's ``tsv``
-    and ``doc_len``; statistics of layout version 2 (no forward table, no
-    quantiles) are completed in place, without rewriting their postings.
-    With ``dense`` (the default), current statistics without dense blocks
-    (or with another share or block size) get them added, nothing else
-    rewritten: ``ranklock snapshot lexical-stats COLLECTION ID`` upgrades an
-    existing snapshot.  ``dense_share`` and ``dense_block`` exist for tests.
+    level base, nothing is recomputed.  It reads nothing but the chunk table's
+    ``tsv`` and ``doc_len``, so it also rebuilds the tables of a segment of an
+    older layout (``ranklock snapshot lexical-stats COLLECTION ID``).  With
+    ``dense`` (the default), current statistics without dense blocks (or with
+    another share or block size) get them added, nothing else rewritten.
+    ``dense_share`` and ``dense_block`` exist for tests.
     """
     level_base = LEVEL_BASE if level_base is None else level_base
     if level_base < 1 or level_base & (level_base - 1):
@@ -193,30 +223,18 @@ def build_lexical_stats(
         raise ValueError(f"dense_share must be in (0, 1], not {dense_share}")
     if not 1 <= dense_block <= DENSE_BLOCK:
         raise ValueError(f"dense_block must be 1..{DENSE_BLOCK} (pgvector's largest vector), not {dense_block}")
-    chunks = snapshot_table("chunks", snapshot_id)
-    terms, postings, forward = terms_table(snapshot_id), postings_table(snapshot_id), forward_table(snapshot_id)
+    chunks = segment_table("chunks", segment_id)
+    terms, postings, forward = terms_table(segment_id), postings_table(segment_id), forward_table(segment_id)
     row = db.fetchone(
-        sql.SQL(
-            "SELECT count(*) AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl, "
-            "count(DISTINCT doc_id) AS docs, coalesce(max(chunk) + 1, 0) AS max_chunks FROM {}"
-        ).format(chunks)
+        sql.SQL("SELECT count(*) AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM {}").format(chunks)
     )
     if row is None:  # an aggregate always returns one row
         raise RuntimeError("aggregate returned no row")
-    db.execute(
-        "UPDATE ranklock.snapshots SET stats = stats || jsonb_build_object("
-        "'chunks', %s::bigint, 'avgdl', %s::float8, 'documents', %s::bigint, 'max_chunks_per_doc', %s::int) "
-        "WHERE id = %s::bigint",
-        [row["n"], row["avgdl"], row["docs"], row["max_chunks"], snapshot_id],
-    )
     n, avgdl = int(row["n"]), float(row["avgdl"]) or 1.0
 
-    current = db.fetchone("SELECT stats -> 'bm25' AS bm25 FROM ranklock.snapshots WHERE id = %s::bigint", [snapshot_id])
+    current = db.fetchone("SELECT stats -> 'bm25' AS bm25 FROM ranklock.segments WHERE id = %s::bigint", [segment_id])
     have = current["bm25"] if current else None
-    exists = db.fetchone(
-        "SELECT to_regclass(%s) IS NOT NULL AS postings, to_regclass(%s) IS NOT NULL AS forward",
-        [postings.as_string(None), forward.as_string(None)],
-    )
+    exists = db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS postings", [postings.as_string(None)])
     same = bool(not force and have and exists and exists["postings"] and have.get("k1") == k1 and have.get("b") == b)
     if same and have and have.get("version") == BM25_STATS_VERSION and have.get("level_base") == level_base:
         built = have.get("dense")
@@ -225,86 +243,87 @@ def build_lexical_stats(
         # Current statistics without (these) dense blocks: add them, rewrite nothing else.
         with db.connection() as conn:
             with conn.transaction():
-                _pin_snapshot(conn, snapshot_id)
+                _pin_segment(conn, segment_id)
                 conn.execute("SET LOCAL work_mem = '256MB'")
-                entry = {**have, "dense": _build_dense(conn, snapshot_id, chunks, n, dense_share, dense_block)}
-                _record(conn, snapshot_id, entry)
-            conn.execute(sql.SQL("ANALYZE {}").format(dense_table(snapshot_id)))
+                entry = {**have, "dense": _build_dense(conn, segment_id, chunks, n, dense_share, dense_block)}
+                _record(conn, segment_id, entry)
+            conn.execute(sql.SQL("ANALYZE {}").format(dense_table(segment_id)))
         return entry
-    upgrade = same and have is not None and have.get("version") == 2  # postings stay, the rest is added
 
-    weight = sql.SQL(
-        "(t.idf * x.tf * (%(k1)s::float8 + 1) "
-        " / (x.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * c.doc_len / %(avgdl)s::float8)))"
+    weight = weight_sql(
+        sql.SQL("t.idf"),
+        sql.SQL("u.tf"),
+        sql.SQL("f.len"),
+        sql.SQL("%(k1)s::float8"),
+        sql.SQL("%(b)s::float8"),
+        sql.SQL("%(avgdl)s::float8"),
     )
     with db.connection() as conn:
         with conn.transaction():
-            _pin_snapshot(conn, snapshot_id)
+            _pin_segment(conn, segment_id)
             conn.execute("SET LOCAL work_mem = '256MB'")
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(forward))
-            if not upgrade:
-                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(terms, postings))
-                # ts_stat counts, per lexeme, the chunks holding it (ndoc): the df.
-                # It is C code over the tsvectors, far faster than unnest + GROUP BY.
-                stat_query = sql.SQL("SELECT tsv FROM {}").format(chunks).as_string(conn)
-                conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE {terms} AS "
-                        'SELECT (row_number() OVER (ORDER BY word COLLATE "C"))::int AS term_id, '
-                        "       word AS lexeme, ndoc::int AS df, "
-                        "       ln(1 + (%(n)s::float8 - ndoc + 0.5) / (ndoc + 0.5)) AS idf, "
-                        "       0::float8 AS max_w "
-                        "FROM ts_stat(%(q)s)"
-                    ).format(terms=terms),
-                    {"n": n, "q": stat_query},
-                )
-                conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (term_id), ADD UNIQUE (lexeme)").format(terms))
-            # The forward table: each chunk's (term, weight) pairs, sorted by
-            # term.  tf is the lexeme's number of positions, as in doc_len, so
-            # both count the same occurrences.  doc_no numbers documents in
-            # doc_id order (row_id order is (doc_id, chunk) order).  One join
-            # of every (chunk, lexeme) pair with the terms, then one GROUP BY:
-            # a hash join whose cost grows with the postings, where a lookup
-            # per lexeme per chunk cost an index probe each (4 s of 9 for a
-            # 5 MB document).  A chunk without lexemes has no row, as before.
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}, {}").format(forward, terms, postings))
+            # ts_stat counts, per lexeme, the chunks holding it (ndoc): the df.
+            # It is C code over the tsvectors, far faster than unnest + GROUP BY.
+            stat_query = sql.SQL("SELECT tsv FROM {}").format(chunks).as_string(conn)
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE {terms} AS "
+                    'SELECT (row_number() OVER (ORDER BY word COLLATE "C"))::int AS term_id, '
+                    "       word AS lexeme, ndoc::int AS df, "
+                    "       ln(1 + (%(n)s::float8 - ndoc + 0.5) / (ndoc + 0.5)) AS idf, "
+                    "       0::float8 AS max_w "
+                    "FROM ts_stat(%(q)s)"
+                ).format(terms=terms),
+                {"n": n, "q": stat_query},
+            )
+            conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (term_id), ADD UNIQUE (lexeme)").format(terms))
+            # The forward table: each chunk's (term, frequency) pairs, sorted by
+            # term, and its length.  tf is the lexeme's number of positions, as
+            # in doc_len, so both count the same occurrences.  doc_no numbers
+            # documents in doc_id order (row_id order is (doc_id, chunk) order).
+            # One join of every (chunk, lexeme) pair with the terms, then one
+            # GROUP BY: a hash join whose cost grows with the postings, where a
+            # lookup per lexeme per chunk cost an index probe each (4 s of 9 for
+            # a 5 MB document).  A chunk without lexemes has no row.
             conn.execute(
                 sql.SQL(
                     "CREATE TABLE {forward} AS "
                     'SELECT c.row_id, (dense_rank() OVER (ORDER BY c.doc_id COLLATE "C"))::int AS doc_no, '
                     "       array_agg(t.term_id ORDER BY t.term_id) AS tids, "
-                    "       array_agg({weight} ORDER BY t.term_id) AS ws "
+                    "       array_agg(x.tf::int ORDER BY t.term_id) AS tfs, c.doc_len AS len "
                     "FROM {chunks} AS c CROSS JOIN LATERAL unnest(c.tsv) AS u "
                     "CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS x "
                     "JOIN {terms} AS t ON t.lexeme = u.lexeme "
-                    "GROUP BY c.row_id, c.doc_id ORDER BY c.row_id"
-                ).format(forward=forward, chunks=chunks, terms=terms, weight=weight),
-                {"k1": k1, "b": b, "avgdl": avgdl},
+                    "GROUP BY c.row_id, c.doc_id, c.doc_len ORDER BY c.row_id"
+                ).format(forward=forward, chunks=chunks, terms=terms),
             )
             conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (row_id)").format(forward))
-            if not upgrade:
-                # One posting per (lexeme, chunk), the forward table's pairs
-                # turned around: the same float8 weights in both.
-                conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE {postings} AS "
-                        "SELECT u.term_id, u.w, f.row_id FROM {forward} AS f, unnest(f.tids, f.ws) AS u(term_id, w) "
-                        "ORDER BY u.term_id, u.w DESC, f.row_id"
-                    ).format(postings=postings, forward=forward)
+            # One posting per (lexeme, chunk), the forward table's pairs turned
+            # around, with the weight under the segment's own statistics.
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE {postings} AS "
+                    "SELECT u.term_id, {weight} AS w, f.row_id, u.tf, f.len "
+                    "FROM {forward} AS f CROSS JOIN LATERAL unnest(f.tids, f.tfs) AS u(term_id, tf) "
+                    "JOIN {terms} AS t ON t.term_id = u.term_id "
+                    "ORDER BY 1, 2 DESC, 3"
+                ).format(postings=postings, forward=forward, terms=terms, weight=weight),
+                {"k1": k1, "b": b, "avgdl": avgdl},
+            )
+            conn.execute(
+                sql.SQL("CREATE INDEX {} ON {} (term_id, w DESC, row_id) INCLUDE (tf, len)").format(
+                    sql.Identifier(segment_table_name("postings", segment_id) + "_impact"), postings
                 )
-                conn.execute(
-                    sql.SQL("CREATE INDEX {} ON {} (term_id, w DESC, row_id)").format(
-                        sql.Identifier(snapshot_table_name("postings", snapshot_id) + "_impact"), postings
-                    )
-                )
-                conn.execute(
-                    sql.SQL(
-                        "UPDATE {terms} AS t SET max_w = m.w FROM (SELECT term_id, max(w) AS w FROM {postings} "
-                        "GROUP BY term_id) AS m WHERE m.term_id = t.term_id"
-                    ).format(terms=terms, postings=postings)
-                )
+            )
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {terms} AS t SET max_w = m.w FROM (SELECT term_id, max(w) AS w FROM {postings} "
+                    "GROUP BY term_id) AS m WHERE m.term_id = t.term_id"
+                ).format(terms=terms, postings=postings)
+            )
             # Impact quantiles: the weight at ranks base, 2*base, 4*base, ... of
             # each term's postings in (w DESC, row_id) order, read off the index.
-            conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS wq").format(terms))
             conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN wq float8[] NOT NULL DEFAULT '{{}}'").format(terms))
             conn.execute("SET LOCAL enable_sort = off")  # the impact index is already in window order
             conn.execute(
@@ -337,41 +356,41 @@ def build_lexical_stats(
                 "postings": int(counts[1]),
                 "level_base": level_base,
             }
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(dense_table(snapshot_id)))
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(dense_table(segment_id)))
             if dense:
-                entry["dense"] = _build_dense(conn, snapshot_id, chunks, n, dense_share, dense_block)
-            _record(conn, snapshot_id, entry)
+                entry["dense"] = _build_dense(conn, segment_id, chunks, n, dense_share, dense_block)
+            _record(conn, segment_id, entry)
         # Outside the transaction: VACUUM sets the visibility map, without
         # which the impact index could not answer by index-only scans.
         for table in (postings, forward, terms):
             conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(table))
         if dense:
-            conn.execute(sql.SQL("ANALYZE {}").format(dense_table(snapshot_id)))
+            conn.execute(sql.SQL("ANALYZE {}").format(dense_table(segment_id)))
     return entry
 
 
-def _pin_snapshot(conn: Any, snapshot_id: int) -> None:
-    """Lock the snapshot row (FOR KEY SHARE) before touching any of its tables, or say it is gone.
+def _pin_segment(conn: Any, segment_id: int) -> None:
+    """Lock the segment row (FOR KEY SHARE) before touching any of its tables, or say it is gone.
 
     A drop in progress (it holds the row FOR UPDATE) finishes first, and then
-    we must not create tables for a snapshot that is gone, since nothing
+    we must not create tables for a segment that is gone, since nothing
     would ever drop them; a drop that comes later waits for us.
     """
     if (
-        conn.execute("SELECT 1 FROM ranklock.snapshots WHERE id = %s::bigint FOR KEY SHARE", [snapshot_id]).fetchone()
+        conn.execute("SELECT 1 FROM ranklock.segments WHERE id = %s::bigint FOR KEY SHARE", [segment_id]).fetchone()
         is None
     ):
         raise SnapshotError(
-            f"snapshot {snapshot_id} was dropped while its lexical statistics were being built; "
+            f"segment {segment_id} was dropped while its lexical statistics were being built; "
             "nothing was written. Build them for an existing snapshot (see `ranklock snapshot list`)."
         )
 
 
-def _record(conn: Any, snapshot_id: int, entry: dict[str, Any]) -> None:
-    """Store ``entry`` as the snapshot's ``stats.bm25``."""
+def _record(conn: Any, segment_id: int, entry: dict[str, Any]) -> None:
+    """Store ``entry`` as the segment's ``stats.bm25``."""
     from psycopg.types.json import Jsonb
 
     conn.execute(
-        "UPDATE ranklock.snapshots SET stats = stats || jsonb_build_object('bm25', %s::jsonb) WHERE id = %s::bigint",
-        [Jsonb(entry), snapshot_id],
+        "UPDATE ranklock.segments SET stats = stats || jsonb_build_object('bm25', %s::jsonb) WHERE id = %s::bigint",
+        [Jsonb(entry), segment_id],
     )

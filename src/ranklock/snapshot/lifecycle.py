@@ -23,13 +23,16 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from psycopg import sql
+
 from ..collection import CollectionInfo, read_collection
 from ..errors import NotFound, SnapshotError
 from ..store import locks
 from ..store.database import Database
 from ..store.steps import Fetch, Offload, Steps, run_steps
-from .build import drop_snapshot_tables, reap_dead_builds
+from .build import drop_segment_tables, drop_snapshot_tables, reap_dead_builds
 from .manifest import diff_manifests
+from .segments import collect_segments, live_documents_sql, segments_sql
 from .writer import writing
 
 __all__ = [
@@ -74,8 +77,10 @@ def resolve_steps(coll: CollectionInfo, snapshot: int | None) -> Steps[dict[str,
     if sid is None:
         raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")
     rows = yield Fetch(
-        "SELECT id, status, manifest_hash, manifest, stats FROM ranklock.snapshots "
-        "WHERE id = %s AND collection_id = %s",
+        sql.SQL(
+            "SELECT s.id, s.status, s.manifest_hash, s.manifest, s.stats, {segments} AS segments "
+            "FROM ranklock.snapshots AS s WHERE s.id = %s AND s.collection_id = %s"
+        ).format(segments=segments_sql(sql.SQL("s.id"))),
         [sid, coll.id],
     )
     row: dict[str, Any] | None = rows[0] if rows else None
@@ -238,13 +243,13 @@ def diff_snapshots(db: Database, coll: CollectionInfo, old: int, new: int) -> di
         if sid not in found:
             raise _missing(name, sid)
     rows = db.fetchall(
-        "SELECT coalesce(a.doc_id, b.doc_id) AS doc_id, a.content_hash AS old_hash, b.content_hash AS new_hash "
-        "FROM (SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s) AS a "
-        "FULL OUTER JOIN (SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s) AS b "
-        "ON a.doc_id = b.doc_id "
-        "WHERE a.content_hash IS DISTINCT FROM b.content_hash "
-        'ORDER BY coalesce(a.doc_id, b.doc_id) COLLATE "C"',
-        [old, new],
+        sql.SQL(
+            "SELECT coalesce(a.doc_id, b.doc_id) AS doc_id, a.content_hash AS old_hash, b.content_hash AS new_hash "
+            "FROM ({a}) AS a FULL OUTER JOIN ({b}) AS b ON a.doc_id = b.doc_id "
+            "WHERE a.content_hash IS DISTINCT FROM b.content_hash "
+            'ORDER BY coalesce(a.doc_id, b.doc_id) COLLATE "C"'
+        ).format(a=live_documents_sql("old"), b=live_documents_sql("new")),
+        {"old": old, "new": new, "ids": None},
     )
     added = [r["doc_id"] for r in rows if r["old_hash"] is None]
     removed = [r["doc_id"] for r in rows if r["new_hash"] is None]
@@ -264,11 +269,12 @@ def diff_snapshots(db: Database, coll: CollectionInfo, old: int, new: int) -> di
 
 
 def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: float) -> dict[str, Any]:
-    """Drop a snapshot that is not active: its chunk table, its document list, its cache entries.
+    """Drop a snapshot that is not active: what it references, the segments no other snapshot uses, its caches.
 
-    Document versions that no remaining snapshot references are then deleted,
-    unless an ingest of the collection is in flight (it may be about to
-    reference them); ``versions_gc`` says which happened.
+    A segment goes (its tables dropped) only when no remaining snapshot
+    references it.  Document versions that no remaining segment holds are
+    then deleted, unless an ingest of the collection is in flight (it may be
+    about to reference them); ``versions_gc`` says which happened.
     """
     name = coll.name
     sid = int(snapshot_id)
@@ -300,14 +306,13 @@ def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wai
                 )
         if previous == sid:
             conn.execute("UPDATE ranklock.collections SET previous_snapshot_id = NULL WHERE id = %s", [coll.id])
-        # Every per-snapshot table (ranklock.store.tables) goes with the snapshot, in this transaction.
+        # The snapshot's own table, its row (and with it what it references), then every segment
+        # no remaining snapshot references, with its tables (ranklock.store.tables), in this transaction.
         tables = drop_snapshot_tables(conn, sid)
-        n_docs = conn.execute(
-            "WITH d AS (DELETE FROM ranklock.snapshot_documents WHERE snapshot_id = %s RETURNING 1) "
-            "SELECT count(*) FROM d",
-            [sid],
-        ).fetchone()
         conn.execute("DELETE FROM ranklock.snapshots WHERE id = %s", [sid])
+        segments = collect_segments(conn, coll.id)
+        for g in segments:
+            tables += drop_segment_tables(conn, g)
         # Exclusive against the shared lock every ingest holds (holding_versions):
         # never collect a version an in-flight build is about to reference.
         free = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [locks.VERSIONS, coll.id]).fetchone()
@@ -315,8 +320,8 @@ def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wai
         if free and free[0]:
             gc = conn.execute(
                 "WITH d AS (DELETE FROM ranklock.documents AS d WHERE d.collection_id = %s AND NOT EXISTS ("
-                "  SELECT 1 FROM ranklock.snapshot_documents sd JOIN ranklock.snapshots s ON s.id = sd.snapshot_id "
-                "  WHERE s.collection_id = d.collection_id AND sd.doc_id = d.doc_id "
+                "  SELECT 1 FROM ranklock.segment_documents sd JOIN ranklock.segments g ON g.id = sd.segment_id "
+                "  WHERE g.collection_id = d.collection_id AND sd.doc_id = d.doc_id "
                 "  AND sd.content_hash = d.content_hash) RETURNING 1) SELECT count(*) FROM d",
                 [coll.id],
             ).fetchone()
@@ -324,8 +329,8 @@ def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wai
     return {
         "collection": name,
         "dropped": sid,
-        "tables": tables,
-        "snapshot_documents": int(n_docs[0]) if n_docs else 0,
+        "tables": sorted(tables),
+        "segments_dropped": segments,
         "versions_gc": "done" if collected is not None else "deferred: an ingest is in progress",
         "versions_deleted": collected or 0,
     }

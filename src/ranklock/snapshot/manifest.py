@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from ..ingest.chunker import BOUNDARY_RULES, effective_window, last_window
 from ..ingest.normalize import NORMALIZATION, canonical_json
 from ..settings import SearchParams
+from .composition import Totals, set_digest
 from .rules import CURRENT_RULES
 
 __all__ = [
@@ -33,20 +34,19 @@ __all__ = [
     "write_manifest",
 ]
 
-MANIFEST_SCHEMA = "ranklock.manifest/1"
+#: 2 (segments): the corpus and vectors digests are order-free sums, and the segmentation is recorded.
+MANIFEST_SCHEMA = "ranklock.manifest/2"
 #: Version of the SQL text analysis (ranklock.doc_tsvector / query_tsquery).
 TOKENIZER_VERSION = "pg-ts/2"  # 2: exact identifier lexemes (migration 0003)
 
 
 def corpus_digest(doc_hashes: Iterable[tuple[str, str]]) -> str:
-    """sha256 over the sorted (doc_id, content_hash) pairs."""
-    h = hashlib.sha256()
-    for doc_id, chash in sorted(doc_hashes, key=lambda p: p[0].encode("utf-8")):
-        h.update(doc_id.encode("utf-8"))
-        h.update(b"\x00")
-        h.update(chash.encode("ascii"))
-        h.update(b"\n")
-    return h.hexdigest()
+    """The digest of a set of documents: the sum modulo 2**256 of sha256(doc_id NUL content_hash).
+
+    Order-free, so the same live documents have the same digest however a
+    snapshot's segments hold them (ranklock.snapshot.composition).
+    """
+    return set_digest(doc_hashes)
 
 
 def manifest_hash(manifest: dict[str, Any]) -> str:
@@ -59,11 +59,7 @@ def build_manifest(
     embedder: Embedder,
     *,
     snapshot_id: int,
-    doc_hashes: Iterable[tuple[str, str]],
-    documents: int,
-    chunks: int,
-    vectors_digest: str,
-    lexical_stats: dict[str, Any],
+    totals: Totals,
     index_build: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     search = SearchParams(**coll.search_defaults).model_dump()
@@ -71,13 +67,13 @@ def build_manifest(
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "collection": coll.name,
-        "corpus": {"digest": corpus_digest(doc_hashes), "documents": documents, "chunks": chunks},
+        "corpus": {"digest": totals.corpus_digest, "documents": totals.documents, "chunks": totals.chunks},
         "normalization": NORMALIZATION,
         "text_search": {
             "language": coll.language,
             "accent": coll.accent,
             "analyzer": TOKENIZER_VERSION,
-            "lexical_stats": lexical_stats,
+            "lexical_stats": {"chunks": totals.chunks, "total_len": totals.total_len},
         },
         # The cut rules are the code's, not the collection's: a new rule set shows up as a manifest difference.
         # The windows actually cut are also recorded: the model's own limit can lower the configured one.
@@ -97,12 +93,15 @@ def build_manifest(
             "weights_sha256": coll.embedder_sha256,
             "dimension": coll.dim,
             "normalization": "l2, float32, at write time",
-            "vectors_digest": vectors_digest,
+            "vectors_digest": totals.vectors_digest,
         },
         # ``build``: when and how the vector index was built.  An HNSW graph is
         # drawn at random, so a rebuild of the same corpus is a different index:
         # the build record makes that a visible manifest difference.
         "index": {"type": coll.index_kind, "params": coll.index_params, "build": index_build or {}},
+        # How the live documents are cut (ranklock.snapshot.segments): scores never depend on it, an
+        # HNSW graph per segment does (approximate answers are flagged so).
+        "segmentation": {"segments": list(totals.segments), "dead_rows": totals.dead_rows},
         "search": search,
         # How scores are computed (ranklock.snapshot.rules): a search runs its snapshot's rules.
         "ranking": CURRENT_RULES.as_manifest(),

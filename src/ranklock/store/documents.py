@@ -1,7 +1,7 @@
-"""Document versions in ``ranklock.documents`` and snapshot document lists.
+"""Document versions in ``ranklock.documents``.
 
 A version is keyed by (collection, doc_id, content_hash) and written once;
-a snapshot references versions through ``ranklock.snapshot_documents``.
+a segment references versions through ``ranklock.segment_documents``.
 Rows go in and come out as plain values (this layer sits below
 ``ranklock.ingest``, whose ``Document`` the caller builds)::
 
@@ -18,17 +18,7 @@ from psycopg.types.json import Jsonb
 
 from .database import Database
 
-__all__ = ["Version", "load_versions", "snapshot_hashes", "store_versions"]
-
-
-def snapshot_hashes(db: Database, snapshot_id: int) -> dict[str, str]:
-    """doc_id -> content_hash of every document of snapshot ``snapshot_id``."""
-    return {
-        r["doc_id"]: r["content_hash"]
-        for r in db.fetchall(
-            "SELECT doc_id, content_hash FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [snapshot_id]
-        )
-    }
+__all__ = ["Version", "load_versions", "store_versions"]
 
 
 #: One document version: doc_id, content_hash, title, body, metadata, display.

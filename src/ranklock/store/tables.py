@@ -1,20 +1,24 @@
-"""Every per-snapshot table, named in one place.
+"""Every table of a segment and of a snapshot, named in one place.
 
-A snapshot owns one table of each kind below in the ``ranklock_data`` schema,
-named ``<kind>_<snapshot id>``.  Whatever creates, drops or reaps a snapshot's
-tables takes their names from here, so a new kind of table can never be left
-behind by a drop or a reap that did not know about it::
+A *segment* (ranklock.snapshot.segments) owns one table of each kind below
+in the ``ranklock_data`` schema, named ``<kind>_<segment id>``; a segment's
+id is the id of the snapshot whose build wrote it.  A *snapshot* owns its
+value counts.  Whatever creates, drops or reaps them takes their names from
+here, so a new kind of table can never be left behind by a drop or a reap
+that did not know about it::
 
     chunks        the chunks: text, tsvector, vector, typed fields (ranklock.snapshot.build)
     terms         BM25 terms: df, idf, impact quantiles (ranklock.snapshot.lexical_stats)
-    forward       BM25 forward index: each chunk's terms and weights
+    forward       BM25 forward index: each chunk's terms, term frequencies and weights
     postings      BM25 postings in impact order
     dense         BM25 weights of the most frequent terms as float4 vector blocks (made by lexical stats)
-    valuecounts   per-value document counts of typed fields, made on first use (ranklock.search.completeness)
+
+    valuecounts   per snapshot: per-value document counts of typed fields, made on first use
+                  (ranklock.search.scope)
 
 Example::
 
-    >>> snapshot_table("chunks", 12).as_string(None)
+    >>> segment_table("chunks", 12).as_string(None)
     '"ranklock_data"."chunks_12"'
 """
 
@@ -27,37 +31,49 @@ from psycopg import sql
 
 __all__ = [
     "CHUNK_COLUMNS",
-    "KINDS",
     "SCHEMA",
+    "SEGMENT_KINDS",
     "ChunkColumn",
-    "Kind",
+    "SegmentKind",
     "chunk_columns_ddl",
+    "segment_table",
+    "segment_table_name",
+    "segment_table_names",
     "snapshot_table",
     "snapshot_table_name",
-    "snapshot_table_names",
 ]
 
 SCHEMA = "ranklock_data"
-Kind = Literal["chunks", "terms", "forward", "postings", "dense", "valuecounts"]
-#: Every kind of per-snapshot table.
-KINDS: tuple[Kind, ...] = ("chunks", "terms", "forward", "postings", "dense", "valuecounts")
+SegmentKind = Literal["chunks", "terms", "forward", "postings", "dense"]
+#: Every kind of table a segment owns.
+SEGMENT_KINDS: tuple[SegmentKind, ...] = ("chunks", "terms", "forward", "postings", "dense")
 
 
-def snapshot_table_name(kind: Kind, snapshot_id: int) -> str:
-    """The unqualified name of a snapshot's table of ``kind``, e.g. ``chunks_12``."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown per-snapshot table kind {kind!r}; known: {', '.join(KINDS)}")
-    return f"{kind}_{int(snapshot_id)}"
+def segment_table_name(kind: SegmentKind, segment_id: int) -> str:
+    """The unqualified name of a segment's table of ``kind``, e.g. ``chunks_12``."""
+    if kind not in SEGMENT_KINDS:
+        raise ValueError(f"unknown segment table kind {kind!r}; known: {', '.join(SEGMENT_KINDS)}")
+    return f"{kind}_{int(segment_id)}"
 
 
-def snapshot_table(kind: Kind, snapshot_id: int) -> sql.Identifier:
-    """The schema-qualified identifier of a snapshot's table of ``kind``."""
-    return sql.Identifier(SCHEMA, snapshot_table_name(kind, snapshot_id))
+def segment_table(kind: SegmentKind, segment_id: int) -> sql.Identifier:
+    """The schema-qualified identifier of a segment's table of ``kind``."""
+    return sql.Identifier(SCHEMA, segment_table_name(kind, segment_id))
 
 
-def snapshot_table_names(snapshot_id: int) -> list[str]:
-    """The unqualified names of every table a snapshot may own, in ``KINDS`` order."""
-    return [snapshot_table_name(k, snapshot_id) for k in KINDS]
+def segment_table_names(segment_id: int) -> list[str]:
+    """The unqualified names of every table a segment may own, in ``SEGMENT_KINDS`` order."""
+    return [segment_table_name(k, segment_id) for k in SEGMENT_KINDS]
+
+
+def snapshot_table_name(snapshot_id: int) -> str:
+    """The unqualified name of the one table a snapshot owns: its value counts."""
+    return f"valuecounts_{int(snapshot_id)}"
+
+
+def snapshot_table(snapshot_id: int) -> sql.Identifier:
+    """The schema-qualified identifier of a snapshot's value-counts table."""
+    return sql.Identifier(SCHEMA, snapshot_table_name(snapshot_id))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,315 @@
+"""Purge: erase documents from everything ranklock stores, for an owner who asks to be forgotten.
+
+A delete (ranklock.snapshot.ingest.delete_documents) makes a new snapshot
+without a document; older snapshots keep it, which is what makes a rollback
+possible.  A purge erases it: from every segment of the collection (so from
+every retained snapshot), from the stored document versions, from the
+embedding cache (the vectors of its chunks' texts that nothing else holds),
+from the result cache, and from the query and answer logs whose entries
+quote it.  It breaks the immutability of the segments on purpose, in one
+transaction under the collection's writer lock:
+
+* a segment loses the document's rows (chunks, forward rows, postings), its
+  terms' document frequencies are decremented and the terms only it held
+  are dropped (lexemes are words of its text); its dense blocks keep
+  numbers at the rows' positions (weights, no text: they only ever bound
+  scores, and nothing is left to score there);
+* a snapshot where it was live gets its totals and manifest corrected (the
+  manifest records the purge, so its hash changes: a replay of an older
+  query reports that), one where it was dead forgets it;
+* the log entries that quote it are deleted, and the purge records which
+  (``ranklock.purges``: ids, time, a keyed hash of each purged id, never
+  the content), so replaying one says it was purged instead of "not found".
+
+>>> eng.purge("resumes", ["cand-17"]).log_entries_removed   # doctest: +SKIP
+3
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ..collection import CollectionInfo, read_collection
+from ..errors import IngestError
+from ..store.database import Database
+from ..store.tables import segment_table
+from .build import drop_snapshot_tables
+from .composition import recount_dead_terms, set_digest
+from .manifest import manifest_hash
+from .writer import writing
+
+__all__ = ["PurgeOutcome", "purge_documents", "purged_id_hash"]
+
+
+def purged_id_hash(collection: str, doc_id: str) -> str:
+    """What the purge record keeps of a purged id: sha256 of (collection, id), so an id can be checked, not read."""
+    return hashlib.sha256(f"ranklock-purge\x00{collection}\x00{doc_id}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PurgeOutcome:
+    """What a purge erased, by count; ``purge_id`` is its record in ``ranklock.purges``."""
+
+    purge_id: int
+    documents: int
+    segments: tuple[int, ...]
+    snapshots: tuple[int, ...]
+    versions: int
+    cache_vectors: int
+    log_entries_removed: int
+    answers_removed: int
+
+
+def purge_documents(db: Database, coll: CollectionInfo, ids: Sequence[str], *, lock_wait: float) -> PurgeOutcome:
+    """Erase the documents ``ids`` from every place ranklock stores them (see the module docstring)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        raise IngestError("no document id to purge; name at least one, e.g. `ranklock purge docs d1`.")
+    with writing(db, coll.id, coll.name, lock_wait), db.connection() as conn, conn.transaction():
+        coll = read_collection(db, coll.name)
+        found = conn.execute(
+            "SELECT sd.segment_id, sd.doc_id FROM ranklock.segment_documents AS sd "
+            "JOIN ranklock.segments AS g ON g.id = sd.segment_id WHERE g.collection_id = %s AND sd.doc_id = ANY (%s) "
+            "ORDER BY 1, 2",
+            [coll.id, wanted],
+        ).fetchall()
+        versions = conn.execute(
+            "SELECT count(*) FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s)", [coll.id, wanted]
+        ).fetchone()
+        if not found and not (versions and versions[0]):
+            raise IngestError(
+                f"collection {coll.name!r} holds no document {', '.join(repr(i) for i in wanted[:10])} in any "
+                "snapshot; nothing was purged. Check the ids (a search hit's doc_id)."
+            )
+        segments = sorted({int(r[0]) for r in found})
+        hashes: set[str] = set()
+        for seg in segments:
+            hashes |= _purge_segment(conn, seg, wanted)
+        snapshots = _fix_snapshots(conn, coll, segments, wanted)
+        n_versions = conn.execute(
+            "WITH d AS (DELETE FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s) RETURNING 1) "
+            "SELECT count(*) FROM d",
+            [coll.id, wanted],
+        ).fetchone()
+        cache = _purge_vectors(conn, coll, hashes)
+        # Entries that quote the documents: the results and branch lists of the query log, the
+        # numbered chunks of the answer log (and the result cache of the snapshots that held them).
+        query_ids = [
+            int(r[0])
+            for r in conn.execute(
+                "DELETE FROM ranklock.query_log AS q WHERE q.collection = %s AND EXISTS (SELECT 1 FROM unnest(%s::text[]) "
+                "AS x WHERE jsonb_path_exists(q.result, '$.** ? (@ == $id)', jsonb_build_object('id', x)) "
+                "OR jsonb_path_exists(coalesce(q.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x))) "
+                "RETURNING q.id",
+                [coll.name, wanted],
+            ).fetchall()
+        ]
+        answer_ids = [
+            int(r[0])
+            for r in conn.execute(
+                "DELETE FROM ranklock.answer_log AS a WHERE a.collection = %s AND EXISTS ("
+                "SELECT 1 FROM jsonb_array_elements(a.chunks) AS c WHERE c ->> 1 = ANY (%s)) RETURNING a.id",
+                [coll.name, wanted],
+            ).fetchall()
+        ]
+        conn.execute("DELETE FROM ranklock.result_cache WHERE snapshot_id = ANY (%s)", [list(snapshots)])
+        row = conn.execute(
+            "INSERT INTO ranklock.purges (collection_id, id_hashes, documents, snapshots, query_ids, answer_ids) "
+            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+            [
+                coll.id,
+                [purged_id_hash(coll.name, i) for i in wanted],
+                len({r[1] for r in found}),
+                list(snapshots),
+                query_ids,
+                answer_ids,
+            ],
+        ).fetchone()
+        assert row is not None
+        purge_id = int(row[0])
+        _record_in_manifests(conn, snapshots, purge_id)
+    return PurgeOutcome(
+        purge_id=purge_id,
+        documents=len({r[1] for r in found}),
+        segments=tuple(segments),
+        snapshots=tuple(snapshots),
+        versions=int(n_versions[0]) if n_versions else 0,
+        cache_vectors=cache,
+        log_entries_removed=len(query_ids),
+        answers_removed=len(answer_ids),
+    )
+
+
+def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
+    """Delete the documents' rows from segment ``seg``'s tables and correct its catalog row; their text hashes."""
+    chunks, forward, postings = (
+        segment_table("chunks", seg),
+        segment_table("forward", seg),
+        segment_table("postings", seg),
+    )
+    terms, dense = segment_table("terms", seg), segment_table("dense", seg)
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT row_id, doc_id, chunk, doc_len, vec_digest, text_sha256, content_hash FROM {} WHERE doc_id = ANY (%s)"
+        ).format(chunks),
+        [ids],
+    ).fetchall()
+    row_ids = [int(r[0]) for r in rows]
+    # The df each purged chunk counted, per term of the segment.
+    conn.execute(
+        sql.SQL(
+            "UPDATE {terms} AS t SET df = t.df - x.n FROM ("
+            "SELECT u.tid, count(*) AS n FROM {forward} AS f CROSS JOIN LATERAL unnest(f.tids) AS u(tid) "
+            "WHERE f.row_id = ANY (%s) GROUP BY u.tid) AS x WHERE x.tid = t.term_id"
+        ).format(terms=terms, forward=forward),
+        [row_ids],
+    )
+    for table in (forward, postings, chunks):
+        conn.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY (%s)").format(table), [row_ids])
+    # Terms only the purged documents held: their lexemes are words of the text.
+    gone = [int(r[0]) for r in conn.execute(sql.SQL("DELETE FROM {} WHERE df <= 0 RETURNING term_id").format(terms))]
+    if gone and conn.execute("SELECT to_regclass(%s)", [dense.as_string(None)]).fetchone()[0]:
+        conn.execute(sql.SQL("DELETE FROM {} WHERE term_id = ANY (%s)").format(dense), [gone])
+    docs = conn.execute(
+        "DELETE FROM ranklock.segment_documents WHERE segment_id = %s AND doc_id = ANY (%s) RETURNING doc_id, "
+        "content_hash",
+        [seg, ids],
+    ).fetchall()
+    stats = conn.execute("SELECT stats FROM ranklock.segments WHERE id = %s", [seg]).fetchone()[0] or {}
+    if "corpus_sum" in stats:
+        stats["corpus_sum"] = set_digest([], int(stats["corpus_sum"], 16), minus=[(d[0], d[1]) for d in docs])
+        stats["vectors_sum"] = set_digest(
+            [], int(stats["vectors_sum"], 16), minus=[(r[1], str(r[2]), r[4]) for r in rows]
+        )
+    conn.execute(
+        "UPDATE ranklock.segments SET documents = documents - %s, chunks = chunks - %s, total_len = total_len - %s, "
+        "stats = %s WHERE id = %s",
+        [len(docs), len(rows), sum(int(r[3]) for r in rows), Jsonb(stats), seg],
+    )
+    return {r[5] for r in rows}
+
+
+def _fix_snapshots(conn: Any, coll: CollectionInfo, segments: list[int], ids: list[str]) -> list[int]:
+    """Correct every snapshot that references one of ``segments``: live totals where the documents were live,
+    dead records where they were dead.  Returns the snapshots touched."""
+    touched = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT snapshot_id FROM ranklock.snapshot_segments WHERE segment_id = ANY (%s) ORDER BY 1",
+            [segments],
+        ).fetchall()
+    ]
+    for sid in touched:
+        conn.execute("DELETE FROM ranklock.snapshot_dead WHERE snapshot_id = %s AND doc_id = ANY (%s)", [sid, ids])
+        drop_snapshot_tables(conn, sid)  # its value counts: recounted on the next search
+        _recount(conn, sid)
+    return touched
+
+
+def _recount(conn: Any, sid: int) -> None:
+    """A purged snapshot's live totals and dead records, counted anew from its segments (a purge is rare)."""
+    segs = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT segment_id FROM ranklock.snapshot_segments WHERE snapshot_id = %s ORDER BY 1", [sid]
+        ).fetchall()
+    ]
+    # Dead rows whose chunk no longer exists (a purged document's) are forgotten.
+    for seg in segs:
+        conn.execute(
+            sql.SQL(
+                "DELETE FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = %s AND x.seg = %s "
+                "AND NOT EXISTS (SELECT 1 FROM {} AS c WHERE c.row_id = x.row_id)"
+            ).format(segment_table("chunks", seg)),
+            [sid, seg],
+        )
+    conn.execute("DELETE FROM ranklock.snapshot_dead_terms WHERE snapshot_id = %s", [sid])
+    recount_dead_terms(conn, sid)
+    documents = chunks = total_len = 0
+    corpus: list[tuple[str, str]] = []
+    vectors: list[tuple[str, str, str]] = []
+    for seg in segs:
+        table = segment_table("chunks", seg)
+        for r in conn.execute(
+            sql.SQL(
+                "SELECT c.doc_id, c.chunk, c.vec_digest, c.doc_len FROM {} AS c WHERE NOT EXISTS ("
+                "SELECT 1 FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = %s AND x.seg = %s "
+                "AND x.row_id = c.row_id)"
+            ).format(table),
+            [sid, seg],
+        ).fetchall():
+            chunks += 1
+            total_len += int(r[3])
+            vectors.append((r[0], str(r[1]), r[2]))
+        for r in conn.execute(
+            "SELECT sd.doc_id, sd.content_hash FROM ranklock.segment_documents AS sd WHERE sd.segment_id = %s "
+            "AND NOT EXISTS (SELECT 1 FROM ranklock.snapshot_dead AS x WHERE x.snapshot_id = %s "
+            "AND x.segment_id = sd.segment_id AND x.doc_id = sd.doc_id)",
+            [seg, sid],
+        ).fetchall():
+            documents += 1
+            corpus.append((r[0], r[1]))
+    dead = conn.execute("SELECT count(*) FROM ranklock.snapshot_dead_rows WHERE snapshot_id = %s", [sid]).fetchone()
+    totals = {
+        "documents": documents,
+        "chunks": chunks,
+        "total_len": total_len,
+        "dead_rows": int(dead[0]) if dead else 0,
+        "corpus_sum": set_digest(corpus),
+        "vectors_sum": set_digest(vectors),
+    }
+    conn.execute(
+        "UPDATE ranklock.snapshots SET stats = stats || %s, doc_count = %s, chunk_count = %s WHERE id = %s",
+        [Jsonb(totals), documents, chunks, sid],
+    )
+
+
+def _purge_vectors(conn: Any, coll: CollectionInfo, hashes: set[str]) -> int:
+    """Delete the embedding-cache vectors of the purged texts that no remaining chunk of any collection holds."""
+    if not hashes:
+        return 0
+    left = set(hashes)
+    for (seg,) in conn.execute("SELECT id FROM ranklock.segments ORDER BY id").fetchall():
+        if not left:
+            break
+        held = conn.execute(
+            sql.SQL("SELECT DISTINCT text_sha256 FROM {} WHERE text_sha256 = ANY (%s)").format(
+                segment_table("chunks", int(seg))
+            ),
+            [sorted(left)],
+        ).fetchall()
+        left -= {r[0] for r in held}
+    got = conn.execute(
+        "WITH d AS (DELETE FROM ranklock.embedding_cache WHERE embedder_sha256 = %s AND text_sha256 = ANY (%s) "
+        "RETURNING 1) SELECT count(*) FROM d",
+        [coll.embedder_sha256, sorted(left)],
+    ).fetchone()
+    return int(got[0]) if got else 0
+
+
+def _record_in_manifests(conn: Any, snapshots: list[int], purge_id: int) -> None:
+    """Each touched snapshot's manifest gets its corrected totals and the purge, and a new hash."""
+    for sid in snapshots:
+        row = conn.execute("SELECT manifest, stats FROM ranklock.snapshots WHERE id = %s", [sid]).fetchone()
+        if row is None or row[0] is None:
+            continue
+        m, stats = dict(row[0]), row[1] or {}
+        m["corpus"] = {
+            **m.get("corpus", {}),
+            "digest": stats.get("corpus_sum"),
+            "documents": stats.get("documents"),
+            "chunks": stats.get("chunks"),
+        }
+        m["embedder"] = {**m.get("embedder", {}), "vectors_digest": stats.get("vectors_sum")}
+        m["purges"] = [*m.get("purges", []), purge_id]
+        m["manifest_hash"] = manifest_hash(m)
+        conn.execute(
+            "UPDATE ranklock.snapshots SET manifest = %s, manifest_hash = %s WHERE id = %s",
+            [Jsonb(m), m["manifest_hash"], sid],
+        )

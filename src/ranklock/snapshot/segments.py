@@ -1,0 +1,251 @@
+"""What a snapshot is made of: its segments and its dead documents, and how a read sees only the live ones.
+
+A *segment* is written once and never changed: a chunk table with its indexes
+and its BM25 tables (``ranklock_data.<kind>_<id>``, ranklock.store.tables),
+holding the documents one write added or changed.  Its id is the id of the
+snapshot whose build wrote it.  A *snapshot* is a set of segments, shared by
+reference with its parent, plus the documents of those segments that a later
+write replaced or deleted: its dead documents and their chunks (dead rows),
+recorded per snapshot in ``ranklock.snapshot_dead`` and
+``ranklock.snapshot_dead_rows``.  Every read goes through :func:`chunks_sql`
+and :func:`live_sql`: the union of the segments' chunk tables, each row tagged
+with its segment (``seg``), and the dead rows masked by an anti-join on
+``(seg, row_id)`` above the union, so each segment's own indexes still serve
+it (an index scan per segment, merged in order).
+
+>>> layout = Layout.of(snap)                        # doctest: +SKIP
+>>> layout.segments, layout.dead_rows               # doctest: +SKIP
+((12, 15), 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import sql
+
+from ..store.database import Database
+from ..store.tables import SegmentKind, segment_table
+
+__all__ = [
+    "Layout",
+    "SegmentInfo",
+    "chunks_sql",
+    "collect_segments",
+    "live_count",
+    "live_documents",
+    "live_documents_sql",
+    "live_sql",
+    "read_layout",
+    "segments_sql",
+    "snapshot_totals",
+    "union_sql",
+]
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """One segment of a snapshot, as the catalog (``ranklock.segments``) records it."""
+
+    id: int
+    documents: int
+    chunks: int
+    total_len: int
+    max_chunks: int
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    partition_key: str | None = None
+    #: Its BM25 statistics (ranklock.snapshot.lexical_stats), as built from its own chunks.
+    bm25: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> SegmentInfo:
+        return cls(
+            id=int(row["id"]),
+            documents=int(row["documents"]),
+            chunks=int(row["chunks"]),
+            total_len=int(row["total_len"]),
+            max_chunks=int(row["max_chunks"]),
+            window_start=_ts(row.get("window_start")),
+            window_end=_ts(row.get("window_end")),
+            partition_key=row.get("partition_key"),
+            bm25=row.get("bm25"),
+        )
+
+
+def _ts(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A snapshot's segments (ascending id) a read goes through, and how many dead rows it masks.
+
+    ``statistics`` are all of the snapshot's segments: a read routed to fewer
+    (ranklock.segmenting.route) still scores with the whole snapshot's BM25
+    statistics, so routing never changes a score.
+    """
+
+    snapshot_id: int
+    segments: tuple[SegmentInfo, ...]
+    dead_rows: int = 0
+    statistics: tuple[SegmentInfo, ...] = ()
+
+    @classmethod
+    def of(cls, snap: Mapping[str, Any]) -> Layout:
+        """The layout of a resolved snapshot row (ranklock.snapshot.lifecycle.resolve_steps reads it)."""
+        stats = snap.get("stats") or {}
+        segments = tuple(SegmentInfo.of(r) for r in sorted(snap.get("segments") or [], key=lambda r: int(r["id"])))
+        return cls(int(snap["id"]), segments, int(stats.get("dead_rows") or 0), segments)
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(g.id for g in self.segments)
+
+    @property
+    def routed(self) -> bool:
+        """The read skips some of the snapshot's segments."""
+        return len(self.segments) != len(self.statistics)
+
+    def only(self, ids: Sequence[int]) -> Layout:
+        """The same snapshot read through fewer segments (routing; a merge's sources), its statistics whole."""
+        keep = set(ids)
+        return Layout(
+            self.snapshot_id, tuple(g for g in self.segments if g.id in keep), self.dead_rows, self.statistics
+        )
+
+    def full(self) -> Layout:
+        """The snapshot read through all its segments."""
+        return Layout(self.snapshot_id, self.statistics, self.dead_rows, self.statistics)
+
+
+def union_sql(layout: Layout, kind: SegmentKind, columns: sql.Composable = sql.SQL("t.*")) -> sql.Composable:
+    """``(SELECT <id>::bigint AS seg, <columns> FROM <kind>_<id> AS t UNION ALL …)``: one kind of table over the segments.
+
+    Each arm is a plain scan of one segment's table, so the planner pulls the
+    union up into an append relation: a filter, an ORDER BY with LIMIT, a join
+    reach every arm and use its own indexes (measured: a Merge Append of one
+    HNSW index scan per segment; an anti-join *inside* an arm would turn it
+    into a join and lose its index order, which is why the dead rows are
+    masked above the union).  Segment ids are written as literals: they name
+    the tables too, and the statement is the segments'.  Every snapshot has at
+    least one segment (an empty first build writes an empty one).
+    """
+    if not layout.segments:
+        raise ValueError(f"snapshot {layout.snapshot_id} has no segment")
+    arms = [
+        sql.SQL("SELECT {id}::bigint AS seg, {cols} FROM {table} AS t").format(
+            id=sql.Literal(g.id), cols=columns, table=segment_table(kind, g.id)
+        )
+        for g in layout.segments
+    ]
+    return sql.SQL("({})").format(sql.SQL(" UNION ALL ").join(arms))
+
+
+def chunks_sql(layout: Layout) -> sql.Composable:
+    """Every chunk row of the snapshot's segments, dead ones included (mask them with :func:`live_sql`)."""
+    return union_sql(layout, "chunks")
+
+
+def live_sql(layout: Layout, alias: str = "c") -> sql.Composable:
+    """The predicate a row of the union (``alias.seg``, ``alias.row_id``) is live: not a dead row of the snapshot.
+
+    TRUE when the snapshot masks nothing, so a snapshot of one segment reads its table plainly.
+    """
+    if layout.dead_rows == 0:
+        return sql.SQL("TRUE")
+    return sql.SQL(
+        "NOT EXISTS (SELECT 1 FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = {sid} "
+        "AND x.seg = {a}.seg AND x.row_id = {a}.row_id)"
+    ).format(sid=sql.Literal(layout.snapshot_id), a=sql.Identifier(alias))
+
+
+def segments_sql(snapshot: sql.Composable) -> sql.Composable:
+    """A JSON list of the segments of ``snapshot`` (an expression of a snapshot id), for :meth:`Layout.of`."""
+    return sql.SQL(
+        "(SELECT coalesce(json_agg(json_build_object('id', g.id, 'documents', g.documents, 'chunks', g.chunks, "
+        "'total_len', g.total_len, 'max_chunks', g.max_chunks, 'window_start', g.window_start, "
+        "'window_end', g.window_end, 'partition_key', g.partition_key, 'bm25', g.stats -> 'bm25') ORDER BY g.id), "
+        "'[]'::json) FROM ranklock.snapshot_segments AS ss JOIN ranklock.segments AS g ON g.id = ss.segment_id "
+        "WHERE ss.snapshot_id = {})"
+    ).format(snapshot)
+
+
+def snapshot_totals(snap: Mapping[str, Any]) -> tuple[int, int, int]:
+    """A resolved snapshot's live chunks, their total length and its most chunks of a document.
+
+    Recorded when the snapshot was built (its statistics); a snapshot built
+    before segments has one segment and no dead row, so its segment's totals
+    are its own.
+    """
+    stats = snap.get("stats") or {}
+    layout = Layout.of(snap)
+    recorded = stats.get("chunks")
+    chunks = int(recorded) if recorded is not None else sum(g.chunks for g in layout.segments)
+    total_len = stats.get("total_len")
+    if total_len is None:
+        total_len = sum(g.total_len for g in layout.segments)
+    max_chunks = int(stats.get("max_chunks_per_doc") or max((g.max_chunks for g in layout.segments), default=1))
+    return chunks, int(total_len), max_chunks
+
+
+def live_documents_sql(sid: str = "sid", ids: str = "ids") -> sql.Composable:
+    """The live documents (``segment_id, doc_id, content_hash``) of the snapshot bound as ``sid``, of ``ids`` only
+    unless that is NULL.
+
+    A document is live in a snapshot when one of its segments holds it and
+    the snapshot does not list it dead; exactly one version of an id is.
+    """
+    s, i = sql.Placeholder(sid), sql.Placeholder(ids)
+    return sql.SQL(
+        "SELECT sd.segment_id, sd.doc_id, sd.content_hash FROM ranklock.segment_documents AS sd "
+        "JOIN ranklock.snapshot_segments AS ss ON ss.segment_id = sd.segment_id AND ss.snapshot_id = {s} "
+        "WHERE ({i}::text[] IS NULL OR sd.doc_id = ANY ({i}::text[])) AND NOT EXISTS ("
+        "SELECT 1 FROM ranklock.snapshot_dead AS x WHERE x.snapshot_id = {s} "
+        "AND x.segment_id = sd.segment_id AND x.doc_id = sd.doc_id)"
+    ).format(s=s, i=i)
+
+
+def live_documents(db: Database, snapshot_id: int, ids: Sequence[str] | None = None) -> dict[str, tuple[int, str]]:
+    """doc_id -> (segment id, content hash) of the live documents of a snapshot (of ``ids`` only, if given)."""
+    rows = db.fetchall(live_documents_sql(), {"sid": snapshot_id, "ids": None if ids is None else list(ids)})
+    return {r["doc_id"]: (int(r["segment_id"]), r["content_hash"]) for r in rows}
+
+
+def live_count(db: Database, snapshot_id: int) -> int:
+    """How many live documents a snapshot has (recorded when it was built)."""
+    row = db.fetchone("SELECT doc_count FROM ranklock.snapshots WHERE id = %s", [snapshot_id])
+    return int(row["doc_count"] or 0) if row else 0
+
+
+def read_layout(db: Database, snapshot_id: int) -> Layout:
+    """The layout of snapshot ``snapshot_id``, read from the catalog."""
+    row = db.fetchone(
+        sql.SQL("SELECT s.id, s.stats, {} AS segments FROM ranklock.snapshots AS s WHERE s.id = %s").format(
+            segments_sql(sql.SQL("s.id"))
+        ),
+        [snapshot_id],
+    )
+    if row is None:
+        raise ValueError(f"no snapshot {snapshot_id}")
+    return Layout.of(row)
+
+
+def collect_segments(conn: Any, collection_id: int) -> list[int]:
+    """Delete the catalog rows of the collection's segments that no snapshot references; return their ids.
+
+    The caller drops their tables in the same transaction (ranklock.snapshot.build.drop_segment_tables).
+    A segment being written is referenced by its building snapshot from its first row on, so it is never
+    collected under its builder.
+    """
+    rows = conn.execute(
+        "DELETE FROM ranklock.segments AS g WHERE g.collection_id = %s AND NOT EXISTS ("
+        "SELECT 1 FROM ranklock.snapshot_segments AS ss WHERE ss.segment_id = g.id) RETURNING g.id",
+        [collection_id],
+    ).fetchall()
+    return sorted(int(r[0]) for r in rows)
