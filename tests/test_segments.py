@@ -214,7 +214,12 @@ def month_docs(months: int = 24, per_month: int = 6) -> list[Document]:
         for i in range(per_month):
             words = " ".join(rng.choice(VOCAB, size=20))
             docs.append(
-                Document(f"n{m:02d}-{i}", "", words, {"published": f"{year}-{month:02d}-{1 + 4 * i:02d}", "tenant": f"t{i % 3}"})
+                Document(
+                    f"n{m:02d}-{i}",
+                    "",
+                    words,
+                    {"published": f"{year}-{month:02d}-{1 + 4 * i:02d}", "tenant": f"t{i % 3}"},
+                )
             )
     return docs
 
@@ -244,9 +249,14 @@ def test_a_month_window_routes_a_filter_to_its_segment(engine: Engine) -> None:
     for flt in ('tenant = "t1"', 'published < "2023-02-01" or tenant = "t2"'):
         wide = engine.search("t_seg_window", "alpha", k=10, filter=flt)
         assert len(wide.params["segments"]) == 24
-        assert json.loads(wide.to_json())["hits"] == json.loads(engine.search("t_seg_flat", "alpha", k=10, filter=flt).to_json())["hits"]
+        assert (
+            json.loads(wide.to_json())["hits"]
+            == json.loads(engine.search("t_seg_flat", "alpha", k=10, filter=flt).to_json())["hits"]
+        )
     # A later ingest into one month adds a segment of that month; the merge policy keeps keys apart.
-    engine.ingest("t_seg_window", [Document("late", "", "alpha late note", {"published": "2024-03-20", "tenant": "t0"})])
+    engine.ingest(
+        "t_seg_window", [Document("late", "", "alpha late note", {"published": "2024-03-20", "tenant": "t0"})]
+    )
     again = engine.search("t_seg_window", "alpha", k=10, filter=month)
     assert len(again.params["segments"]) == 2 and any(h.doc_id == "late" for h in again.hits)
     out = engine.merge("t_seg_window", everything=True)
@@ -278,16 +288,14 @@ def every_text_in_the_database(engine: Engine) -> str:
         "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_type = 'BASE TABLE'"
     )
     for r in tables:
-        rows = engine.db.fetchall(
-            psql.SQL("SELECT t::text AS x FROM {} AS t").format(psql.Identifier(r["s"], r["t"]))
-        )
+        rows = engine.db.fetchall(psql.SQL("SELECT t::text AS x FROM {} AS t").format(psql.Identifier(r["s"], r["t"])))
         out += [row["x"] for row in rows]
     return "\n".join(out)
 
 
 def test_purge_erases_a_document_from_every_table_and_replay_names_it(engine: Engine, cname: str) -> None:
     secret = "Quintelabrakeworthy ulterior zebrafinch"
-    docs = zipf_corpus(20, seed=8) + [Document("victim", "Confidential", f"{secret} alpha bravo", {"bucket": 1})]
+    docs = [*zipf_corpus(20, seed=8), Document("victim", "Confidential", f"{secret} alpha bravo", {"bucket": 1})]
     engine.ingest(cname, docs, create=create(engine))
     first = engine.collection(cname).active_snapshot_id
     hit = engine.search(cname, "zebrafinch alpha", k=5)

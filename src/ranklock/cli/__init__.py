@@ -12,7 +12,23 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from . import ask, collection, db, demo, eval, ingest, log, mcp, plan, replica, search, serve, snapshot, token
+from . import (
+    ask,
+    collection,
+    db,
+    demo,
+    documents,
+    eval,
+    ingest,
+    log,
+    mcp,
+    plan,
+    replica,
+    search,
+    serve,
+    snapshot,
+    token,
+)
 
 
 class _RootGroup(TyperGroup):
@@ -41,7 +57,23 @@ def main() -> None:
 
 # One registration mechanism: every command module has its own Typer `app`, merged into the root
 # (add_typer without a name merges its commands and groups), in the order they were added before.
-for _module in (db, ingest, search, demo, ask, eval, collection, serve, log, mcp, plan, replica, snapshot, token):
+for _module in (
+    db,
+    ingest,
+    documents,
+    search,
+    demo,
+    ask,
+    eval,
+    collection,
+    serve,
+    log,
+    mcp,
+    plan,
+    replica,
+    snapshot,
+    token,
+):
     app.add_typer(_module.app)
 
 __all__ = ["app", "main"]

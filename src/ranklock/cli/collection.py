@@ -91,6 +91,20 @@ def create(
     schema: Annotated[
         Path | None, typer.Option("--schema", help="JSON schema file; command-line options override it.")
     ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window",
+            help="Cut segments by time: FIELD:UNIT, a date or timestamp field and day, week, month or year; "
+            "a filter on the field reads only the segments it can match.",
+        ),
+    ] = None,
+    partition: Annotated[
+        str | None,
+        typer.Option(
+            "--partition", help="Cut segments by a keyword or int field (a tenant): a filter on it reads its segments."
+        ),
+    ] = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -115,7 +129,13 @@ def create(
         "index_params": index_params,
         "search_defaults": defaults,
     }
-    for key, value in (("language", language), ("accent", accent), ("embedder", embedder)):
+    for key, value in (
+        ("language", language),
+        ("accent", accent),
+        ("embedder", embedder),
+        ("window", window),
+        ("partition", partition),
+    ):
         if value is not None or key in spec:
             kwargs[key] = value if value is not None else spec[key]
     with engine(dsn, home) as eng:

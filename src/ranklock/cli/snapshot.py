@@ -176,6 +176,33 @@ def snapshot_drop(
     )
 
 
+@snapshot_app.command("merge")
+def snapshot_merge(
+    collection: CollArg,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Merge every segment into one (of each window or partition key).")
+    ] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fold the active snapshot's small segments into one, as a new active snapshot with the same documents.
+
+    Ingests merge by a size-tiered policy on their own; exact-mode results never change with a merge."""
+    with engine(dsn, home) as eng:
+        out = eng.merge(collection, everything=everything)
+    if as_json:
+        print_json(out.as_dict())
+        return
+    if out.snapshot_id is None:
+        console.print(f"[bold]{collection}[/]: nothing to merge.")
+        return
+    console.print(
+        f"[bold]{collection}[/]: snapshot {out.snapshot_id} merges segments "
+        f"{', '.join(str(g) for g in out.segments)} into one ({out.seconds:.1f}s); it is the active snapshot."
+    )
+
+
 @snapshot_app.command("lexical-stats")
 def snapshot_lexical_stats(
     collection: CollArg,
