@@ -63,6 +63,9 @@ WRITER = textwrap.dedent(
             out = eng.activate(name, spec["sid"])
         elif op == "drop":
             out = eng.drop_snapshot(name, spec["sid"])
+        elif op == "merge":
+            m = eng.merge(name, everything=True)
+            out = {"to": m.snapshot_id, "segments": list(m.segments)}
         print(json.dumps({"ok": True, **out}), flush=True)
     except RanklockError as exc:
         print(json.dumps({"ok": False, "error": str(exc)}), flush=True)
@@ -156,6 +159,26 @@ def test_simultaneous_ingests_into_a_new_collection_keep_every_document(
     assert engine.collection(name).active_snapshot_id == current
     assert doc_set(engine, current) == set().union(*(o["ids"] for o in outcomes))
     assert len(expected) == 150 * writers
+
+
+def test_two_writers_and_a_merge_racing_lose_nothing(engine: Engine, cname: str, tmp_path: Path) -> None:
+    eid = use_hash_embedder(engine)
+    base = [d for i in range(3) for d in hash_docs(f"base{i}", 10)]
+    for i in range(3):  # three segments for the merge to fold
+        engine.ingest(cname, base[i * 10 : (i + 1) * 10], create={"embedder": eid})
+    specs = [{"op": "ingest", "tag": "wa", "n": 40}, {"op": "merge"}, {"op": "ingest", "tag": "wb", "n": 40}]
+    outcomes = run_together(engine, cname, tmp_path, specs)
+    assert all(o["ok"] for o in outcomes), outcomes
+    active = engine.collection(cname).active_snapshot_id
+    assert active is not None
+    expected = {d.doc_id for d in base} | set(outcomes[0]["ids"]) | set(outcomes[2]["ids"])
+    assert doc_set(engine, active) == expected
+    # The racing writes give the hits of one build of the same documents, byte for byte.
+    once = f"{cname}_once"
+    engine.ingest(once, [*base, *hash_docs("wa", 40), *hash_docs("wb", 40)], create={"embedder": eid})
+    for q in ("orbits tides", "bread note", "wa-007 writer"):
+        cut, whole = (json.loads(engine.search(n, q, k=30, mode="lexical").to_json())["hits"] for n in (cname, once))
+        assert cut == whole
 
 
 def _replay(
