@@ -223,7 +223,7 @@ def part_window(eng: Engine, emb: GeneratedEmbedder, per_month: int) -> dict[str
     flt = 'published >= "2024-03-01" and published < "2024-04-01"'
     qs = queries(200)
     routed = eng.search(wide, qs[0], k=10, mode="lexical", filter=flt)
-    segments_read = len(routed.params.get("segments") or [])
+    segments_read = len(routed.snapshot.segments)
     out: dict[str, Any] = {
         "per_month": per_month,
         "build_s": {"windowed_24": round(wide_s, 1), "one_month": round(one_s, 1)},
@@ -260,35 +260,40 @@ def part_scifact(home: str) -> dict[str, Any]:
         test_ids = sorted({line.split("\t")[0] for line in list(fh)[1:]})
     qs = [all_q[q] for q in test_ids]
     load0 = loadavg()
-    one, small = fresh("inc_scifact_one"), fresh("inc_scifact_small")
+    one = fresh("inc_scifact_one")
     t = time.perf_counter()
     eng.ingest(one, docs, replace=True)
-    one_s = time.perf_counter() - t
-    t = time.perf_counter()
-    eng.ingest(small, docs[:-100], replace=True)
-    for d in docs[-100:]:
-        eng.ingest(small, [d])
-    small_s = time.perf_counter() - t
+    out: dict[str, Any] = {"documents": len(docs), "queries": len(qs), "build_s": {"one_go": 0.0}}
+    out["build_s"]["one_go"] = round(time.perf_counter() - t, 1)
     modes = {"lexical": {}, "hybrid": {}, "exact_semantic": {"exact_threshold": 10**12}}
+    reference = {
+        mode: [hits(eng.search(one, q, k=10, mode=mode.replace("exact_", ""), **kw)) for q in qs]
+        for mode, kw in modes.items()
+    }
 
-    def compare(label: str) -> dict[str, Any]:
-        res: dict[str, Any] = {"segments": segment_count(eng, small)}
+    def compare(name: str) -> dict[str, Any]:
+        res: dict[str, Any] = {"segments": segment_count(eng, name)}
         for mode, kw in modes.items():
-            m = "semantic" if mode == "exact_semantic" else mode
-            a = [hits(eng.search(one, q, k=10, mode=m, **kw)) for q in qs]
-            b = [hits(eng.search(small, q, k=10, mode=m, **kw)) for q in qs]
-            res[mode] = sum(x == y for x, y in zip(a, b, strict=True))
-        print(label, json.dumps(res), flush=True)
+            got = [hits(eng.search(name, q, k=10, mode=mode.replace("exact_", ""), **kw)) for q in qs]
+            res[mode] = sum(x == y for x, y in zip(got, reference[mode], strict=True))
+        print(name, json.dumps(res), flush=True)
         return res
 
-    out = {
-        "documents": len(docs),
-        "queries": len(qs),
-        "build_s": {"one_go": round(one_s, 1), "5083_plus_100": round(small_s, 1)},
-        "identical_before_merge": compare("before merge"),
-    }
-    eng.merge(small, everything=True)
-    out["identical_after_full_merge"] = compare("after full merge")
+    for label, max_small in (("merge_on", merge_policy.MAX_SMALL), ("merge_off", 10**9)):
+        name = fresh(f"inc_scifact_{label}")
+        saved = merge_policy.MAX_SMALL
+        merge_policy.MAX_SMALL = max_small
+        try:
+            t = time.perf_counter()
+            eng.ingest(name, docs[:-100], replace=True)
+            one_doc = [timed(lambda d=d, name=name: eng.ingest(name, [d]))[0] for d in docs[-100:]]
+            out["build_s"][f"5083_plus_100_{label}"] = round(time.perf_counter() - t, 1)
+        finally:
+            merge_policy.MAX_SMALL = saved
+        out[f"one_doc_ingest_ms_{label}"] = summary(one_doc)
+        out[f"identical_{label}"] = compare(name)
+        eng.merge(name, everything=True)
+        out[f"identical_{label}_after_full_merge"] = compare(name)
     out["load"] = [load0, loadavg()]
     return out
 

@@ -19,7 +19,7 @@ from typing import Any
 from psycopg import sql
 
 from ranklock import Engine
-from ranklock.store.tables import snapshot_table
+from ranklock.store.tables import segment_table
 
 
 def free_port() -> int:
@@ -92,26 +92,35 @@ def request(port: int, raw: bytes, timeout: float = 10.0) -> tuple[int | None, d
 
 
 def stored_digest(eng: Engine) -> str:
-    """A digest of what ranklock serves: collections, their ready snapshots, documents, chunk tables.
+    """A digest of what ranklock serves: collections, their ready snapshots, their live documents, segments.
 
     A build that failed leaves a ``failed`` row (bookkeeping, reaped later): not stored data.
     """
+    from ranklock.snapshot.segments import live_documents
+
     h = hashlib.sha256()
     for q in (
         "SELECT id, name, active_snapshot_id, previous_snapshot_id FROM ranklock.collections ORDER BY id",
         "SELECT id, collection_id, manifest_hash, doc_count, chunk_count FROM ranklock.snapshots "
         "WHERE status = 'ready' ORDER BY id",
-        "SELECT d.snapshot_id, d.doc_id, d.content_hash FROM ranklock.snapshot_documents d "
-        "JOIN ranklock.snapshots s ON s.id = d.snapshot_id WHERE s.status = 'ready' ORDER BY 1, 2",
+        "SELECT ss.snapshot_id, ss.segment_id FROM ranklock.snapshot_segments ss "
+        "JOIN ranklock.snapshots s ON s.id = ss.snapshot_id WHERE s.status = 'ready' ORDER BY 1, 2",
         "SELECT count(*) AS n FROM ranklock.documents",
     ):
         h.update(json.dumps(eng.db.fetchall(q), default=str, sort_keys=True).encode())
     for row in eng.db.fetchall("SELECT id FROM ranklock.snapshots WHERE status = 'ready' ORDER BY id"):
+        live = live_documents(eng.db, int(row["id"]))
+        h.update(json.dumps(sorted((k, list(v)) for k, v in live.items())).encode())
+    segments = eng.db.fetchall(
+        "SELECT DISTINCT ss.segment_id FROM ranklock.snapshot_segments ss "
+        "JOIN ranklock.snapshots s ON s.id = ss.snapshot_id WHERE s.status = 'ready' ORDER BY 1"
+    )
+    for seg in segments:
         got = eng.db.fetchone(
             sql.SQL(
                 "SELECT count(*) AS n, coalesce(string_agg(vec_digest || text_sha256, '' ORDER BY row_id), '') AS d "
                 "FROM {}"
-            ).format(snapshot_table("chunks", int(row["id"])))
+            ).format(segment_table("chunks", int(seg["segment_id"])))
         )
         h.update(json.dumps(got, sort_keys=True).encode())
     return h.hexdigest()

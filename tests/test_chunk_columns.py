@@ -9,7 +9,7 @@ from fakes import use_hash_embedder
 from ranklock import Document, Engine
 from ranklock.collection import RESERVED_COLUMNS, SYSTEM_COLUMNS, parse_field_spec
 from ranklock.errors import ConfigError
-from ranklock.store.tables import CHUNK_COLUMNS, snapshot_table
+from ranklock.store.tables import CHUNK_COLUMNS, segment_table
 
 
 def test_a_chunk_table_has_the_declared_columns_in_the_declared_order(engine: Engine, cname: str) -> None:
@@ -37,7 +37,7 @@ def test_a_chunk_table_has_the_declared_columns_in_the_declared_order(engine: En
         sql.SQL(
             "SELECT doc_id, chunk, char_start, text, year, effective_from IS NOT NULL AS eff, "
             "vec_digest <> '' AS digest, embedder_id FROM {} ORDER BY row_id"
-        ).format(snapshot_table("chunks", report.snapshot_id))
+        ).format(segment_table("chunks", report.snapshot_id))
     )
     assert got == [
         {

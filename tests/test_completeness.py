@@ -137,7 +137,7 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
     from ranklock.search.filters import compile_filter
     from ranklock.search.scope import count_matching_sql
     from ranklock.search.spec import SearchSpec
-    from ranklock.snapshot.build import chunk_table
+    from ranklock.snapshot.segments import read_layout
 
     coll = engine.collection(hnsw_coll)
     sid = int(coll.active_snapshot_id or 0)
@@ -145,7 +145,7 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
         res = engine.search(hnsw_coll, "item", k=1, mode="semantic", filter=flt)
         f = compile_filter(coll, flt)
         spec = SearchSpec(
-            table=chunk_table(sid),
+            layout=read_layout(engine.db, sid),
             mode="semantic",
             k=1,
             depth=1,

@@ -24,6 +24,7 @@ from ranklock.eval.run import evaluate
 from ranklock.ingest.chunker import document_text
 from ranklock.limits import MAX_K
 from ranklock.search.bm25 import prepare_bm25
+from ranklock.snapshot.segments import Layout, SegmentInfo
 from ranklock.search.fusion import build_search_sql
 from ranklock.search.lexical import LexicalBranch
 from ranklock.search.semantic import SemanticBranch
@@ -168,6 +169,10 @@ def _specs() -> list[SearchSpec]:
             "dense": {"share": 1 / 64, "min_df": 10, "block": 16000, "rows": 10**6, "terms": 5, "blocks": 315},
         },
     }
+    # One segment (id 1) of a million chunks holding those statistics, no dead row.
+    segment = SegmentInfo(1, 1000, 10**6, 10**8, 5000, bm25=stats["bm25"])
+    layout = Layout(1, (segment,), 0, (segment,))
+    totals = (10**6, 10**8, 5000)
     for mode in MODES:
         for ranker, syntax, k1, postings in [
             ("bm25", "natural", 1.2, 10),
@@ -180,7 +185,7 @@ def _specs() -> list[SearchSpec]:
             for strategy in ("exact", "hnsw", "ivfflat"):
                 for filtered in (False, True):
                     spec = SearchSpec(
-                        table=sql.Identifier("ranklock_data", "chunks_1"),
+                        layout=layout,
                         mode=mode,
                         k=10,
                         depth=40,
@@ -202,7 +207,7 @@ def _specs() -> list[SearchSpec]:
                     if mode in ("hybrid", "lexical"):
                         lex = LexicalBranch("q", "english", "sensitive", syntax, ranker, k1, 0.75)
                         if ranker == "bm25":
-                            lex = dataclasses.replace(lex, bm25=prepare_bm25(lex, 1, stats, postings))
+                            lex = dataclasses.replace(lex, bm25=prepare_bm25(lex, layout, totals, postings))
                         branches.append(lex)
                     if mode in ("hybrid", "semantic"):
                         branches.append(SemanticBranch([0.0] * 8, strategy, strategy, 160, "strict_order", 20000, 10))

@@ -204,6 +204,24 @@ def test_the_merge_policy_folds_small_segments_and_tiers() -> None:
     assert plan_merge(big + tier) == list(range(10, 20))
     assert plan_merge(big + tier[:9]) == []
     assert plan_merge([SegmentSize(1, 100_000, 60_000)]) == [1]  # mostly dead: rewritten
+    # A small collection fed one document at a time: its 9,000-chunk segment is left out of the merge.
+    base = [SegmentSize(1, 9_000, 0)]
+    assert plan_merge(base + [SegmentSize(i, 1, 0) for i in range(2, 7)]) == [2, 3, 4, 5, 6]
+    four = [*base, SegmentSize(2, 5, 0), *(SegmentSize(i, 1, 0) for i in range(3, 7))]
+    assert plan_merge(four) == []  # leaving out the 5 too would leave 4 to merge: not yet
+    assert plan_merge([*four, SegmentSize(7, 1, 0)]) == [2, 3, 4, 5, 6, 7]  # 5 <= 1 + 1 + 1 + 1 + 1
+    # Fed 20,000 one-chunk documents, the small segments stay few and every document is rewritten a few times.
+    segs, rewritten, most = [*base], 0, 0
+    for i in range(2, 20_002):
+        segs.append(SegmentSize(i, 1, 0))
+        picked = plan_merge(segs)
+        if picked:
+            merged = sum(g.chunks for g in segs if g.id in picked)
+            rewritten += merged
+            segs = [g for g in segs if g.id not in picked] + [SegmentSize(100_000 + i, merged, 0)]
+        most = max(most, len(segs))
+    print(f"20,000 one-chunk writes: at most {most} segments, {rewritten / 20_000:.1f} chunks rewritten per write")
+    assert most <= 2 * 14 and rewritten / 20_000 <= 14  # log2(SMALL_CHUNKS) ~ 13.3
 
 
 def month_docs(months: int = 24, per_month: int = 6) -> list[Document]:
@@ -241,14 +259,14 @@ def test_a_month_window_routes_a_filter_to_its_segment(engine: Engine) -> None:
     month = 'published >= "2024-03-01" and published < "2024-04-01"'
     for mode in ("lexical", "semantic", "hybrid"):
         one = engine.search("t_seg_window", "alpha bravo", k=10, mode=mode, filter=month)
-        assert len(one.params["segments"]) == 1, one.params["segments"]
+        assert len(one.snapshot.segments) == 1, one.snapshot.segments
         flat = engine.search("t_seg_flat", "alpha bravo", k=10, mode=mode, filter=month)
         assert json.loads(one.to_json())["hits"] == json.loads(flat.to_json())["hits"]
         assert one.matching_count == flat.matching_count == 6
     # A filter the window cannot route (another field, an or) reads them all, and still agrees.
     for flt in ('tenant = "t1"', 'published < "2023-02-01" or tenant = "t2"'):
         wide = engine.search("t_seg_window", "alpha", k=10, filter=flt)
-        assert len(wide.params["segments"]) == 24
+        assert len(wide.snapshot.segments) == 24
         assert (
             json.loads(wide.to_json())["hits"]
             == json.loads(engine.search("t_seg_flat", "alpha", k=10, filter=flt).to_json())["hits"]
@@ -258,11 +276,11 @@ def test_a_month_window_routes_a_filter_to_its_segment(engine: Engine) -> None:
         "t_seg_window", [Document("late", "", "alpha late note", {"published": "2024-03-20", "tenant": "t0"})]
     )
     again = engine.search("t_seg_window", "alpha", k=10, filter=month)
-    assert len(again.params["segments"]) == 2 and any(h.doc_id == "late" for h in again.hits)
+    assert len(again.snapshot.segments) == 2 and any(h.doc_id == "late" for h in again.hits)
     out = engine.merge("t_seg_window", everything=True)
     assert out.snapshot_id is not None
     merged = engine.search("t_seg_window", "alpha", k=10, filter=month)
-    assert len(merged.params["segments"]) == 1
+    assert len(merged.snapshot.segments) == 1
     assert [h.doc_id for h in merged.hits] == [h.doc_id for h in again.hits]
 
 

@@ -139,19 +139,9 @@ def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname:
         "n": 7
     }
     out = engine.drop_snapshot(cname, r1.snapshot_id)
-    assert out["versions_gc"] == "done" and out["versions_deleted"] == 1  # the old version of "tides"
-    assert out["segments_dropped"] == [r1.snapshot_id]  # r2 changed one document: it shares nothing of r1's? see below
-    assert f"chunks_{r1.snapshot_id}" in out["tables"]
-    assert engine.db.fetchone("SELECT to_regclass(%s) AS t", [f"ranklock_data.chunks_{r1.snapshot_id}"]) == {"t": None}
-    left = engine.db.fetchall(
-        "SELECT doc_id, content_hash FROM ranklock.documents WHERE collection_id = %s ORDER BY doc_id", [coll.id]
-    )
-    kept = engine.db.fetchall(
-        "SELECT doc_id, content_hash FROM ranklock.segment_documents WHERE segment_id IN ("
-        "SELECT segment_id FROM ranklock.snapshot_segments WHERE snapshot_id = %s) ORDER BY doc_id",
-        [r2.snapshot_id],
-    )
-    assert left == kept
+    # r2 reads r1's segment (all but the old "tides" are live in it): nothing is physically dropped yet.
+    assert (out["versions_gc"], out["versions_deleted"], out["segments_dropped"]) == ("done", 0, [])
+    assert engine.db.fetchone("SELECT to_regclass(%s) AS t", [f"ranklock_data.chunks_{r1.snapshot_id}"]) != {"t": None}
     assert engine.collection(cname).previous_snapshot_id is None  # the dropped one was the previous
     with pytest.raises(NotFound):
         engine.search(cname, QUERY, snapshot=r1.snapshot_id)
@@ -160,7 +150,25 @@ def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname:
     assert str(nf.value) == (
         f"collection {cname!r} has no snapshot {r1.snapshot_id}; see `ranklock snapshot list {cname}`."
     )
-    assert [s["id"] for s in engine.list_snapshots(cname)] == [r2.snapshot_id]
+    # A merge folds both segments into one; dropping r2 then frees them and the old version of "tides".
+    merged = engine.merge(cname, everything=True)
+    assert merged.snapshot_id is not None and merged.segments == (r1.snapshot_id, r2.snapshot_id)
+    out = engine.drop_snapshot(cname, r2.snapshot_id)
+    assert out["versions_gc"] == "done" and out["versions_deleted"] == 1
+    assert out["segments_dropped"] == [r1.snapshot_id, r2.snapshot_id]
+    assert f"chunks_{r1.snapshot_id}" in out["tables"]
+    for sid in (r1.snapshot_id, r2.snapshot_id):
+        assert engine.db.fetchone("SELECT to_regclass(%s) AS t", [f"ranklock_data.chunks_{sid}"]) == {"t": None}
+    left = engine.db.fetchall(
+        "SELECT doc_id, content_hash FROM ranklock.documents WHERE collection_id = %s ORDER BY doc_id", [coll.id]
+    )
+    kept = engine.db.fetchall(
+        "SELECT doc_id, content_hash FROM ranklock.segment_documents WHERE segment_id IN ("
+        "SELECT segment_id FROM ranklock.snapshot_segments WHERE snapshot_id = %s) ORDER BY doc_id",
+        [merged.snapshot_id],
+    )
+    assert left == kept
+    assert [s["id"] for s in engine.list_snapshots(cname)] == [merged.snapshot_id]
 
 
 def test_manifest_file_is_stable_sorted_json(engine: Engine, cname: str, rl_home: Path, tmp_path: Path) -> None:
@@ -397,10 +405,15 @@ def test_manifest_records_the_vector_index_build(engine: Engine, cname: str) -> 
     assert build["bytes"] > 0 and build["seconds"] >= 0 and build["deterministic"] is False
     assert build["pgvector"].count(".") == 2 and build["postgres"][:2].isdigit()
     assert build["built_at"].endswith("+00:00")
-    time.sleep(1.1)  # a rebuild at least a second later: built_at differs
+    # The same documents again: the snapshot shares the segment and its index, and says so.
     engine.ingest(cname, docs(TAG), replace=True)
+    assert engine.manifest(cname)["index"]["build"] == build
+    time.sleep(1.1)  # a rebuild at least a second later: built_at differs
+    engine.ingest(cname, docs(TAG) + [Document("extra", "", "One more note.")])
+    engine.merge(cname, everything=True)  # rebuilds the vector index of every document in one segment
+    engine.ingest(cname, docs(TAG), replace=True)  # a delete of "extra": no segment written
     second = engine.manifest(cname)
-    changed = {k for k in diff_manifests(first, second) if not k.startswith("index.build.")}
-    assert changed == set()  # the same corpus and settings ...
+    changed = {k for k in diff_manifests(first, second) if not k.startswith(("index.build.", "segmentation."))}
+    assert changed == set()  # the same corpus and settings (cut into segments otherwise) ...
     assert second["manifest_hash"] != first["manifest_hash"]  # ... but another index, and the hash says so
     assert second["index"]["build"]["built_at"] > build["built_at"]

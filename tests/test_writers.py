@@ -56,7 +56,8 @@ WRITER = textwrap.dedent(
             docs = [Document(i, "", f"Writer {i} files a note about orbits, tides and bread.") for i in ids]
             r = eng.ingest(name, docs, replace=spec.get("replace", False))
             row = eng.db.fetchone("SELECT parent_id FROM ranklock.snapshots WHERE id = %s", [r.snapshot_id])
-            out = {"from": row["parent_id"], "to": r.snapshot_id, "ids": ids, "documents": r.documents}
+            # The merge policy may fold the new segment right away (under the same lock): that snapshot is active.
+            out = {"from": row["parent_id"], "to": r.merged or r.snapshot_id, "ids": ids, "documents": r.documents}
         elif op == "rollback":
             out = eng.rollback(name)
         elif op == "activate":
@@ -482,18 +483,24 @@ def test_drop_removes_every_per_snapshot_table_including_value_counts(engine: En
     res = engine.search(cname, "orbits tides", k=5, mode="lexical", filter="year >= 2001")
     assert res.matching_count == 6
     sid = r1.snapshot_id
-    assert tables_of(engine, sid) == sorted(tables.snapshot_table_names(sid))  # all six kinds exist
-    engine.ingest(cname, docs[:3], replace=True)
+    present = tables_of(engine, sid)
+    assert set(present) <= {*tables.segment_table_names(sid), tables.snapshot_table_name(sid)}
+    assert {f"chunks_{sid}", tables.snapshot_table_name(sid)} <= set(present)
+    # Six of nine documents dead: the merge policy folds the segment into a new one right away.
+    r2 = engine.ingest(cname, docs[:3], replace=True)
+    assert r2.merged is not None
     out = engine.drop_snapshot(cname, sid)
-    assert out["tables"] == sorted(tables.snapshot_table_names(sid))
+    assert out["tables"] == [tables.snapshot_table_name(sid)]  # its segment is still read by r2
+    out = engine.drop_snapshot(cname, r2.snapshot_id)
+    assert set(present) - {tables.snapshot_table_name(sid)} <= set(out["tables"])
     assert tables_of(engine, sid) == []
 
 
 def test_lexical_stats_racing_a_drop_fail_clearly_and_leave_no_table(engine: Engine, cname: str) -> None:
     eid = use_hash_embedder(engine)
     r1 = engine.ingest(cname, hash_docs("old", 5), create={"embedder": eid})
-    engine.ingest(cname, hash_docs("new", 5))
-    sid = r1.snapshot_id
+    engine.ingest(cname, hash_docs("new", 5), replace=True)
+    sid = r1.snapshot_id  # its one segment has the same id
     result: dict[str, Any] = {}
 
     def rebuild() -> None:
@@ -502,9 +509,9 @@ def test_lexical_stats_racing_a_drop_fail_clearly_and_leave_no_table(engine: Eng
         except Exception as exc:  # reported by the assertions below
             result["error"] = exc
 
-    # What `snapshot drop` does, held open until the rebuild is queued behind it.
+    # What a drop that collects the segment does, held open until the rebuild is queued behind it.
     with psycopg.connect(engine.db.dsn) as dropper:
-        dropper.execute("SELECT 1 FROM ranklock.snapshots WHERE id = %s FOR UPDATE", [sid])
+        dropper.execute("SELECT 1 FROM ranklock.segments WHERE id = %s FOR UPDATE", [sid])
         worker = threading.Thread(target=rebuild)
         worker.start()
         waiting = None
@@ -515,25 +522,26 @@ def test_lexical_stats_racing_a_drop_fail_clearly_and_leave_no_table(engine: Eng
                 waiting = row[0] if row else 0
             time.sleep(0.02)
         assert waiting, "the rebuild never queued behind the drop"
-        for kind in tables.KINDS:
-            dropper.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(tables.snapshot_table(kind, sid)))
-        dropper.execute("DELETE FROM ranklock.snapshot_documents WHERE snapshot_id = %s", [sid])
-        dropper.execute("DELETE FROM ranklock.snapshots WHERE id = %s", [sid])
+        dropper.execute("DELETE FROM ranklock.snapshot_segments WHERE segment_id = %s", [sid])
+        dropper.execute("DELETE FROM ranklock.segments WHERE id = %s", [sid])
+        for name in tables.segment_table_names(sid):
+            dropper.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(tables.SCHEMA, name)))
         dropper.commit()
     worker.join(120)
     assert isinstance(result.get("error"), SnapshotError), result
     assert str(result["error"]) == (
-        f"snapshot {sid} was dropped while its lexical statistics were being built; nothing was written. "
+        f"segment {sid} was dropped while its lexical statistics were being built; nothing was written. "
         "Build them for an existing snapshot (see `ranklock snapshot list`)."
     )
-    assert tables_of(engine, sid) == []
+    assert [t for t in tables_of(engine, sid) if t in tables.segment_table_names(sid)] == []
+    engine.drop_snapshot(cname, sid)  # the snapshot whose segment the simulated drop took goes too
 
 
 def test_no_module_spells_a_lock_id_or_a_per_snapshot_table_name() -> None:
     src = Path(ranklock.__file__).parent
     assert len(set(locks.ALL.values())) == len(locks.ALL)
     literal = re.compile(r"7_?142_?00\d")
-    spelled = re.compile("f[\"'](?:" + "|".join(tables.KINDS) + r")_\{")
+    spelled = re.compile("f[\"'](?:" + "|".join([*tables.SEGMENT_KINDS, "valuecounts"]) + r")_\{")
     offenders = []
     for path in sorted(src.rglob("*.py")):
         if path.name in ("locks.py", "tables.py") and path.parent.name == "store":
@@ -575,7 +583,8 @@ def test_replace_with_nothing_and_allow_empty_makes_an_empty_active_snapshot(eng
     r1 = engine.ingest(cname, hash_docs("gone", 6), create={"embedder": eid})
     r2 = engine.ingest(cname, [], replace=True, allow_empty=True)
     assert (r2.documents, r2.removed, r2.chunks, r2.parent_id) == (0, 6, 0, r1.snapshot_id)
-    assert engine.collection(cname).active_snapshot_id == r2.snapshot_id
+    # The merge policy then folds the wholly dead segment away: a snapshot of no segment, as empty.
+    assert r2.merged is not None and engine.collection(cname).active_snapshot_id == r2.merged
     assert doc_set(engine, r2.snapshot_id) == set()
     assert engine.rollback(cname)["to"] == r1.snapshot_id  # the old documents are one rollback away
 

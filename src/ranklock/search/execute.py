@@ -318,7 +318,9 @@ def search_steps(
         k=req.k,
         hits=hits,
         params=echo_params(run, coll, sp, timeout),
-        snapshot=SnapshotRef(id=int(snap["id"]), manifest_hash=snap["manifest_hash"]),
+        snapshot=SnapshotRef(
+            id=int(snap["id"]), manifest_hash=snap["manifest_hash"], segments=list(run.spec.layout.ids)
+        ),
         filter=filt if filt is None or isinstance(filt, (str, dict, list)) else str(filt),
         as_of=spec.as_of.isoformat() if spec.as_of is not None else None,
         matching_count=run.scope.documents,
@@ -356,8 +358,6 @@ def echo_params(run: SearchRun, coll: CollectionInfo, sp: SearchParams, timeout:
         "embedder_id": coll.embedder_id,
         "embedder_sha256": coll.embedder_sha256,
         "statement_timeout_s": timeout,
-        # The segments the search read (all of the snapshot's unless its filter routed it to fewer).
-        "segments": list(spec.layout.ids),
     }
     if sp.lexical_ranker == "bm25":
         out.update({"k1": sp.k1, "b": sp.b})

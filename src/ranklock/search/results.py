@@ -80,6 +80,9 @@ class Hit(BaseModel):
 class SnapshotRef(BaseModel):
     id: int
     manifest_hash: str | None
+    #: The segments of the snapshot the search read (all of them unless its filter routed it to fewer,
+    #: ranklock.segmenting): where the hits came from, like the snapshot id, never part of a ranking.
+    segments: list[int] = Field(default_factory=list)
 
 
 class SearchResult(BaseModel):

@@ -277,6 +277,8 @@ def build_snapshot(
             # row says 'ready', a reaper never mistakes a finishing build for a
             # dead one and drops its tables under it.
             report.documents, report.chunks = totals.documents, totals.chunks
+            # Every chunk whose vector this write did not compute: from the embedding cache or a shared segment.
+            report.reused = max(report.chunks - report.embedded, 0)
             report.manifest = finish_snapshot(
                 db,
                 coll,

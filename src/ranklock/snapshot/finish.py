@@ -41,6 +41,14 @@ def finish_snapshot(
     connection; the switch to ready runs on it, so a builder whose lock died with its connection
     cannot mark anything ready.
     """
+    if not index_build and totals.segments:
+        # A write that wrote no segment (nothing changed, a delete) serves the indexes of the
+        # segments it shares: the manifest names the build of the newest, as the write that made it did.
+        row = db.fetchone(
+            "SELECT stats -> 'index_build' AS b FROM ranklock.segments WHERE id = %s",
+            [max(int(g["id"]) for g in totals.segments)],
+        )
+        index_build = (row or {}).get("b") or {}
     manifest = build_manifest(coll, emb, snapshot_id=sid, totals=totals, index_build=index_build)
     query = (
         "UPDATE ranklock.snapshots SET status = 'ready', manifest = %s, manifest_hash = %s, doc_count = %s, "

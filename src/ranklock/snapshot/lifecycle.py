@@ -91,11 +91,16 @@ def resolve_steps(coll: CollectionInfo, snapshot: int | None) -> Steps[dict[str,
     return row
 
 
-def activate(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: float) -> dict[str, Any]:
+def activate(
+    db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: float, *, keep_previous: bool = False
+) -> dict[str, Any]:
     """Make ``snapshot_id`` the active snapshot of ``coll``, atomically; returns ``{collection, from, to}``.
 
     It holds the collection's writer lock (ranklock.snapshot.writer): it
     runs before or after a concurrent ingest, never in the middle of one.
+    ``keep_previous`` leaves the previous snapshot as it was: a merge holds the
+    documents of the snapshot it replaces, so a rollback after it undoes the
+    last write, not the merge (ranklock.snapshot.merge).
     """
     name = coll.name
     with writing(db, coll.id, name, lock_wait), db.connection() as conn, conn.transaction():
@@ -113,9 +118,11 @@ def activate(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: fl
         if status != "ready":
             raise SnapshotError(f"snapshot {snapshot_id} is {status}, not ready; only a built snapshot can serve.")
         if active != snapshot_id:
+            previous = sql.SQL("previous_snapshot_id" if keep_previous else "active_snapshot_id")
             conn.execute(
-                "UPDATE ranklock.collections SET previous_snapshot_id = active_snapshot_id, "
-                "active_snapshot_id = %s WHERE id = %s",
+                sql.SQL(
+                    "UPDATE ranklock.collections SET previous_snapshot_id = {}, active_snapshot_id = %s WHERE id = %s"
+                ).format(previous),
                 [snapshot_id, cid],
             )
     return {"collection": name, "from": active, "to": snapshot_id}

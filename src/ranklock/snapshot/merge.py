@@ -9,9 +9,9 @@ window interval and partition value, ranklock.segmenting), so routing keeps
 working after a merge.  Within a key:
 
 * *small* segments (under ``SMALL_CHUNKS`` chunks) are merged into one as
-  soon as there are more than ``MAX_SMALL`` of them: cheap, since they are
-  small, and it keeps a collection fed by one-document ingests at a handful
-  of segments;
+  soon as there are more than ``MAX_SMALL`` of them, leaving out any that is
+  larger than the smaller ones together: cheap, since they are small, and it
+  keeps a collection fed by one-document ingests at a handful of segments;
 * larger ones are tiered by powers of ``MERGE_FACTOR`` of their size, and
   ``MERGE_FACTOR`` segments of one tier are merged: a document is rewritten
   about log(N) times over its life, never the corpus on every write;
@@ -90,9 +90,17 @@ def plan_merge(segments: Sequence[SegmentSize]) -> list[int]:
 
 
 def _plan_one_key(segments: Sequence[SegmentSize]) -> list[int]:
-    small = [g for g in segments if g.chunks < SMALL_CHUNKS]
+    small = sorted((g for g in segments if g.chunks < SMALL_CHUNKS), key=lambda g: (g.chunks, g.id))
     if len(small) > MAX_SMALL:
-        return sorted(g.id for g in small)
+        # Leave out a small segment larger than all the smaller ones together: merging it would
+        # rewrite more than the others hold (a 9,000-chunk collection fed one document at a time
+        # would be rewritten every few writes).  A merge then at least doubles the segment of every
+        # document it rewrites, so a document is rewritten at most log2(SMALL_CHUNKS) times while
+        # small, and the segments left out, each larger than the smaller ones together, are few.
+        while len(small) > MAX_SMALL and small[-1].chunks > sum(g.chunks for g in small[:-1]):
+            small.pop()
+        if len(small) > MAX_SMALL:
+            return sorted(g.id for g in small)
     tiers: dict[int, list[SegmentSize]] = {}
     for g in segments:
         if g.chunks >= SMALL_CHUNKS:
@@ -168,7 +176,7 @@ def merge(
             if len(picked) < 2 and not (picked and picked[0] in dead):
                 break
             last = build_snapshot(db, coll, [], emb, parent_id=active, merge=picked)
-            lifecycle.activate(db, coll, last.snapshot_id, lock_wait)
+            lifecycle.activate(db, coll, last.snapshot_id, lock_wait, keep_previous=True)
             folded += picked
             if not everything:
                 break
