@@ -229,6 +229,7 @@ def part_window(eng: Engine, emb: GeneratedEmbedder, per_month: int) -> dict[str
         "build_s": {"windowed_24": round(wide_s, 1), "one_month": round(one_s, 1)},
         "segments": segment_count(eng, wide),
         "segments_read": segments_read,
+        "params_segments": routed.params.get("segments"),
     }
     for mode in ("lexical", "hybrid"):
         w, wh = run_queries(eng, wide, qs, mode, filter=flt)
@@ -298,6 +299,82 @@ def part_scifact(home: str) -> dict[str, Any]:
     return out
 
 
+def ratios(v: dict[str, Any]) -> Callable[[str], str]:
+    return lambda key: f" ({v[key]}x)" if key in v else ""
+
+
+def table(result: dict[str, Any]) -> str:
+    """The results as Markdown tables (what docs/benchmarks.md records)."""
+    out: list[str] = []
+    if "writes" in result:
+        out += [
+            "| chunks | full build | add 1 (p50 / p95 / max, 20) | change 1 (p50 / p95, 5) "
+            "| delete 1 (p50 / p95, 5) | add 10,000 | add 10,000 / full build | segments after |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in result["writes"]["rows"]:
+            a, c, d = r["add_1_ms"], r["change_1_ms"], r["delete_1_ms"]
+            out.append(
+                f"| {r['size']:,} | {r['full_build_s']} s | {a['p50']} / {a['p95']} / {a['max']} ms "
+                f"| {c['p50']} / {c['p95']} ms | {d['p50']} / {d['p95']} ms | {r['add_10k_s']} s "
+                f"| {100 * r['add_10k_share_of_full']:.1f} % | {r['segments_after']} |"
+            )
+        out.append("")
+    if "small" in result:
+        sm = result["small"]
+        out += [
+            f"{sm['documents']:,} documents, {sm['queries']} queries:",
+            "",
+            "| built | segments | lexical p50 / p95 | hybrid p50 / p95 | storage | lexical hits identical |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for label, v in sm["variants"].items():
+            ratio = ratios(v)
+            out.append(
+                f"| {label} | {v['segments']} | {v['lexical_ms']['p50']} / {v['lexical_ms']['p95']} ms"
+                f"{ratio('lexical_p95_ratio')} | {v['hybrid_ms']['p50']} / {v['hybrid_ms']['p95']} ms"
+                f"{ratio('hybrid_p95_ratio')} | {v['storage_bytes'] / 2**20:.1f} MiB{ratio('storage_ratio')} "
+                f"| {v.get('lexical_identical', '-')} |"
+            )
+        out.append("")
+    if "window" in result:
+        w = result["window"]
+        out += [
+            f"{w['per_month']:,} documents a month, 24 months ({w['segments']} segments); a filter on one month read "
+            f"{w['segments_read']} segment (params: {w['params_segments']}):",
+            "",
+            "| mode | windowed, 24 months (p50 / p95) | one month alone (p50 / p95) | p95 ratio | same ids |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for mode in ("lexical", "hybrid"):
+            m = w[mode]
+            out.append(
+                f"| {mode} | {m['windowed_ms']['p50']} / {m['windowed_ms']['p95']} ms "
+                f"| {m['one_month_ms']['p50']} / {m['one_month_ms']['p95']} ms | {m['p95_ratio']} | {m['same_ids']} |"
+            )
+        out.append("")
+    if "scifact" in result:
+        sf = result["scifact"]
+        out += [
+            f"SciFact, {sf['documents']:,} documents, {sf['queries']} test queries, hits identical to the one-go build:",
+            "",
+            "| built | segments | lexical | hybrid | exact semantic | one-document ingest p50 / p95 |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for label in ("merge_on", "merge_off"):
+            if f"identical_{label}" not in sf:
+                continue
+            ms = sf[f"one_doc_ingest_ms_{label}"]
+            for suffix, name in (("", "5,083 + 100 one-document ingests"), ("_after_full_merge", "then merged")):
+                r = sf[f"identical_{label}{suffix}"]
+                out.append(
+                    f"| {name}, merging {label[6:]} | {r['segments']} | {r['lexical']} | {r['hybrid']} "
+                    f"| {r['exact_semantic']} | {ms['p50']} / {ms['p95']} ms |"
+                )
+        out.append("")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--home", default="/work/bench-home")
@@ -329,6 +406,7 @@ def main() -> None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(result, indent=2))
     print(json.dumps({p: result[p] for p in parts}, indent=2))
+    print(table({p: result[p] for p in parts}))
 
 
 if __name__ == "__main__":

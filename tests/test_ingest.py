@@ -119,7 +119,8 @@ def test_ingesting_twice_gives_byte_identical_chunks_and_vectors(engine: Engine,
     # Clear the embedding cache for these texts so the second ingest embeds again.
     engine.db.execute("DELETE FROM ranklock.embedding_cache")
     r2 = engine.ingest(cname + "_b", demo_corpus_path(), replace=True)
-    assert r2.reused == 0 and r2.embedded == r2.chunks - 1  # dup-001 and dup-002 share one text
+    # dup-001 and dup-002 share one text: embedded once, its vector used twice (reused: not computed again).
+    assert r2.embedded == r2.chunks - 1 and r2.reused == 1
     assert _stored(engine, cname + "_a") == _stored(engine, cname + "_b")
     # And the vectors are unit length, normalised once at write time.
     sid = engine.collection(cname + "_b").active_snapshot_id

@@ -24,12 +24,12 @@ from ranklock.eval.run import evaluate
 from ranklock.ingest.chunker import document_text
 from ranklock.limits import MAX_K
 from ranklock.search.bm25 import prepare_bm25
-from ranklock.snapshot.segments import Layout, SegmentInfo
 from ranklock.search.fusion import build_search_sql
 from ranklock.search.lexical import LexicalBranch
 from ranklock.search.semantic import SemanticBranch
 from ranklock.search.spec import SearchSpec
 from ranklock.snapshot.lexical_stats import BM25_STATS_VERSION
+from ranklock.snapshot.segments import Layout, SegmentInfo
 
 DEPTHS = (1, 40, 100, 1000, MAX_K)  # MAX_K: the most SearchParams.depth accepts
 MODES = ("lexical", "semantic", "hybrid")

@@ -260,6 +260,7 @@ def test_a_month_window_routes_a_filter_to_its_segment(engine: Engine) -> None:
     for mode in ("lexical", "semantic", "hybrid"):
         one = engine.search("t_seg_window", "alpha bravo", k=10, mode=mode, filter=month)
         assert len(one.snapshot.segments) == 1, one.snapshot.segments
+        assert one.params["segments"] == {"read": 1, "of": 24}
         flat = engine.search("t_seg_flat", "alpha bravo", k=10, mode=mode, filter=month)
         assert json.loads(one.to_json())["hits"] == json.loads(flat.to_json())["hits"]
         assert one.matching_count == flat.matching_count == 6

@@ -409,7 +409,7 @@ def test_manifest_records_the_vector_index_build(engine: Engine, cname: str) -> 
     engine.ingest(cname, docs(TAG), replace=True)
     assert engine.manifest(cname)["index"]["build"] == build
     time.sleep(1.1)  # a rebuild at least a second later: built_at differs
-    engine.ingest(cname, docs(TAG) + [Document("extra", "", "One more note.")])
+    engine.ingest(cname, [*docs(TAG), Document("extra", "", "One more note.")])
     engine.merge(cname, everything=True)  # rebuilds the vector index of every document in one segment
     engine.ingest(cname, docs(TAG), replace=True)  # a delete of "extra": no segment written
     second = engine.manifest(cname)

@@ -358,6 +358,9 @@ def echo_params(run: SearchRun, coll: CollectionInfo, sp: SearchParams, timeout:
         "embedder_id": coll.embedder_id,
         "embedder_sha256": coll.embedder_sha256,
         "statement_timeout_s": timeout,
+        # How many of the snapshot's segments the search read (fewer when its filter routed it,
+        # ranklock.segmenting); their ids are in the result's ``snapshot.segments``.
+        "segments": {"read": len(spec.layout.segments), "of": len(spec.layout.statistics)},
     }
     if sp.lexical_ranker == "bm25":
         out.update({"k1": sp.k1, "b": sp.b})
