@@ -139,6 +139,10 @@ def writes_one(eng: Engine, emb: GeneratedEmbedder, size: int) -> dict[str, Any]
         change.append(timed(lambda new=new: eng.ingest(name, [new]))[0])
     delete = [timed(lambda i=i: eng.delete(name, [base[1 + i * 991].doc_id]))[0] for i in range(5)]
     add10k_ms, _ = timed(lambda: eng.ingest(name, batch))
+    # Searches over what the writes left (several segments, masked documents).
+    qs = queries(200)
+    lex, _ = run_queries(eng, name, qs, "lexical")
+    hyb, _ = run_queries(eng, name, qs, "hybrid")
     return {
         "size": size,
         "full_build_s": round(full_s, 1),
@@ -149,6 +153,8 @@ def writes_one(eng: Engine, emb: GeneratedEmbedder, size: int) -> dict[str, Any]
         "add_10k_s": round(add10k_ms / 1000, 1),
         "add_10k_share_of_full": round(add10k_ms / 1000 / full_s, 4),
         "segments_after": segment_count(eng, name),
+        "lexical_ms_after": summary(lex),
+        "hybrid_ms_after": summary(hyb),
         "load": [load0, loadavg()],
     }
 
@@ -309,15 +315,17 @@ def table(result: dict[str, Any]) -> str:
     if "writes" in result:
         out += [
             "| chunks | full build | add 1 (p50 / p95 / max, 20) | change 1 (p50 / p95, 5) "
-            "| delete 1 (p50 / p95, 5) | add 10,000 | add 10,000 / full build | segments after |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| delete 1 (p50 / p95, 5) | add 10,000 | add 10,000 / full build | segments after "
+            "| lexical / hybrid p95 after |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in result["writes"]["rows"]:
             a, c, d = r["add_1_ms"], r["change_1_ms"], r["delete_1_ms"]
             out.append(
                 f"| {r['size']:,} | {r['full_build_s']} s | {a['p50']} / {a['p95']} / {a['max']} ms "
                 f"| {c['p50']} / {c['p95']} ms | {d['p50']} / {d['p95']} ms | {r['add_10k_s']} s "
-                f"| {100 * r['add_10k_share_of_full']:.1f} % | {r['segments_after']} |"
+                f"| {100 * r['add_10k_share_of_full']:.1f} % | {r['segments_after']} "
+                f"| {r['lexical_ms_after']['p95']} / {r['hybrid_ms_after']['p95']} ms |"
             )
         out.append("")
     if "small" in result:
