@@ -134,10 +134,10 @@ def writes_one(eng: Engine, emb: GeneratedEmbedder, size: int) -> dict[str, Any]
         merges += rep.merged is not None
     change = []
     for i in range(5):
-        d = base[i * 997]
+        d = base[(i * 997) % len(base)]
         new = Document(d.doc_id, d.title, d.body + " revised", d.metadata)
         change.append(timed(lambda new=new: eng.ingest(name, [new]))[0])
-    delete = [timed(lambda i=i: eng.delete(name, [base[1 + i * 991].doc_id]))[0] for i in range(5)]
+    delete = [timed(lambda i=i: eng.delete(name, [base[(1 + i * 991) % len(base)].doc_id]))[0] for i in range(5)]
     add10k_ms, _ = timed(lambda: eng.ingest(name, batch))
     # Searches over what the writes left (several segments, masked documents).
     qs = queries(200)
