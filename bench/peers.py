@@ -239,12 +239,14 @@ def load_corpus_vectors(eng: Any, coll_name: str, dataset: str) -> Corpus:
     from ranklock.ingest.loaders import load_corpus
     from ranklock.ingest.normalize import text_sha256
     from ranklock.snapshot.build import _embed_missing
-    from ranklock.store.tables import snapshot_table
+    from ranklock.snapshot.segments import chunks_sql, live_sql, read_layout
 
     coll = eng.collection(coll_name)
-    table = snapshot_table("chunks", int(coll.active_snapshot_id))
+    layout = read_layout(eng.db, int(coll.active_snapshot_id))
+    # The snapshot's live chunks, over its segments (ranklock.snapshot.segments).
+    table = sql.SQL("(SELECT c.* FROM {} AS c WHERE {})").format(chunks_sql(layout), live_sql(layout))
     rows = eng.db.fetchall(
-        sql.SQL("SELECT doc_id, chunk, text, embedding FROM {} ORDER BY doc_id, chunk").format(table)
+        sql.SQL("SELECT doc_id, chunk, text, embedding FROM {} AS l ORDER BY doc_id, chunk").format(table)
     )
     chunk_doc = [r["doc_id"] for r in rows]
     chunk_text = [r["text"] for r in rows]
