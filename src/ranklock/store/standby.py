@@ -90,7 +90,9 @@ def prepare_primary(base_uri: str) -> list[str]:
                 "`ranklock replica create` again."
             )
         if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [REPLICATION_ROLE]).fetchone() is None:
-            with contextlib.suppress(psycopg.errors.DuplicateObject):
+            # Two `replica create` at once both find no role: the loser's CREATE fails with
+            # duplicate_object, or with unique_violation when both passed the catalog check.
+            with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
                 conn.execute(sql.SQL("CREATE ROLE {} WITH LOGIN REPLICATION").format(sql.Identifier(REPLICATION_ROLE)))
                 changed.append(f"created role {REPLICATION_ROLE} (LOGIN REPLICATION)")
         ok = conn.execute(
