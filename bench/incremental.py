@@ -127,6 +127,9 @@ def writes_one(eng: Engine, emb: GeneratedEmbedder, size: int) -> dict[str, Any]
     load0 = loadavg()
     full_s = build(eng, emb, name, base)
     print(f"  {size:,}: full build {full_s:.1f} s", flush=True)
+    qs = queries(200)
+    lex_full, _ = run_queries(eng, name, qs, "lexical")  # one segment: the latency of a full build
+    hyb_full, _ = run_queries(eng, name, qs, "hybrid")
     add, merges = [], 0
     for d in extra[:20]:
         ms, rep = timed(lambda d=d: eng.ingest(name, [d]))
@@ -140,7 +143,6 @@ def writes_one(eng: Engine, emb: GeneratedEmbedder, size: int) -> dict[str, Any]
     delete = [timed(lambda i=i: eng.delete(name, [base[(1 + i * 991) % len(base)].doc_id]))[0] for i in range(5)]
     add10k_ms, _ = timed(lambda: eng.ingest(name, batch))
     # Searches over what the writes left (several segments, masked documents).
-    qs = queries(200)
     lex, _ = run_queries(eng, name, qs, "lexical")
     hyb, _ = run_queries(eng, name, qs, "hybrid")
     return {
@@ -153,6 +155,8 @@ def writes_one(eng: Engine, emb: GeneratedEmbedder, size: int) -> dict[str, Any]
         "add_10k_s": round(add10k_ms / 1000, 1),
         "add_10k_share_of_full": round(add10k_ms / 1000 / full_s, 4),
         "segments_after": segment_count(eng, name),
+        "lexical_ms_full_build": summary(lex_full),
+        "hybrid_ms_full_build": summary(hyb_full),
         "lexical_ms_after": summary(lex),
         "hybrid_ms_after": summary(hyb),
         "load": [load0, loadavg()],

@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 import ranklock
+from crash import kill_while_building
 from ranklock import Engine
 from ranklock.snapshot import merge as merge_policy
 from ranklock.snapshot.build import reap_dead_builds
@@ -77,26 +78,8 @@ def test_a_merge_killed_mid_way_changes_nothing_and_the_next_merge_succeeds(
     active = coll.active_snapshot_id
     assert active is not None
     before = exact_results(engine, cname)
-    proc = start(engine, cname, "merge")
-    sid = None
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            row = engine.db.fetchone(
-                "SELECT id, status FROM ranklock.snapshots WHERE collection_id = %s AND id > %s ORDER BY id LIMIT 1",
-                [coll.id, active],
-            )
-            if row is not None and row["status"] == "building":
-                sid = int(row["id"])
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.005)
-    finally:
-        if proc.poll() is None and sid is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    sid = kill_while_building(engine, start(engine, cname, "merge"), coll.id, active)
     assert sid is not None, "the merge finished before it could be killed mid-way"
-    assert proc.returncode == -signal.SIGKILL
     assert engine.collection(cname).active_snapshot_id == active
     assert exact_results(engine, cname) == before
     reaped: list[int] = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from crash import kill_while_building
 from ranklock import Document, Engine, NotFound, SnapshotError
 from ranklock.snapshot.build import reap_dead_builds
 from ranklock.snapshot.manifest import diff_manifests
@@ -292,23 +292,7 @@ def test_build_killed_mid_way_leaves_active_snapshot_intact(engine: Engine, cnam
     before = engine.search(cname, QUERY, k=4).to_json()
     coll = engine.collection(cname)
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, engine.db.dsn, cname, cname])
-    sid = None
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            row = engine.db.fetchone(
-                "SELECT id, status FROM ranklock.snapshots WHERE collection_id = %s AND id > %s ORDER BY id LIMIT 1",
-                [coll.id, r1.snapshot_id],
-            )
-            if row is not None and row["status"] == "building":
-                sid = int(row["id"])
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.02)
-    finally:
-        if proc.poll() is None and sid is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    sid = kill_while_building(engine, proc, coll.id, r1.snapshot_id)
     assert sid is not None, "the subprocess finished before it could be killed mid-build"
     assert proc.returncode == -signal.SIGKILL
     assert engine.db.fetchone("SELECT status FROM ranklock.snapshots WHERE id = %s", [sid]) == {"status": "building"}
