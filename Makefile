@@ -23,6 +23,7 @@ demo:
 lint:
 	$(PY) -m ruff check src tests bench scripts
 	$(PY) -m ruff format --check src tests bench scripts
+	$(PY) -m vulture
 
 types:
 	$(PY) -m mypy

@@ -375,7 +375,7 @@ def lexical_per_shard(spec: SearchSpec, sid: int, conn: psycopg.Connection[Any],
     tables = [snapshot_table(k, sid).as_string(conn) for k in ("chunks", "forward", "postings", "terms", "dense")]
     values = {n: (params[n].isoformat() if isinstance(params[n], datetime) else params[n]) for n in used}
     extra = {"shard_stmt": text, "shard_params": Jsonb(values), "shard_tables": tables}
-    return shaped(spec, lambda spec, where: sql.SQL(PER_SHARD), extra)
+    return shaped(spec, lambda _spec, _where: sql.SQL(PER_SHARD), extra)
 
 
 #: One command per shard of the chunk table, run in parallel by Citus: the plan's statement on that shard group.

@@ -9,8 +9,10 @@ Four parts, each on its own collections in ``--home``:
 * ``small``: ``--small`` documents built in one go, against the same documents as
   ``--small - 100`` built at once plus 100 one-document ingests (the merge policy on, and
   with ``--no-merge`` also with merging off): lexical and hybrid latency over 200 queries
-  (p50 / p95), storage (every table of the active snapshot's segments) and lexical byte
-  identity of the hits;
+  (p50 / p95), timed once every variant is built, each query on every variant in turn,
+  ``--rounds`` times; storage (every table of the active snapshot's segments) and lexical
+  byte identity of the hits.  ``INCREMENTAL_RUN=<run>`` reuses the collections an earlier
+  run built (their names end in its run label) and only times them;
 * ``window``: 24 months of documents in a month-windowed collection against a collection
   of one month: a search filtered to that month reads one segment, latency side by side;
 * ``scifact``: SciFact (real MiniLM vectors, from the embedding cache of ``--home``) built in
@@ -72,7 +74,7 @@ def engine(home: str) -> tuple[Engine, GeneratedEmbedder]:
 
 
 #: Collections are named per run (ranklock has no collection drop): a rerun never reads an earlier run's segments.
-RUN = time.strftime("%m%d%H%M", time.gmtime())
+RUN = os.environ.get("INCREMENTAL_RUN") or time.strftime("%m%d%H%M", time.gmtime())
 
 
 def fresh(name: str) -> str:
@@ -171,46 +173,68 @@ def part_writes(eng: Engine, emb: GeneratedEmbedder, sizes: Sequence[int]) -> li
     return rows
 
 
-def part_small(eng: Engine, emb: GeneratedEmbedder, n: int, no_merge: bool) -> dict[str, Any]:
+def exists(eng: Engine, name: str) -> bool:
+    return any(c["name"] == name for c in eng.collections())
+
+
+def part_small(eng: Engine, emb: GeneratedEmbedder, n: int, no_merge: bool, rounds: int) -> dict[str, Any]:
+    """Every variant built first (or found, from an earlier ``--run``), then timed in interleaved rounds.
+
+    Each query runs on every variant in turn, ``rounds`` times over: a drift of
+    the machine (a cron job, the page cache) then weighs on every variant
+    alike, instead of on whichever was measured when it happened.
+    """
     docs = generate(n)
     qs = queries(200)
     load0 = loadavg()
-    out: dict[str, Any] = {"documents": n, "variants": {}}
+    out: dict[str, Any] = {"documents": n, "rounds": rounds, "variants": {}}
     variants = [("one_go", None), ("100_small_merge_on", merge_policy.MAX_SMALL)]
     if no_merge:
         variants.append(("100_small_merge_off", 10**9))
-    reference: dict[str, list[str]] = {}
+    names = {}
     for label, max_small in variants:
-        name = fresh(f"inc_small_{label}")
-        if max_small is None:
-            build_s = build(eng, emb, name, docs)
-        else:
-            build_s = build(eng, emb, name, docs[:-100])
-            saved = merge_policy.MAX_SMALL
-            merge_policy.MAX_SMALL = max_small
-            try:
-                for d in docs[-100:]:
-                    eng.ingest(name, [d])
-            finally:
-                merge_policy.MAX_SMALL = saved
-        lex, lex_hits = run_queries(eng, name, qs, "lexical")
-        hyb, _ = run_queries(eng, name, qs, "hybrid")
-        v: dict[str, Any] = {
-            "build_s": round(build_s, 1),
+        name = names[label] = fresh(f"inc_small_{label}")
+        build_s = None
+        if not exists(eng, name):
+            if max_small is None:
+                build_s = build(eng, emb, name, docs)
+            else:
+                build_s = build(eng, emb, name, docs[:-100])
+                saved = merge_policy.MAX_SMALL
+                merge_policy.MAX_SMALL = max_small
+                try:
+                    for d in docs[-100:]:
+                        eng.ingest(name, [d])
+                finally:
+                    merge_policy.MAX_SMALL = saved
+        out["variants"][label] = {
+            "build_s": None if build_s is None else round(build_s, 1),
             "segments": segment_count(eng, name),
             "storage_bytes": storage(eng, name),
-            "lexical_ms": summary(lex),
-            "hybrid_ms": summary(hyb),
         }
-        if not reference:
-            reference = {"lexical": lex_hits}
-        else:
-            v["lexical_identical"] = sum(a == b for a, b in zip(lex_hits, reference["lexical"], strict=True))
-            one = out["variants"]["one_go"]
+    lat: dict[tuple[str, str], list[float]] = {}
+    first: dict[tuple[str, str], list[str]] = {}
+    for mode in ("lexical", "hybrid"):
+        for label in names:
+            for q in qs[:10]:  # warm the caches and the plan once
+                eng.search(names[label], q, k=10, mode=mode)
+        for r in range(rounds):
+            for q in qs:
+                for label in names:
+                    ms, res = timed(lambda q=q, name=names[label], mode=mode: eng.search(name, q, k=10, mode=mode))
+                    lat.setdefault((label, mode), []).append(ms)
+                    if r == 0:
+                        first.setdefault((label, mode), []).append(hits(res))
+    one = out["variants"]["one_go"]
+    for label, v in out["variants"].items():
+        v["lexical_ms"] = summary(lat[(label, "lexical")])
+        v["hybrid_ms"] = summary(lat[(label, "hybrid")])
+        if label != "one_go":
+            pairs = zip(first[(label, "lexical")], first[("one_go", "lexical")], strict=True)
+            v["lexical_identical"] = sum(a == b for a, b in pairs)
             v["lexical_p95_ratio"] = round(v["lexical_ms"]["p95"] / one["lexical_ms"]["p95"], 2)
             v["hybrid_p95_ratio"] = round(v["hybrid_ms"]["p95"] / one["hybrid_ms"]["p95"], 2)
             v["storage_ratio"] = round(v["storage_bytes"] / one["storage_bytes"], 3)
-        out["variants"][label] = v
         print(label, json.dumps(v), flush=True)
     out["queries"] = len(qs)
     out["load"] = [load0, loadavg()]
@@ -335,7 +359,8 @@ def table(result: dict[str, Any]) -> str:
     if "small" in result:
         sm = result["small"]
         out += [
-            f"{sm['documents']:,} documents, {sm['queries']} queries:",
+            f"{sm['documents']:,} documents, {sm['queries']} queries"
+            f"{f', {rounds} interleaved rounds' if (rounds := sm.get('rounds')) else ''}:",
             "",
             "| built | segments | lexical p50 / p95 | hybrid p50 / p95 | storage | lexical hits identical |",
             "|---|---:|---:|---:|---:|---:|",
@@ -394,6 +419,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="20000,200000", help="Collection sizes (documents = chunks) for 'writes'.")
     ap.add_argument("--small", type=int, default=200_000, help="Documents for 'small'.")
     ap.add_argument("--no-merge", action="store_true", help="'small' also with the merge policy off.")
+    ap.add_argument("--rounds", type=int, default=3, help="'small': interleaved timing rounds over the queries.")
     ap.add_argument("--per-month", type=int, default=2000, help="Documents per month for 'window'.")
     ap.add_argument("--out", default="bench/out/incremental.json")
     args = ap.parse_args()
@@ -407,7 +433,7 @@ def main() -> None:
         if part == "writes":
             value: Any = part_writes(eng, emb, [int(s) for s in args.sizes.split(",")])
         elif part == "small":
-            value = part_small(eng, emb, args.small, args.no_merge)
+            value = part_small(eng, emb, args.small, args.no_merge, args.rounds)
         elif part == "window":
             value = part_window(eng, emb, args.per_month)
         elif part == "scifact":

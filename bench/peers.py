@@ -542,7 +542,7 @@ def evaluate_dataset(eng: Any, dataset: str, coll: str, *, lance: bool, rounds: 
             row["vs_ranklock"] = paired(per_query[f"ranklock/{s.mode}"], per_query[s.key], rounds=rounds)
         table.append(row)
 
-    gap = lexical_gap(eng, coll, corpus, qs, qrels, per_query, ndcg_per_query(qrels, ranklock_k15), rounds)
+    gap = lexical_gap(eng, corpus, qs, qrels, per_query, ndcg_per_query(qrels, ranklock_k15), rounds)
     return {
         "queries": len(qs.qids),
         "graded_qrels": any(v > 1 for rel in qrels.values() for v in rel.values()),
@@ -574,7 +574,6 @@ def _bm25s_stop_words() -> tuple[str, ...]:
 
 def lexical_gap(
     eng: Any,
-    coll: str,
     corpus: Corpus,
     qs: Queries,
     qrels: dict[str, dict[str, int]],

@@ -67,7 +67,7 @@ def tokens(engine: Engine) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def secured(engine: Engine, coll: str, tokens: dict[str, Any]) -> TestClient:
+def secured(engine: Engine, coll: str, tokens: dict[str, Any]) -> TestClient:  # noqa: ARG001 (coll, tokens: made first)
     """The app as `serve --host 0.0.0.0` runs it: a token on every route but the public ones."""
     return TestClient(create_app(engine, access=Access(require_token=True)), raise_server_exceptions=False)
 
@@ -165,7 +165,8 @@ def test_a_paid_generator_needs_its_own_scope(secured: TestClient, coll: str, to
     assert r.status_code != 403 and r.json()["error"]["type"] != "Forbidden"
 
 
-def test_a_revoked_token_is_refused_from_the_next_request(engine: Engine, secured: TestClient, coll: str) -> None:
+@pytest.mark.usefixtures("coll")
+def test_a_revoked_token_is_refused_from_the_next_request(engine: Engine, secured: TestClient) -> None:
     info, secret = engine.create_token(f"adv-soon-{uuid.uuid4().hex[:8]}", ["read"])
     assert secured.get("/api/collections", headers=bearer(secret)).status_code == 200
     engine.revoke_token(str(info.id))
@@ -284,7 +285,8 @@ def test_the_cost_cap_refuses_k_times_depth_over_the_limit(engine: Engine, coll:
     )
 
 
-def test_the_rate_limit_is_per_token(engine: Engine, coll: str, tokens: dict[str, Any], limited: Settings) -> None:
+@pytest.mark.usefixtures("coll")
+def test_the_rate_limit_is_per_token(engine: Engine, tokens: dict[str, Any], limited: Settings) -> None:
     limited.rate_limit = (3, 60.0)
     client = TestClient(create_app(engine, access=Access(require_token=True)), raise_server_exceptions=False)
     got = [client.get("/api/collections", headers=bearer(tokens["read"])).status_code for _ in range(4)]
@@ -306,7 +308,7 @@ def test_concurrent_searches_per_token_are_capped(engine: Engine, tokens: dict[s
     release = asyncio.Event()
     running = 0
 
-    async def route(scope: Any, receive: Any, send: Any) -> None:
+    async def route(_scope: Any, _receive: Any, send: Any) -> None:
         # The route behind the guard: a search that holds on until released.
         nonlocal running
         running += 1
@@ -451,7 +453,8 @@ def test_a_hostile_request_corpus_gets_no_500_no_traceback_and_changes_nothing(
 # -- the protocol: against a real server over raw sockets ----------------------------------------------------------
 
 
-def test_a_huge_body_is_refused_before_it_is_read(engine: Engine, coll: str) -> None:
+@pytest.mark.usefixtures("coll")
+def test_a_huge_body_is_refused_before_it_is_read(engine: Engine) -> None:
     """The issue's 100 MB body cost +196 MB RSS before its 400: now 413 on the declared length, nothing read."""
     proc = psutil.Process()
     with real_server(create_app(engine)) as port:
@@ -479,7 +482,8 @@ def test_a_huge_body_is_refused_before_it_is_read(engine: Engine, coll: str) -> 
         assert proc.memory_info().rss - rss < 50 * 2**20
 
 
-def test_a_slow_body_is_cut_off_at_the_body_timeout(engine: Engine, coll: str, limited: Settings) -> None:
+@pytest.mark.usefixtures("coll")
+def test_a_slow_body_is_cut_off_at_the_body_timeout(engine: Engine, limited: Settings) -> None:
     limited.body_timeout = 1.0
     with real_server(create_app(engine)) as port:
         t = time.monotonic()

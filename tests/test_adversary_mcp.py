@@ -96,7 +96,7 @@ def coll(engine: Engine) -> str:
 
 
 @pytest.fixture(scope="module")
-def client(rl_home: Path, coll: str) -> Iterator[RawClient]:
+def client(rl_home: Path, coll: str) -> Iterator[RawClient]:  # noqa: ARG001 (coll: made first)
     c = RawClient(rl_home, {"RANKLOCK_MAX_BODY_BYTES": "200000"})
     yield c
     c.close()
@@ -158,7 +158,8 @@ def test_a_lone_surrogate_is_refused_as_over_http(client: RawClient, engine: Eng
     )
 
 
-def test_the_tools_are_as_strict_as_the_http_api(client: RawClient, engine: Engine, coll: str) -> None:
+@pytest.mark.usefixtures("engine")
+def test_the_tools_are_as_strict_as_the_http_api(client: RawClient, coll: str) -> None:
     assert tool_error(client.call(20, "search", {"collection": coll, "query": "kiln", "k": True})) == (
         "Error executing tool search: InputError: argument 'k': input should be a valid integer, got True (bool); "
         "fix the value."
@@ -184,7 +185,7 @@ def test_the_tools_are_as_strict_as_the_http_api(client: RawClient, engine: Engi
 
 
 def test_snapshot_id_is_honoured(client: RawClient, engine: Engine, coll: str) -> None:
-    old = engine.list_snapshots(coll)[0]["id"]  # the first: all the documents (later ones: one, merged)
+    old = engine.list_snapshots(coll)[0].id  # the first: all the documents (later ones: one, merged)
     got = client.call(30, "search", {"collection": coll, "query": "glaze", "mode": "lexical", "snapshot_id": old})
     result = got["result"]["structuredContent"]
     assert result["snapshot"]["id"] == old and [h["doc_id"] for h in result["hits"]][:1] == ["glaze"]

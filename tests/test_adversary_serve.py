@@ -95,7 +95,8 @@ def _up(port: int, proc: subprocess.Popen[str], headers: dict[str, str] | None =
         time.sleep(0.2)
 
 
-def test_serve_beyond_loopback_refuses_to_start_without_a_token(rl_home: Path, no_live_tokens: None) -> None:
+@pytest.mark.usefixtures("no_live_tokens")
+def test_serve_beyond_loopback_refuses_to_start_without_a_token(rl_home: Path) -> None:
     proc, _ = _serve(rl_home, "--host", "0.0.0.0")
     proc.wait(timeout=60)
     err = _stderr(proc)
@@ -107,9 +108,8 @@ def test_serve_beyond_loopback_refuses_to_start_without_a_token(rl_home: Path, n
     )
 
 
-def test_insecure_no_auth_warns_and_serves(
-    rl_home: Path, no_live_tokens: None, stop: list[subprocess.Popen[str]]
-) -> None:
+@pytest.mark.usefixtures("no_live_tokens")
+def test_insecure_no_auth_warns_and_serves(rl_home: Path, stop: list[subprocess.Popen[str]]) -> None:
     proc, port = _serve(rl_home, "--host", "0.0.0.0", "--insecure-no-auth")
     stop.append(proc)
     _up(port, proc)
@@ -136,8 +136,9 @@ def test_serve_beyond_loopback_asks_every_request_for_its_token(
     assert status == 200 and "collections" in body
 
 
+@pytest.mark.usefixtures("no_live_tokens")
 def test_the_readme_serving_example_runs_as_written(
-    engine: Engine, rl_home: Path, no_live_tokens: None, stop: list[subprocess.Popen[str]]
+    engine: Engine, rl_home: Path, stop: list[subprocess.Popen[str]]
 ) -> None:
     import shlex
 

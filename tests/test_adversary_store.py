@@ -22,7 +22,7 @@ def test_a_build_that_loses_its_lock_stops_and_marks_nothing_ready(engine: Engin
     before = coll.active_snapshot_id
     killed: list[int] = []
 
-    def kill_the_lock_connection(stage: str, done: int, total: int) -> None:
+    def kill_the_lock_connection(stage: str, _done: int, _total: int) -> None:
         if stage == "write" and not killed:  # the build has its row and its lock by then
             row = engine.db.fetchone(
                 "SELECT id, builder_pid FROM ranklock.snapshots WHERE collection_id = %s AND status = 'building'",

@@ -139,7 +139,7 @@ def test_json_has_exactly_the_issue_shape(engine: Engine, coll: str) -> None:
     assert list(d["snapshot"]) == ["id", "manifest_hash"]
     assert d["generator"]["name"] == "extractive"
     snap = engine.snapshot_info(coll)
-    assert d["snapshot"] == {"id": snap["id"], "manifest_hash": snap["manifest_hash"]}
+    assert d["snapshot"] == {"id": snap.id, "manifest_hash": snap.manifest_hash}
 
 
 def test_abstains_when_nothing_relevant_was_retrieved(engine: Engine, coll: str) -> None:
@@ -303,7 +303,8 @@ def test_replay_uses_the_logged_retrieval_mode(engine: Engine, coll: str) -> Non
     assert engine.replay_answer(ans.answer_id).identical
 
 
-def test_replay_errors(engine: Engine, coll: str) -> None:
+@pytest.mark.usefixtures("coll")
+def test_replay_errors(engine: Engine) -> None:
     from ranklock import NotFound
 
     with pytest.raises(QueryError) as q:

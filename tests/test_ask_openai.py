@@ -31,7 +31,7 @@ class ChatServer(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     server: ChatServer
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, _format: str, *_args: Any) -> None:
         return None
 
     def do_POST(self) -> None:

@@ -136,13 +136,13 @@ def test_snapshot_list_fits_80_columns(engine: Engine, coll: str, rl_home: Path)
     assert max(len(line) for line in lines) <= 80
     assert lines[0].split() == ["id", "status", "parent", "docs", "chunks", "manifest", "built", "(UTC)"]
     snaps = engine.list_snapshots(coll)
-    active = next(s for s in snaps if s["active"])
+    active = next(s.as_dict() for s in snaps if s.active)
     row = next(line for line in lines if line.split()[:1] == [str(active["id"])])
     assert "ready (active)" in row and str(active["manifest_hash"])[:12] in row
     rc, plain, _ = cli(rl_home, "snapshot", "list", coll)
     assert "\x1b" not in plain and not BOX & set(plain)
     _, jl, _ = cli(rl_home, "snapshot", "list", coll, "--format", "jsonl")
-    assert [json.loads(x)["id"] for x in jl.splitlines()] == [s["id"] for s in snaps]
+    assert [json.loads(x)["id"] for x in jl.splitlines()] == [s.id for s in snaps]
 
 
 @pytest.fixture

@@ -197,7 +197,7 @@ def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engi
     assert counts_table() is None
     # search() (which does both) runs exactly that statement with those values.
     seen: list[str] = []
-    traced = Engine(dsn=engine.db.dsn, tracer=lambda q, p: seen.append(q), log_queries=engine.settings.log_queries)
+    traced = Engine(dsn=engine.db.dsn, tracer=lambda q, _p: seen.append(q), log_queries=engine.settings.log_queries)
     try:
         register(traced)
         res = traced.search(cname, query, k=5, filter=flt)

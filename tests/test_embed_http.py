@@ -36,7 +36,7 @@ class _FakeEmbeddings(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def log_message(self, *args: Any) -> None:
+    def log_message(self, *_args: Any) -> None:
         return None
 
 

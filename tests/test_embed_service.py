@@ -116,8 +116,9 @@ def test_db_stop_stops_the_service(home: Path) -> None:
     assert json.loads(r.stdout)["embedding_service"] is None
 
 
+@pytest.mark.usefixtures("monkeypatch")
 def test_a_service_that_cannot_start_falls_back_to_the_same_vectors_in_process(
-    tmp_path: Path, local: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, local: SentenceTransformerEmbedder
 ) -> None:
     # A data directory that cannot hold the socket (a file where the directory should be).
     (tmp_path / "embed").write_text("not a directory")

@@ -89,7 +89,8 @@ def test_report_files_and_trec_eval_agreement(engine: Engine, small: str, tmp_pa
     assert report["modes"]["hybrid"]["recall@10"] > 0.8
 
 
-def test_cli_eval_and_compare(engine: Engine, small: str, tmp_path: Path, rl_home: Path) -> None:
+@pytest.mark.usefixtures("engine")
+def test_cli_eval_and_compare(small: str, tmp_path: Path, rl_home: Path) -> None:
     golden = write_golden(tmp_path / "golden.jsonl")
     runner = CliRunner()
     out = tmp_path / "base"

@@ -69,7 +69,8 @@ def test_canary_records_then_detects_drift(engine: Engine, small: str, tmp_path:
     assert record.with_suffix(".failed.json").exists()
 
 
-def test_cli_stability_and_canary(engine: Engine, small: str, tmp_path: Path, rl_home: Path) -> None:
+@pytest.mark.usefixtures("engine")
+def test_cli_stability_and_canary(small: str, tmp_path: Path, rl_home: Path) -> None:
     dsn = os.environ.get("RANKLOCK_TEST_DSN")
     db = ["--dsn", dsn] if dsn else ["--home", str(rl_home)]
     qfile = tmp_path / "queries.txt"

@@ -105,8 +105,8 @@ def cli_hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     resolve_hash_embedder_by_id(monkeypatch)
 
 
-@pytest.mark.usefixtures("cli_hash_embedder")
-def test_cli_ingest_prints_what_it_inferred(engine: Engine, cname: str, rl_home: Path, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("cli_hash_embedder", "engine")
+def test_cli_ingest_prints_what_it_inferred(cname: str, rl_home: Path, tmp_path: Path) -> None:
     corpus = tmp_path / "parts.jsonl"
     rows = [
         {"id": "p1", "text": "pump seals", "metadata": {"year": 2021, "tags": ["parts"], "Note": "x"}},

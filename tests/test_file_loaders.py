@@ -298,7 +298,7 @@ def test_cli_ingest_of_the_pt_es_vault_names_every_file_it_left_out(
     ):
         assert line in " ".join(r.stderr.split()), line
     assert ".obsidian" not in r.output and ".DS_Store" not in r.output
-    assert engine.snapshot_info(cname)["documents"] == 3
+    assert engine.snapshot_info(cname).documents == 3
     # The empty note is no document, so it cannot turn up in an unrelated search.
     res = engine.search(cname, "empty note", mode="lexical", k=10)
     assert res.hits == []

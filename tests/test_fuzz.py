@@ -373,7 +373,8 @@ def _assert_json_answer(what: str, status: int, body: bytes) -> None:
         assert data["collection"] == COLL and isinstance(data["hits"], list)
 
 
-def test_fuzz_http_search(engine: Engine, rl_home: Path, ref: str) -> None:
+@pytest.mark.usefixtures("ref")
+def test_fuzz_http_search(engine: Engine, rl_home: Path) -> None:
     before = fingerprint(engine, rl_home)
     client = TestClient(create_app(engine), raise_server_exceptions=False)
     keys = st.sampled_from(["collection", "query", "k", "mode", "filter", "snapshot", "as_of", "params", "depth"])
@@ -421,7 +422,8 @@ def test_fuzz_http_search(engine: Engine, rl_home: Path, ref: str) -> None:
     assert fingerprint(engine, rl_home) == before
 
 
-def test_fuzz_python_api_parameters(engine: Engine, rl_home: Path, ref: str) -> None:
+@pytest.mark.usefixtures("ref")
+def test_fuzz_python_api_parameters(engine: Engine, rl_home: Path) -> None:
     before = fingerprint(engine, rl_home)
 
     @FUZZ

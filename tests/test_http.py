@@ -66,7 +66,7 @@ def test_collection_detail_lists_typed_fields_and_snapshots(client: TestClient, 
     assert body["fields"] == [
         {"name": f.name, "type": f.type, "required": f.required} for f in engine.collection("t_http").fields
     ]
-    assert [s["id"] for s in body["snapshots"]] == [s["id"] for s in engine.list_snapshots("t_http")]
+    assert [s["id"] for s in body["snapshots"]] == [s.id for s in engine.list_snapshots("t_http")]
     assert body["active_snapshot_id"] == engine.collection("t_http").active_snapshot_id
     r = client.get("/api/collections/missing")
     assert r.status_code == 404 and r.json()["error"]["message"].startswith("no collection named 'missing'")
@@ -83,7 +83,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_real_server_smoke(rl_home: Path, client: TestClient) -> None:
+@pytest.mark.usefixtures("client")
+def test_real_server_smoke(rl_home: Path) -> None:
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ranklock", "serve", "--port", str(port), "--home", str(rl_home)],

@@ -44,7 +44,7 @@ def hash_cli() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def coll(engine: Engine, hash_cli: None) -> str:
+def coll(engine: Engine, hash_cli: None) -> str:  # noqa: ARG001 (hash_cli: set up first)
     engine._embedders[HashEmbedder.id] = HashEmbedder()
     try:
         engine.collection(COLL)
@@ -69,7 +69,7 @@ def cli(engine: Engine, rl_home: Path, *args: str) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def client(engine: Engine, coll: str) -> TestClient:
+def client(engine: Engine, coll: str) -> TestClient:  # noqa: ARG001 (coll: made first)
     return TestClient(create_app(engine), raise_server_exceptions=False)
 
 
@@ -133,7 +133,8 @@ def test_ingest_of_numbers_json_cannot_hold_is_an_ingest_error(tmp_path: Path, l
     assert message in str(exc.value)
 
 
-def test_python_documents_are_checked_too(engine: Engine, coll: str) -> None:
+@pytest.mark.usefixtures("engine", "coll")
+def test_python_documents_are_checked_too() -> None:
     with pytest.raises(IngestError) as exc:
         Document("d", "", "a\x00b")
     assert str(exc.value) == (
@@ -467,7 +468,8 @@ def test_cli_set_errors_exit_2_naming_the_valid_keys(
 # -- item 11: the README's filter example, and queries that start with '-' -----------------------
 
 
-def test_readme_filter_example_runs_as_written(engine: Engine, rl_home: Path, tmp_path: Path, hash_cli: None) -> None:
+@pytest.mark.usefixtures("hash_cli")
+def test_readme_filter_example_runs_as_written(engine: Engine, rl_home: Path, tmp_path: Path) -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     lines = [ln.split("  #")[0].strip() for ln in readme.splitlines()]
     create = next(ln for ln in lines if ln.startswith("ranklock collection create"))

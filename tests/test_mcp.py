@@ -14,7 +14,7 @@ import pytest
 
 from fakes import use_hash_embedder
 from ranklock import Document, Engine
-from ranklock.api import AskRequest, SearchRequest
+from ranklock.api import AskArguments, SearchArguments
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [
@@ -65,7 +65,7 @@ def test_tools_are_listed_read_only_with_the_http_schemas(rl_home: Path) -> None
     tools = {t.name: t for t in session(rl_home, launcher=["-m", "ranklock"], calls=calls)}
     assert sorted(tools) == ["ask", "get_document", "list_collections", "search"]
     assert all(t.annotations.read_only_hint and not t.annotations.destructive_hint for t in tools.values())
-    for name, model in (("search", SearchRequest), ("ask", AskRequest)):
+    for name, model in (("search", SearchArguments), ("ask", AskArguments)):
         want = model.model_json_schema()
         got = tools[name].input_schema
         assert sorted(got["properties"]) == sorted(want["properties"])

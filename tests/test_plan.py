@@ -163,7 +163,7 @@ class _FakeLLM(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload.encode())
 
-    def log_message(self, *args: Any) -> None:
+    def log_message(self, *_args: Any) -> None:
         return None
 
 

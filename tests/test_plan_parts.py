@@ -105,9 +105,8 @@ def test_the_example_says_which_phrase_went_where() -> None:
     assert_partition(EXAMPLE, plan)
 
 
-def test_cli_plan_json_shows_the_parts(
-    engine: Engine, docs: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("engine")
+def test_cli_plan_json_shows_the_parts(docs: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ranklock.engine
     from ranklock.cli import app
 

@@ -118,7 +118,7 @@ def test_replay_of_a_pruned_entry_says_it_was_pruned(clean_log: Engine) -> None:
 
 def test_retention_runs_whenever_five_percent_of_the_size_limit_was_logged(clean_log: Engine) -> None:
     """The schedule counts the bytes each entry took: the log never exceeds its limit by more than 5 %."""
-    from ranklock.snapshot.retention import SLACK
+    from ranklock.store.log_retention import SLACK
 
     eng = clean_log
     _log(eng, 2)
@@ -239,7 +239,7 @@ def test_settings_read_durations_and_sizes_from_the_environment(monkeypatch: pyt
 
 def test_finding_the_cut_reads_only_what_the_limits_reach(clean_log: Engine) -> None:
     """No scan of the whole log: the size cut reads the kept entries (+1), the age cut the expired ones (+1)."""
-    from ranklock.snapshot.retention import QUERY_LOG, age_cut_sql, size_cut_sql
+    from ranklock.store.log_retention import QUERY_LOG, age_cut_sql, size_cut_sql
 
     eng = clean_log
     eng.db.execute(

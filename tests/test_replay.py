@@ -69,7 +69,7 @@ def test_search_is_logged_with_everything_needed_to_replay(engine: Engine, share
     row = log_row(engine, res.query_id)
     expected_fp = hashlib.sha256(b"english\x00How does the immune system respond to a VACCINE").hexdigest()
     assert row["fingerprint"] == expected_fp
-    assert (row["collection"], row["snapshot_id"], row["manifest_hash"]) == (cname, info["id"], info["manifest_hash"])
+    assert (row["collection"], row["snapshot_id"], row["manifest_hash"]) == (cname, info.id, info.manifest_hash)
     assert row["request"] == {
         "collection": cname,
         "query": "  How does the immune system respond to a VACCINE ",
@@ -160,9 +160,8 @@ def test_logging_can_be_turned_off(engine: Engine, shared: str) -> None:
         quiet.close()
 
 
-def test_cached_result_is_byte_identical_and_keyed_by_every_parameter(
-    engine: Engine, cname: str, result_cache: None
-) -> None:
+@pytest.mark.usefixtures("result_cache")
+def test_cached_result_is_byte_identical_and_keyed_by_every_parameter(engine: Engine, cname: str) -> None:
     r = engine.ingest(cname, corpus(cname))
     fresh = engine.search(cname, QUERY, k=3)
     assert "cache_ms" not in fresh.timings

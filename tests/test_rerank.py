@@ -49,7 +49,7 @@ class LengthReranker:
     def info(self) -> RerankerInfo:
         return RerankerInfo(name=self.name, model="length/10", weights_sha256=None, params={})
 
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:  # noqa: ARG002 (the Reranker protocol)
         return [-float(len(t) // 10) for t in texts]
 
 
@@ -148,7 +148,8 @@ def test_bad_rerank_values(reranking: Engine, coll: str) -> None:
         )
 
 
-def test_no_reranker_configured(engine: Engine, coll: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("engine", "coll")
+def test_no_reranker_configured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RANKLOCK_RERANKER", raising=False)
     with pytest.raises(ConfigError) as e:
         resolve_reranker(None)
@@ -191,8 +192,9 @@ def test_cross_encoder_loads_a_saved_model_and_scores_deterministically(tiny_cro
     assert r.score("q", []) == []
 
 
+@pytest.mark.usefixtures("engine")
 def test_cross_encoder_through_the_cli(
-    engine: Engine, coll: str, tiny_cross_encoder: Path, rl_home: Path, monkeypatch: pytest.MonkeyPatch
+    coll: str, tiny_cross_encoder: Path, rl_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ranklock.engine
 
@@ -334,7 +336,7 @@ def test_http_reranker_through_the_engine(engine: Engine, coll: str, rerank_serv
 
 def test_rerank_result_refuses_a_reranker_that_drops_candidates(engine: Engine, coll: str) -> None:
     class Short(LengthReranker):
-        def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        def score(self, query: str, texts: Sequence[str]) -> list[float]:  # noqa: ARG002 (the Reranker protocol)
             return [1.0]
 
     res = engine.search(coll, "Halyard", k=3)

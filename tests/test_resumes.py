@@ -243,7 +243,8 @@ def test_refusals_and_questions_run_no_search(engine: Engine, corpus: dict[str, 
     assert (out.plan.kind, out.result) == ("clarification_request", None)
 
 
-def test_cli_plan_and_search_request(engine: Engine, corpus: dict[str, Any], rl_home: Path) -> None:
+@pytest.mark.usefixtures("engine")
+def test_cli_plan_and_search_request(corpus: dict[str, Any], rl_home: Path) -> None:
     from ranklock.cli import app
 
     base = ["--home", str(rl_home)]

@@ -68,9 +68,8 @@ def no_auto_merge() -> Iterator[None]:
     merge_policy.MAX_SMALL = saved
 
 
-def test_a_merge_killed_mid_way_changes_nothing_and_the_next_merge_succeeds(
-    engine: Engine, cname: str, no_auto_merge: None
-) -> None:
+@pytest.mark.usefixtures("no_auto_merge")
+def test_a_merge_killed_mid_way_changes_nothing_and_the_next_merge_succeeds(engine: Engine, cname: str) -> None:
     docs = zipf_corpus(3000, seed=5)
     for i in range(0, len(docs), 1000):  # three segments of about 2,000 chunks each
         engine.ingest(cname, docs[i : i + 1000], create=create(engine))

@@ -92,9 +92,10 @@ def test_many_writes_give_the_hits_of_one_build(engine: Engine, corpora: tuple[s
     a, b = engine.collection(once), engine.collection(cut)
     sa = engine.snapshot_info(once)
     sb = engine.snapshot_info(cut)
-    assert (sa["documents"], sa["chunks"]) == (sb["documents"], sb["chunks"]) == (len(final), sa["chunks"])
-    assert sa["corpus_digest"] == sb["corpus_digest"]
-    assert sa["manifest"]["embedder"]["vectors_digest"] == sb["manifest"]["embedder"]["vectors_digest"]
+    assert (sa.documents, sa.chunks) == (sb.documents, sb.chunks) == (len(final), sa.chunks)
+    assert sa.corpus_digest == sb.corpus_digest
+    assert sa.manifest and sb.manifest
+    assert sa.manifest["embedder"]["vectors_digest"] == sb.manifest["embedder"]["vectors_digest"]
     assert a.name != b.name
     assert every_result(engine, once) == every_result(engine, cut)
 
@@ -173,7 +174,7 @@ def test_a_merge_changes_no_exact_result(engine: Engine, corpora: tuple[str, str
         "SELECT segment_id FROM ranklock.snapshot_segments WHERE snapshot_id = %s", [out.snapshot_id]
     )
     assert len(segs) == 1
-    assert engine.snapshot_info(cut)["stats"]["dead_rows"] == 0  # the merge dropped the dead rows
+    assert engine.snapshot_info(cut).stats["dead_rows"] == 0  # the merge dropped the dead rows
     assert every_result(engine, cut) == before == every_result(engine, once)
     assert engine.merge(cut, everything=True).snapshot_id is None  # one segment: nothing to merge
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from crash import kill_while_building
 from ranklock import Document, Engine, NotFound, SnapshotError
 from ranklock.snapshot.build import reap_dead_builds
+from ranklock.snapshot.info import Activation
 from ranklock.snapshot.manifest import diff_manifests
 
 QUERY = "how does the immune system respond to a vaccine"
@@ -69,7 +70,7 @@ def test_reingest_unchanged_embeds_nothing_and_one_change_reembeds_only_its_chun
     assert (r3.embedded, r3.reused, r3.changed, r3.unchanged) == (1, 5, 1, 5)
     assert r3.corpus_digest != r2.corpus_digest
     listed = engine.list_snapshots(cname)
-    assert [(s["id"], s["embedded"], s["reused"], s["active"]) for s in listed] == [
+    assert [(s.id, s.embedded, s.reused, s.active) for s in listed] == [
         (r1.snapshot_id, 6, 0, False),
         (r2.snapshot_id, 0, 6, False),
         (r3.snapshot_id, 1, 5, True),
@@ -83,10 +84,10 @@ def test_rollback_restores_previous_results_exactly(engine: Engine, cname: str) 
     after = engine.search(cname, QUERY, k=4).to_json()
     assert json.loads(after)["snapshot"]["id"] == r2.snapshot_id
     assert "vaccines" not in [h["doc_id"] for h in json.loads(after)["hits"]]
-    assert engine.rollback(cname) == {"collection": cname, "from": r2.snapshot_id, "to": r1.snapshot_id}
+    assert engine.rollback(cname).as_dict() == {"collection": cname, "from": r2.snapshot_id, "to": r1.snapshot_id}
     assert engine.search(cname, QUERY, k=4).to_json() == before
     # A second rollback undoes the first: the pointers were swapped, not lost.
-    assert engine.rollback(cname) == {"collection": cname, "from": r1.snapshot_id, "to": r2.snapshot_id}
+    assert engine.rollback(cname) == Activation(cname, r1.snapshot_id, r2.snapshot_id)
     assert engine.search(cname, QUERY, k=4).to_json() == after
 
 
@@ -110,19 +111,20 @@ def test_diff_names_documents_and_manifest_fields(engine: Engine, cname: str, rl
     d = engine.diff_snapshots(cname, r1.snapshot_id, r2.snapshot_id)
     orbits_old = next(x.content_hash for x in docs(TAG) if x.doc_id == "orbits")
     orbits_new = next(x.content_hash for x in new if x.doc_id == "orbits")
-    assert d["documents"] == {
+    assert d.as_dict()["documents"] == {
         "added": ["comets"],
         "removed": ["bread"],
         "changed": [{"doc_id": "orbits", "old": orbits_old, "new": orbits_new}],
     }
-    assert d["manifest"]["corpus.digest"] == {"old": r1.corpus_digest, "new": r2.corpus_digest}
-    assert "embedder.vectors_digest" in d["manifest"]
-    assert "embedder.weights_sha256" not in d["manifest"]  # same model: not a change
-    back = engine.diff_snapshots(cname, r2.snapshot_id, r1.snapshot_id)["documents"]
+    assert d.manifest is not None
+    assert d.manifest["corpus.digest"] == {"old": r1.corpus_digest, "new": r2.corpus_digest}
+    assert "embedder.vectors_digest" in d.manifest
+    assert "embedder.weights_sha256" not in d.manifest  # same model: not a change
+    back = engine.diff_snapshots(cname, r2.snapshot_id, r1.snapshot_id).as_dict()["documents"]
     assert (back["added"], back["removed"]) == (["bread"], ["comets"])
     code, out = cli(rl_home, engine, "snapshot", "diff", cname, str(r1.snapshot_id), str(r2.snapshot_id), "--json")
     assert code == 0, out
-    assert json.loads(out)["documents"] == d["documents"]
+    assert json.loads(out)["documents"] == d.as_dict()["documents"]
 
 
 def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname: str) -> None:
@@ -140,7 +142,7 @@ def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname:
     }
     out = engine.drop_snapshot(cname, r1.snapshot_id)
     # r2 reads r1's segment (all but the old "tides" are live in it): nothing is physically dropped yet.
-    assert (out["versions_gc"], out["versions_deleted"], out["segments_dropped"]) == ("done", 0, [])
+    assert (out.versions_gc, out.versions_deleted, out.segments_dropped) == ("done", 0, ())
     assert engine.db.fetchone("SELECT to_regclass(%s) AS t", [f"ranklock_data.chunks_{r1.snapshot_id}"]) != {"t": None}
     assert engine.collection(cname).previous_snapshot_id is None  # the dropped one was the previous
     with pytest.raises(NotFound):
@@ -154,9 +156,9 @@ def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname:
     merged = engine.merge(cname, everything=True)
     assert merged.snapshot_id is not None and merged.segments == (r1.snapshot_id, r2.snapshot_id)
     out = engine.drop_snapshot(cname, r2.snapshot_id)
-    assert out["versions_gc"] == "done" and out["versions_deleted"] == 1
-    assert out["segments_dropped"] == [r1.snapshot_id, r2.snapshot_id]
-    assert f"chunks_{r1.snapshot_id}" in out["tables"]
+    assert out.versions_gc == "done" and out.versions_deleted == 1
+    assert out.segments_dropped == (r1.snapshot_id, r2.snapshot_id)
+    assert f"chunks_{r1.snapshot_id}" in out.tables
     for sid in (r1.snapshot_id, r2.snapshot_id):
         assert engine.db.fetchone("SELECT to_regclass(%s) AS t", [f"ranklock_data.chunks_{sid}"]) == {"t": None}
     left = engine.db.fetchall(
@@ -168,7 +170,7 @@ def test_drop_refuses_active_and_collects_orphan_versions(engine: Engine, cname:
         [merged.snapshot_id],
     )
     assert left == kept
-    assert [s["id"] for s in engine.list_snapshots(cname)] == [merged.snapshot_id]
+    assert [s.id for s in engine.list_snapshots(cname)] == [merged.snapshot_id]
 
 
 def test_manifest_file_is_stable_sorted_json(engine: Engine, cname: str, rl_home: Path, tmp_path: Path) -> None:
@@ -180,7 +182,7 @@ def test_manifest_file_is_stable_sorted_json(engine: Engine, cname: str, rl_home
     m = engine.manifest(cname)
     assert json.loads(text) == m
     assert text == json.dumps(m, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-    assert m["manifest_hash"] == engine.snapshot_info(cname)["manifest_hash"]
+    assert m["manifest_hash"] == engine.snapshot_info(cname).manifest_hash
     code, out = cli(rl_home, engine, "snapshot", "manifest", cname, str(r1.snapshot_id))
     assert code == 0 and out == text
     code, out = cli(rl_home, engine, "snapshot", "list", cname, "--json")

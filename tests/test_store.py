@@ -58,7 +58,8 @@ def test_two_processes_starting_the_embedded_server_at_once(tmp_path: Path) -> N
         EmbeddedServer(home).stop()
 
 
-def test_commands_that_need_no_vectors_never_import_the_model(rl_home: Path, engine: Engine) -> None:
+@pytest.mark.usefixtures("engine")
+def test_commands_that_need_no_vectors_never_import_the_model(rl_home: Path) -> None:
     code = (
         "import sys; from typer.testing import CliRunner; from ranklock.cli import app; "
         f"r = CliRunner().invoke(app, ['collections', '--home', {str(rl_home)!r}]); "

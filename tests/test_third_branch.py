@@ -46,7 +46,7 @@ class EuclidBranch:
         sem, _ = yield from SemanticBranch.prepare(ctx)  # the same query vector, from the embedding cache
         return cls(sem.qvec), None
 
-    def constrained(self, scope: Any, sp: Any, spec: SearchSpec) -> EuclidBranch:
+    def constrained(self, scope: Any, sp: Any, spec: SearchSpec) -> EuclidBranch:  # noqa: ARG002 (the Branch protocol)
         return self
 
     @property

@@ -59,11 +59,11 @@ WRITER = textwrap.dedent(
             # The merge policy may fold the new segment right away (under the same lock): that snapshot is active.
             out = {"from": row["parent_id"], "to": r.merged or r.snapshot_id, "ids": ids, "documents": r.documents}
         elif op == "rollback":
-            out = eng.rollback(name)
+            out = eng.rollback(name).as_dict()
         elif op == "activate":
-            out = eng.activate(name, spec["sid"])
+            out = eng.activate(name, spec["sid"]).as_dict()
         elif op == "drop":
-            out = eng.drop_snapshot(name, spec["sid"])
+            out = eng.drop_snapshot(name, spec["sid"]).as_dict()
         elif op == "merge":
             m = eng.merge(name, everything=True)
             out = {"to": m.snapshot_id, "segments": list(m.segments)}
@@ -394,7 +394,7 @@ def test_a_build_that_is_finishing_is_never_reaped(engine: Engine, cname: str) -
     def reap_now(sid: int) -> None:
         # Exactly the interleaving of the issue: another process lists snapshots (which reaps)
         # between the build's last table and its 'ready'.
-        listed = {s["id"]: s["status"] for s in engine.list_snapshots(cname)}
+        listed = {s.id: s.status for s in engine.list_snapshots(cname)}
         seen.append((sid, reap_dead_builds(engine.db), listed[sid]))
 
     with _finishing_engine(engine, reap_now) as builder:
@@ -490,9 +490,9 @@ def test_drop_removes_every_per_snapshot_table_including_value_counts(engine: En
     r2 = engine.ingest(cname, docs[:3], replace=True)
     assert r2.merged is not None
     out = engine.drop_snapshot(cname, sid)
-    assert out["tables"] == [tables.snapshot_table_name(sid)]  # its segment is still read by r2
+    assert out.tables == (tables.snapshot_table_name(sid),)  # its segment is still read by r2
     out = engine.drop_snapshot(cname, r2.snapshot_id)
-    assert set(present) - {tables.snapshot_table_name(sid)} <= set(out["tables"])
+    assert set(present) - {tables.snapshot_table_name(sid)} <= set(out.tables)
     assert tables_of(engine, sid) == []
 
 
@@ -586,7 +586,7 @@ def test_replace_with_nothing_and_allow_empty_makes_an_empty_active_snapshot(eng
     # The merge policy then folds the wholly dead segment away: a snapshot of no segment, as empty.
     assert r2.merged is not None and engine.collection(cname).active_snapshot_id == r2.merged
     assert doc_set(engine, r2.snapshot_id) == set()
-    assert engine.rollback(cname)["to"] == r1.snapshot_id  # the old documents are one rollback away
+    assert engine.rollback(cname).after == r1.snapshot_id  # the old documents are one rollback away
 
 
 def test_an_empty_input_never_creates_a_collection(engine: Engine, cname: str) -> None:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .ingest.document import Document
     from .search.results import Hit, SearchResult
     from .settings import ChunkerParams, SearchParams, Settings
+    from .snapshot.info import SnapshotDetail, SnapshotInfo
 
 #: Where each public name lives.  They are imported on first use (PEP 562), not here: every
 #: ``ranklock`` process runs this file, and a CLI search must not pay for importing the async
@@ -79,6 +80,8 @@ _EXPORTS = {
     "ChunkerParams": "settings",
     "SearchParams": "settings",
     "Settings": "settings",
+    "SnapshotDetail": "snapshot.info",
+    "SnapshotInfo": "snapshot.info",
 }
 
 
@@ -128,7 +131,9 @@ __all__ = [
     "SearchParams",
     "SearchResult",
     "Settings",
+    "SnapshotDetail",
     "SnapshotError",
+    "SnapshotInfo",
     "TooManyRequests",
     "Unauthorized",
     "__version__",

@@ -1,7 +1,7 @@
 """The one schema of the served APIs: the HTTP routes and the MCP tools validate through these models.
 
-Both ``POST /api/search`` and the MCP tool ``search`` take :class:`SearchRequest`;
-``POST /api/ask`` and the tool ``ask`` take :class:`AskRequest`; ``GET
+Both ``POST /api/search`` and the MCP tool ``search`` take :class:`SearchArguments`;
+``POST /api/ask`` and the tool ``ask`` take :class:`AskArguments`; ``GET
 /api/search`` takes :class:`SearchQuery` (its values arrive as text).  They are
 strict: an unknown key, a loosely typed value (``"k": true``) or a reserved key
 inside ``params`` is refused with the same message on either transport
@@ -27,16 +27,16 @@ from .validation import describe_errors
 
 __all__ = [
     "RESERVED_PARAMS",
-    "AskRequest",
+    "AskArguments",
     "SearchQuery",
-    "SearchRequest",
+    "SearchArguments",
     "check_cost",
     "request_error",
     "search_cost",
 ]
 
 
-class SearchRequest(BaseModel):
+class SearchArguments(BaseModel):
     """A search: ``POST /api/search`` body, MCP tool ``search`` arguments.
 
     Strict: unknown keys and loosely typed values (``"k": true``) are errors.
@@ -92,7 +92,7 @@ class SearchRequest(BaseModel):
         check_cost(settings, k=self.k, mode=self.mode, params=self.params, defaults=defaults, filter=self.filter)
 
 
-class AskRequest(BaseModel):
+class AskArguments(BaseModel):
     """An ask: ``POST /api/ask`` body, MCP tool ``ask`` arguments (the options of ``ranklock ask``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
@@ -140,7 +140,7 @@ class SearchQuery(BaseModel):
 
 
 #: Keys of a search request that ``params`` may not hold: Engine.search takes them as keywords of their own.
-RESERVED_PARAMS = frozenset(set(SearchRequest.model_fields) - {"params"} | {"q", "snapshot_id", "query"})
+RESERVED_PARAMS = frozenset(set(SearchArguments.model_fields) - {"params"} | {"q", "snapshot_id", "query"})
 
 
 def _one_snapshot_key(data: Any) -> Any:

@@ -40,6 +40,7 @@ from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
 from .settings import REQUEST
+from .snapshot.info import Activation, DropReport, SnapshotInfo
 from .store.async_database import AsyncDatabase
 from .store.database import Tracer
 from .store.errors import refusals_as
@@ -206,7 +207,7 @@ class AsyncEngine:
         snap = await self._snapshot_for(coll, snapshot)
         return await self._run(get_document_steps(coll, int(snap["id"]), doc_id))
 
-    async def list_snapshots(self, name: str) -> list[dict[str, Any]]:
+    async def list_snapshots(self, name: str) -> list[SnapshotInfo]:
         """Every snapshot of ``name``, oldest first (:meth:`Engine.list_snapshots`)."""
         from .snapshot.lifecycle import list_snapshots_steps
 
@@ -315,17 +316,17 @@ class AsyncEngine:
         eng, _ = await self._ready()
         return await asyncio.to_thread(eng.create_collection, name, **kwargs)
 
-    async def activate(self, name: str, snapshot_id: int) -> dict[str, Any]:
+    async def activate(self, name: str, snapshot_id: int) -> Activation:
         """:meth:`Engine.activate` in a worker thread (it waits for the collection's writer lock)."""
         eng, _ = await self._ready()
         return await asyncio.to_thread(eng.activate, name, snapshot_id)
 
-    async def rollback(self, name: str) -> dict[str, Any]:
+    async def rollback(self, name: str) -> Activation:
         """:meth:`Engine.rollback` in a worker thread."""
         eng, _ = await self._ready()
         return await asyncio.to_thread(eng.rollback, name)
 
-    async def drop_snapshot(self, name: str, snapshot_id: int) -> dict[str, Any]:
+    async def drop_snapshot(self, name: str, snapshot_id: int) -> DropReport:
         """:meth:`Engine.drop_snapshot` in a worker thread."""
         eng, _ = await self._ready()
         return await asyncio.to_thread(eng.drop_snapshot, name, snapshot_id)

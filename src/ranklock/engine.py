@@ -32,6 +32,7 @@ from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
 from .settings import REQUEST, ChunkerParams, Settings
+from .snapshot.info import Activation, DropReport, SnapshotDetail, SnapshotDiff, SnapshotInfo
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
 
@@ -452,8 +453,8 @@ class Engine:
 
     # -- snapshots -------------------------------------------------------------------
 
-    def activate(self, name: str, snapshot_id: int) -> dict[str, Any]:
-        """Make ``snapshot_id`` the active snapshot of ``name``, atomically; returns ``{collection, from, to}``.
+    def activate(self, name: str, snapshot_id: int) -> Activation:
+        """Make ``snapshot_id`` the active snapshot of ``name``, atomically; returns which was active before.
 
         It holds the collection's writer lock (ranklock.snapshot.writer): it
         runs before or after a concurrent ingest, never in the middle of one.
@@ -477,31 +478,31 @@ class Engine:
 
     # Snapshot operations live in ranklock.snapshot.lifecycle; these are thin doors to them.
 
-    def list_snapshots(self, name: str) -> list[dict[str, Any]]:
+    def list_snapshots(self, name: str) -> list[SnapshotInfo]:
         """Every snapshot of ``name``, oldest first, the active and previous ones marked."""
         from .snapshot import lifecycle
 
         return lifecycle.list_snapshots(self.db, self.collection(name))
 
-    def snapshot_info(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
+    def snapshot_info(self, name: str, snapshot_id: int | None = None) -> SnapshotDetail:
         """One snapshot (default: the active one) with its manifest and build statistics."""
         from .snapshot import lifecycle
 
         return lifecycle.snapshot_info(self.db, self.collection(name), snapshot_id)
 
-    def rollback(self, name: str) -> dict[str, Any]:
+    def rollback(self, name: str) -> Activation:
         """Re-activate the previous snapshot of ``name``, atomically."""
         from .snapshot import lifecycle
 
         return lifecycle.rollback(self.db, self.collection(name), self.settings.lock_wait)
 
-    def diff_snapshots(self, name: str, old: int, new: int) -> dict[str, Any]:
+    def diff_snapshots(self, name: str, old: int, new: int) -> SnapshotDiff:
         """Documents added/removed/changed and manifest fields changed from ``old`` to ``new``."""
         from .snapshot import lifecycle
 
         return lifecycle.diff_snapshots(self.db, self.collection(name), old, new)
 
-    def drop_snapshot(self, name: str, snapshot_id: int) -> dict[str, Any]:
+    def drop_snapshot(self, name: str, snapshot_id: int) -> DropReport:
         """Drop a non-active snapshot and collect document versions no snapshot references."""
         from .snapshot import lifecycle
 
@@ -553,7 +554,7 @@ class Engine:
             passed = bool(report.passed)
             previous = self.collection(name).active_snapshot_id
             if passed:
-                previous = lifecycle.activate(self.db, coll, snapshot_id, self.settings.lock_wait)["from"]
+                previous = lifecycle.activate(self.db, coll, snapshot_id, self.settings.lock_wait).before
         return {
             "collection": name,
             "snapshot_id": snapshot_id,
@@ -564,13 +565,13 @@ class Engine:
 
     def log_status(self) -> dict[str, Any]:
         """The query log: rows, bytes, oldest entry, retention watermark and policy (``ranklock db status``)."""
-        from .snapshot.retention import RetentionPolicy, log_status
+        from .store.log_retention import RetentionPolicy, log_status
 
         return log_status(self.db, RetentionPolicy.from_settings(self.settings))
 
     def logs_status(self) -> dict[str, dict[str, Any]]:
         """:meth:`log_status` of the query log and of the answer log, by name (``query_log``, ``answer_log``)."""
-        from .snapshot.retention import RetentionPolicy, logs_status
+        from .store.log_retention import RetentionPolicy, logs_status
 
         return logs_status(self.db, RetentionPolicy.from_settings(self.settings))
 
@@ -579,7 +580,7 @@ class Engine:
 
         The query log's totals at the top level; each log's under ``logs``.
         """
-        from .snapshot.retention import RetentionPolicy, prune_all
+        from .store.log_retention import RetentionPolicy, prune_all
 
         base = RetentionPolicy.from_settings(self.settings)
         policy = RetentionPolicy(
@@ -730,7 +731,7 @@ class Engine:
         """
         from .ask.log import LogPolicy
         from .ask.run import ask
-        from .snapshot.retention import ANSWER_LOG, RetentionPolicy, after_logging
+        from .store.log_retention import ANSWER_LOG, RetentionPolicy, after_logging
 
         coll = self.collection(name)
         policy = LogPolicy(

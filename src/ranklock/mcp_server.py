@@ -2,9 +2,9 @@
 
 Tools, all read-only (no tool ingests, activates or drops anything):
 
-* ``search``: the arguments of ``POST /api/search`` (:class:`ranklock.api.SearchRequest`); returns the
+* ``search``: the arguments of ``POST /api/search`` (:class:`ranklock.api.SearchArguments`); returns the
   engine's canonical result JSON, the same object the HTTP API and ``ranklock search --json`` return.
-* ``ask``: the arguments of ``POST /api/ask`` (:class:`ranklock.api.AskRequest`); returns the answer
+* ``ask``: the arguments of ``POST /api/ask`` (:class:`ranklock.api.AskArguments`); returns the answer
   with its citations and ``answer_id`` for ``ranklock replay --answer``.
 * ``list_collections``: what ``GET /api/collections`` returns.
 * ``get_document``: one document as a snapshot holds it (:meth:`ranklock.Engine.document`).
@@ -33,12 +33,12 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from .api import AskRequest, SearchRequest, request_error
+from .api import AskArguments, SearchArguments, request_error
 from .engine import Engine
 from .errors import RanklockError
 from .ingest.formats.base import require
 
-__all__ = ["TOOLS", "DocumentRequest", "create_server", "run_stdio"]
+__all__ = ["TOOLS", "DocumentArguments", "create_server", "run_stdio"]
 
 log = logging.getLogger("ranklock.mcp")
 
@@ -46,7 +46,7 @@ log = logging.getLogger("ranklock.mcp")
 TOOLS = ("search", "ask", "list_collections", "get_document")
 
 
-class DocumentRequest(BaseModel):
+class DocumentArguments(BaseModel):
     """``get_document`` arguments."""
 
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
@@ -72,10 +72,10 @@ _DESCRIPTIONS = {
     "holds it.",
 }
 _MODELS: dict[str, type[BaseModel]] = {
-    "search": SearchRequest,
-    "ask": AskRequest,
+    "search": SearchArguments,
+    "ask": AskArguments,
     "list_collections": NoArguments,
-    "get_document": DocumentRequest,
+    "get_document": DocumentArguments,
 }
 
 
@@ -87,20 +87,20 @@ def _json(obj: Any) -> Any:
 def _handlers(engine: Engine) -> dict[str, Callable[[Any], dict[str, Any]]]:
     """Each tool's body over a validated request: the same engine calls the HTTP routes make."""
 
-    def search(req: SearchRequest) -> dict[str, Any]:
+    def search(req: SearchArguments) -> dict[str, Any]:
         req.check_cost(engine.settings, engine.collection(req.collection).search_defaults)
         res = engine.search(req.collection, req.query, **req.arguments())
         return dict(json.loads(res.to_json(timings=True)))
 
-    def ask(req: AskRequest) -> dict[str, Any]:
+    def ask(req: AskArguments) -> dict[str, Any]:
         req.check_cost(engine.settings)
         ans = engine.ask(req.collection, req.question, **req.arguments())
         return dict(json.loads(ans.to_json()))
 
-    def list_collections(req: NoArguments) -> dict[str, Any]:
+    def list_collections(_req: NoArguments) -> dict[str, Any]:
         return dict(_json({"collections": engine.collections()}))
 
-    def get_document(req: DocumentRequest) -> dict[str, Any]:
+    def get_document(req: DocumentArguments) -> dict[str, Any]:
         return dict(_json(engine.document(req.collection, req.doc_id, snapshot=req.snapshot)))
 
     return {"search": search, "ask": ask, "list_collections": list_collections, "get_document": get_document}
@@ -130,10 +130,10 @@ def create_server(engine: Engine) -> Any:
             content=[types.TextContent(type="text", text=f"Error executing tool {name}: {text}")], is_error=True
         )
 
-    async def list_tools(ctx: Any, params: Any) -> Any:
+    async def list_tools(_ctx: Any, _params: Any) -> Any:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(ctx: Any, params: Any) -> Any:
+    async def call_tool(_ctx: Any, params: Any) -> Any:
         name = params.name
         if name not in handlers:
             return failed(name, f"InputError: unknown tool {name!r}; the tools are {', '.join(TOOLS)}.")

@@ -21,7 +21,7 @@ With ``RANKLOCK_LOG_TEXT=hash`` a row keeps the sha256 of the question and of
 the answer JSON instead of the texts (and no raw reply); a replay then needs
 the question again (checked against its hash) and compares the answer by hash.
 The answer log is under the query log's retention policy
-(ranklock.snapshot.retention).
+(ranklock.store.log_retention).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def text_sha256(text: str) -> str:
 class LogPolicy:
     """How answers are logged: hashes only (``hashed``), and ``logged``, told each new row's size.
 
-    ``logged`` is the answer log's retention schedule (ranklock.snapshot.retention, which
+    ``logged`` is the answer log's retention schedule (ranklock.store.log_retention, which
     ranklock.ask does not import: the Engine hands it in).
     """
 

@@ -219,9 +219,3 @@ class Answer:
         if indent is None:
             return canonical_json(self.to_dict())
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False)
-
-    @property
-    def cited_chunks(self) -> Sequence[AskChunk]:
-        """The chunks the citations point at, in passage order, each once."""
-        ns = sorted({c.n for c in self.citations})
-        return [self.chunks[n - 1] for n in ns]

@@ -154,7 +154,7 @@ def engine(
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
     if not enabled:
-        yield lambda stage, done, total: None
+        yield lambda _stage, _done, _total: None
         return
     labels = {"chunk": "chunking", "embed": "embedding", "write": "writing (COPY)", "index": "indexing"}
     with Progress(

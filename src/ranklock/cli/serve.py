@@ -89,7 +89,7 @@ def serve(
 
 def _prune_logs(eng: Any) -> None:
     """Prune at start-up, then every 5 % of the age limit: an idle server's entries age out too."""
-    from ..snapshot.retention import RetentionPolicy, prune_interval
+    from ..store.log_retention import RetentionPolicy, prune_interval
 
     interval = prune_interval(RetentionPolicy.from_settings(eng.settings))
     while True:

@@ -45,7 +45,7 @@ def snapshot_list(
     except RanklockError as exc:
         raise fail(exc) from None
     with engine(dsn, home) as eng:
-        rows = eng.list_snapshots(collection)
+        rows = [s.as_dict() for s in eng.list_snapshots(collection)]
     render_snapshots(collection, rows, out_format)
 
 
@@ -59,7 +59,7 @@ def snapshot_show(
 ) -> None:
     """Show one snapshot with its manifest."""
     with engine(dsn, home) as eng:
-        info = eng.snapshot_info(collection, snapshot_id)
+        info = eng.snapshot_info(collection, snapshot_id).as_dict()
     if as_json:
         print_json(info)
         return
@@ -94,7 +94,7 @@ def snapshot_activate(
             out = eng.activate_gated(collection, snapshot_id, gate, rsi_threshold=rsi_threshold)
         else:
             # "previous" is read under the writer lock, in the same transaction as the switch.
-            before = eng.activate(collection, snapshot_id)["from"]
+            before = eng.activate(collection, snapshot_id).before
             out = {"collection": collection, "snapshot_id": snapshot_id, "activated": True, "gate": None}
             out["previous"] = before
     before = out["previous"]
@@ -116,7 +116,7 @@ def snapshot_activate(
 def snapshot_rollback(collection: CollArg, dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Re-activate the previous snapshot of COLLECTION, atomically."""
     with engine(dsn, home) as eng:
-        out = eng.rollback(collection)
+        out = eng.rollback(collection).as_dict()
     if as_json:
         print_json(out)
         return
@@ -134,7 +134,7 @@ def snapshot_diff(
 ) -> None:
     """Documents added, removed and changed, and manifest fields changed, from OLD to NEW."""
     with engine(dsn, home) as eng:
-        d = eng.diff_snapshots(collection, old, new)
+        d = eng.diff_snapshots(collection, old, new).as_dict()
     if as_json:
         print_json(d)
         return
@@ -166,7 +166,7 @@ def snapshot_drop(
 ) -> None:
     """Drop a non-active snapshot and collect document versions no snapshot references."""
     with engine(dsn, home) as eng:
-        out = eng.drop_snapshot(collection, snapshot_id)
+        out = eng.drop_snapshot(collection, snapshot_id).as_dict()
     if as_json:
         print_json(out)
         return

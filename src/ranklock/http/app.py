@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..api import AskRequest, SearchQuery, SearchRequest, request_error
+from ..api import AskArguments, SearchArguments, SearchQuery, request_error
 from ..ask.generators import PAID
 from ..async_engine import AsyncEngine
 from ..engine import Engine
@@ -41,7 +41,7 @@ from ..settings import Settings
 from ..validation import describe_errors
 from .guard import Access, Guard, scopes_of
 
-__all__ = ["AskRequest", "SearchQuery", "SearchRequest", "create_app", "search_query"]
+__all__ = ["AskArguments", "SearchQuery", "SearchArguments", "create_app", "search_query"]
 
 log = logging.getLogger("ranklock.http")
 
@@ -187,7 +187,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
     pool_scope = _PoolScope(aeng)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         pool_scope.server_running = True
         try:
             yield
@@ -209,7 +209,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
     app.add_middleware(_ReleaseWithoutLifespan, scope=pool_scope)
 
     @app.exception_handler(RanklockError)
-    async def ranklock_error(request: Request, exc: RanklockError) -> JSONResponse:
+    async def ranklock_error(_request: Request, exc: RanklockError) -> JSONResponse:
         return _error(exc.http_status, type(exc).__name__, str(exc))
 
     # One shape for FastAPI's own errors too: 400 (like every InputError), never {"detail": [...]}.
@@ -284,10 +284,10 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
             "index_kind": coll.index_kind,
             "fields": [{"name": f.name, "type": f.type, "required": f.required} for f in coll.fields],
             "active_snapshot_id": coll.active_snapshot_id,
-            "snapshots": await aeng.list_snapshots(name),
+            "snapshots": [s.as_dict() for s in await aeng.list_snapshots(name)],
         }
 
-    async def run(req: SearchRequest) -> Response:
+    async def run(req: SearchArguments) -> Response:
         coll = await aeng.collection(req.collection)
         req.check_cost(settings, coll.search_defaults)
         res = await aeng.search(req.collection, req.query, **req.arguments())
@@ -295,7 +295,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         return Response(content=res.to_json(timings=True, served_by=True), media_type="application/json")
 
     @app.post("/api/search")
-    async def search_post(req: SearchRequest) -> Response:
+    async def search_post(req: SearchArguments) -> Response:
         return await run(req)
 
     @app.get("/api/search")
@@ -303,7 +303,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         """Search with the query string: collection, q, k, mode, filter, snapshot, as_of (each once)."""
         query = search_query(request.scope.get("query_string", b""))
         return await run(
-            SearchRequest(
+            SearchArguments(
                 collection=query.collection,
                 query=query.q,
                 k=query.k,
@@ -315,7 +315,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         )
 
     @app.post("/api/ask")
-    async def ask(req: AskRequest, request: Request) -> Response:
+    async def ask(req: AskArguments, request: Request) -> Response:
         if req.generator in PAID and "paid-generator" not in scopes_of(request.scope):
             raise Forbidden(
                 f"generator {req.generator!r} is billed to the server's operator, and this token lacks the scope "

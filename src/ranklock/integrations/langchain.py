@@ -52,7 +52,12 @@ class RanklockRetriever(BaseRetriever):
     def _engine(cls, value: Engine | str) -> Engine:
         return engine_from(value)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,  # noqa: ARG002 (BaseRetriever passes it by name)
+    ) -> list[Document]:
         result = run_search(
             self.engine,
             self.collection,

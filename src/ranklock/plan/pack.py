@@ -30,7 +30,6 @@ class FieldHints:
     unit: str | None = None  # "years", "days", "money": what a number in this field counts
     bare_op: str = "="  # what "5 years" alone means for this field
     true_cues: tuple[str, ...] = ()  # bool fields: regexes meaning True
-    false_cues: tuple[str, ...] = ()  # bool fields: regexes meaning False
     value_cues: tuple[str, ...] = ()  # words after which the next word is certainly a value of this field
 
 

@@ -267,7 +267,7 @@ def uncovered(request: str, phrases: Iterable[str]) -> list[str]:
 
 
 def runs(
-    text: str, labelled: Iterable[tuple[int, int, Hashable | None]], key_of: Callable[[Hashable], Any] = lambda k: k
+    labelled: Iterable[tuple[int, int, Hashable | None]], key_of: Callable[[Hashable], Any] = lambda k: k
 ) -> list[tuple[int, int, Hashable]]:
     """Merge labelled words into phrases: consecutive words with the same label are one phrase.
 

@@ -162,7 +162,7 @@ lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
             "WHERE c.tsv @@ q.tsq AND {where}"
         ).format(table=spec.table, tsq=tsquery_sql(), where=where)
 
-    def params(self, spec: SearchSpec) -> Mapping[str, Any]:
+    def params(self, spec: SearchSpec) -> Mapping[str, Any]:  # noqa: ARG002 (the Branch protocol)
         out: dict[str, Any] = {"q": self.query, "cfg": self.language, "accent": self.accent, "syntax": self.syntax}
         if self.ranker == "bm25":
             out.update({"k1": self.k1, "b": self.b})

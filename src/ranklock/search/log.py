@@ -288,9 +288,9 @@ class SearchRecord:
             result.warnings.append(message)
             return None
         query_id = int(rows[0]["id"])  # INSERT … RETURNING always returns the row
-        from ..snapshot.retention import QUERY_LOG, RetentionPolicy, schedule_for
+        from ..store.log_retention import QUERY_LOG, RetentionPolicy, schedule_for
 
-        # The entry's size drives the schedule (ranklock.snapshot.retention): a burst of deep searches prunes
+        # The entry's size drives the schedule (ranklock.store.log_retention): a burst of deep searches prunes
         # as soon as its bytes reach 5 % of the limit.  On the sync pool: in a worker thread when async.
         policy, schedule = RetentionPolicy.from_settings(self.settings), schedule_for(self.db)
         if schedule.logged(QUERY_LOG, int(rows[0]["bytes"] or 0), policy):
@@ -406,7 +406,7 @@ def replay_steps(
                 f"{purged[0]['at'].isoformat(timespec='seconds')}; its log entry was removed with the document, "
                 "so it cannot be replayed (`ranklock purge` erases a document from every snapshot and log)."
             )
-        from ..snapshot.retention import RetentionPolicy, pruned_through
+        from ..store.log_retention import RetentionPolicy, pruned_through
 
         watermark: int = yield Offload(lambda: pruned_through(db))
         if query_id <= watermark:

@@ -126,7 +126,7 @@ class SemanticBranch:
         )
         return branch, None
 
-    def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> SemanticBranch:
+    def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> SemanticBranch:  # noqa: ARG002 (the Branch protocol)
         """The strategy the count picks, and for HNSW the ``ef_search`` its selectivity asks for."""
         strategy = choose_strategy(self.index_kind, scope.chunks, sp)
         ef_search = self.ef_search

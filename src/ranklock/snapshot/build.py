@@ -105,7 +105,7 @@ def _drop(conn: psycopg.Connection[Any], names: list[str]) -> list[str]:
     return existing
 
 
-def _noop(stage: str, done: int, total: int) -> None:
+def _noop(_stage: str, _done: int, _total: int) -> None:
     return None
 
 
@@ -261,7 +261,7 @@ def build_snapshot(
             t0 = time.perf_counter()
             # The parent's segments and dead documents first: referenced by this row,
             # no segment of them can be collected while it builds.
-            masked = composition.inherit(db, coll, sid, parent_id, dead, drop=merge)
+            masked = composition.inherit(db, sid, parent_id, dead, drop=merge)
             seconds["compose"] = time.perf_counter() - t0
             held()
             report = BuildReport(sid, 0, 0, 0, 0)
@@ -271,7 +271,7 @@ def build_snapshot(
                 report = _write_segments(
                     db, coll, ordered, field_values, embedder, sid, progress, seconds, prepared, held
                 )
-            totals = composition.finish_totals(db, coll, sid, masked, merged=bool(merge))
+            totals = composition.finish_totals(db, sid, masked, merged=bool(merge))
             held()
             # Finished while the lock is still held: released only once the
             # row says 'ready', a reaper never mistakes a finishing build for a

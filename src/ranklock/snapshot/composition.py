@@ -28,7 +28,6 @@ from typing import Any
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..collection import CollectionInfo
 from ..store.database import Database
 from ..store.tables import segment_table
 
@@ -93,7 +92,6 @@ class Totals:
 
 def inherit(
     db: Database,
-    coll: CollectionInfo,
     sid: int,
     parent_id: int | None,
     dead: Sequence[tuple[int, str]],
@@ -266,7 +264,7 @@ def _parent_totals(db: Database, parent_id: int) -> dict[str, Any]:
     }
 
 
-def finish_totals(db: Database, coll: CollectionInfo, sid: int, masked: Masked, *, merged: bool = False) -> Totals:
+def finish_totals(db: Database, sid: int, masked: Masked, *, merged: bool = False) -> Totals:
     """The live totals of snapshot ``sid``: its parent's, plus the segments it wrote, minus what it masked.
 
     ``merged``: its segment holds documents its parent already had (a merge), so it adds nothing.

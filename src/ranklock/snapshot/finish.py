@@ -49,7 +49,7 @@ def finish_snapshot(
             [max(int(g["id"]) for g in totals.segments)],
         )
         index_build = (row or {}).get("b") or {}
-    manifest = build_manifest(coll, emb, snapshot_id=sid, totals=totals, index_build=index_build)
+    manifest = build_manifest(coll, emb, totals=totals, index_build=index_build)
     query = (
         "UPDATE ranklock.snapshots SET status = 'ready', manifest = %s, manifest_hash = %s, doc_count = %s, "
         "chunk_count = %s, built_at = now(), stats = stats || %s WHERE id = %s AND status = 'building'"

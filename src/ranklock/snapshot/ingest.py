@@ -62,7 +62,7 @@ class IngestOutcome:
     merge: MergeOutcome | None = None
 
 
-def _noop(stage: str, done: int, total: int) -> None:
+def _noop(_stage: str, _done: int, _total: int) -> None:
     return None
 
 

@@ -6,7 +6,7 @@ Engine; :class:`~ranklock.Engine` exposes each as a thin method and the CLI
 
     >>> lifecycle.list_snapshots(db, coll)           # every snapshot, the active one marked
     >>> lifecycle.rollback(db, coll, lock_wait=300)  # re-activate the previous snapshot, atomically
-    >>> lifecycle.diff_snapshots(db, coll, 3, 4)["documents"]["changed"]
+    >>> lifecycle.diff_snapshots(db, coll, 3, 4).changed
     >>> lifecycle.drop_snapshot(db, coll, 3, lock_wait=300)   # never the active one
 
 Snapshots are immutable, so everything here either reads or switches a
@@ -31,6 +31,7 @@ from ..store import locks
 from ..store.database import Database
 from ..store.steps import Fetch, Offload, Steps, run_steps
 from .build import drop_segment_tables, drop_snapshot_tables, reap_dead_builds
+from .info import Activation, DropReport, SnapshotDetail, SnapshotDiff, SnapshotInfo
 from .manifest import diff_manifests
 from .segments import collect_segments, live_documents_sql, segments_sql
 from .writer import writing
@@ -93,8 +94,8 @@ def resolve_steps(coll: CollectionInfo, snapshot: int | None) -> Steps[dict[str,
 
 def activate(
     db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: float, *, keep_previous: bool = False
-) -> dict[str, Any]:
-    """Make ``snapshot_id`` the active snapshot of ``coll``, atomically; returns ``{collection, from, to}``.
+) -> Activation:
+    """Make ``snapshot_id`` the active snapshot of ``coll``, atomically; returns which was active before.
 
     It holds the collection's writer lock (ranklock.snapshot.writer): it
     runs before or after a concurrent ingest, never in the middle of one.
@@ -125,14 +126,14 @@ def activate(
                 ).format(previous),
                 [snapshot_id, cid],
             )
-    return {"collection": name, "from": active, "to": snapshot_id}
+    return Activation(name, active, snapshot_id)
 
 
 def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-def _row(r: dict[str, Any], active: int | None, previous: int | None) -> dict[str, Any]:
+def _fields(r: dict[str, Any], active: int | None, previous: int | None) -> dict[str, Any]:
     stats = r.get("stats") or {}
     return {
         "id": int(r["id"]),
@@ -157,18 +158,18 @@ _SELECT = (
 )
 
 
-def list_snapshots(db: Database, coll: CollectionInfo) -> list[dict[str, Any]]:
+def list_snapshots(db: Database, coll: CollectionInfo) -> list[SnapshotInfo]:
     """Every snapshot of ``coll``, oldest first, with the active and previous ones marked."""
     # A build whose builder died is discarded here too, so the list never
     # shows a dead build as 'building'.
     return run_steps(db, list_snapshots_steps(db, coll))
 
 
-def list_snapshots_steps(db: Database, coll: CollectionInfo) -> Steps[list[dict[str, Any]]]:
+def list_snapshots_steps(db: Database, coll: CollectionInfo) -> Steps[list[SnapshotInfo]]:
     """:func:`list_snapshots` as steps; the reaping (a write, rare) runs on the sync ``db``, off the event loop."""
     yield Offload(lambda: reap_dead_builds(db, coll.id))
     rows = yield Fetch(_SELECT + " ORDER BY id", [coll.id])
-    return [_row(r, coll.active_snapshot_id, coll.previous_snapshot_id) for r in rows]
+    return [SnapshotInfo(**_fields(r, coll.active_snapshot_id, coll.previous_snapshot_id)) for r in rows]
 
 
 def _require(coll: CollectionInfo, sid: int | None) -> int:
@@ -183,7 +184,7 @@ def _missing(name: str, sid: int) -> NotFound:
     return NotFound(f"collection {name!r} has no snapshot {sid}; see `ranklock snapshot list {name}`.")
 
 
-def snapshot_info(db: Database, coll: CollectionInfo, snapshot_id: int | None = None) -> dict[str, Any]:
+def snapshot_info(db: Database, coll: CollectionInfo, snapshot_id: int | None = None) -> SnapshotDetail:
     """One snapshot (default: the active one) with its manifest and build statistics."""
     name = coll.name
     sid = _require(coll, snapshot_id)
@@ -191,14 +192,15 @@ def snapshot_info(db: Database, coll: CollectionInfo, snapshot_id: int | None = 
     if r is None:
         raise _missing(name, sid)
     full = db.fetchone("SELECT manifest FROM ranklock.snapshots WHERE id = %s", [sid])
-    out = _row(r, coll.active_snapshot_id, coll.previous_snapshot_id)
-    out["collection"] = name
-    out["stats"] = r["stats"]
-    out["manifest"] = full["manifest"] if full else None
-    return out
+    return SnapshotDetail(
+        **_fields(r, coll.active_snapshot_id, coll.previous_snapshot_id),
+        collection=name,
+        stats=r["stats"] or {},
+        manifest=full["manifest"] if full else None,
+    )
 
 
-def rollback(db: Database, coll: CollectionInfo, lock_wait: float) -> dict[str, Any]:
+def rollback(db: Database, coll: CollectionInfo, lock_wait: float) -> Activation:
     """Re-activate the previous snapshot; the one active until now becomes the previous one.
 
     A single UPDATE swaps the two pointers under a row lock, so a reader
@@ -233,10 +235,10 @@ def rollback(db: Database, coll: CollectionInfo, lock_wait: float) -> dict[str, 
             "previous_snapshot_id = active_snapshot_id WHERE id = %s",
             [cid],
         )
-    return {"collection": name, "from": active, "to": previous}
+    return Activation(name, active, previous)
 
 
-def diff_snapshots(db: Database, coll: CollectionInfo, old: int, new: int) -> dict[str, Any]:
+def diff_snapshots(db: Database, coll: CollectionInfo, old: int, new: int) -> SnapshotDiff:
     """Documents added, removed and changed from ``old`` to ``new``, and manifest fields changed."""
     name = coll.name
     found = {
@@ -258,24 +260,23 @@ def diff_snapshots(db: Database, coll: CollectionInfo, old: int, new: int) -> di
         ).format(a=live_documents_sql("old"), b=live_documents_sql("new")),
         {"old": old, "new": new, "ids": None},
     )
-    added = [r["doc_id"] for r in rows if r["old_hash"] is None]
-    removed = [r["doc_id"] for r in rows if r["new_hash"] is None]
-    changed = [
-        {"doc_id": r["doc_id"], "old": r["old_hash"], "new": r["new_hash"]}
-        for r in rows
-        if r["old_hash"] is not None and r["new_hash"] is not None
-    ]
     ma, mb = found[old]["manifest"], found[new]["manifest"]
-    return {
-        "collection": name,
-        "old": old,
-        "new": new,
-        "documents": {"added": added, "removed": removed, "changed": changed},
-        "manifest": diff_manifests(ma, mb) if ma is not None and mb is not None else None,
-    }
+    return SnapshotDiff(
+        name,
+        old,
+        new,
+        added=tuple(r["doc_id"] for r in rows if r["old_hash"] is None),
+        removed=tuple(r["doc_id"] for r in rows if r["new_hash"] is None),
+        changed=tuple(
+            {"doc_id": r["doc_id"], "old": r["old_hash"], "new": r["new_hash"]}
+            for r in rows
+            if r["old_hash"] is not None and r["new_hash"] is not None
+        ),
+        manifest=diff_manifests(ma, mb) if ma is not None and mb is not None else None,
+    )
 
 
-def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: float) -> dict[str, Any]:
+def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wait: float) -> DropReport:
     """Drop a snapshot that is not active: what it references, the segments no other snapshot uses, its caches.
 
     A segment goes (its tables dropped) only when no remaining snapshot
@@ -333,14 +334,14 @@ def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wai
                 [coll.id],
             ).fetchone()
             collected = int(gc[0]) if gc else 0
-    return {
-        "collection": name,
-        "dropped": sid,
-        "tables": sorted(tables),
-        "segments_dropped": segments,
-        "versions_gc": "done" if collected is not None else "deferred: an ingest is in progress",
-        "versions_deleted": collected or 0,
-    }
+    return DropReport(
+        name,
+        sid,
+        tables=tuple(sorted(tables)),
+        segments_dropped=tuple(segments),
+        versions_gc="done" if collected is not None else "deferred: an ingest is in progress",
+        versions_deleted=collected or 0,
+    )
 
 
 def manifest(db: Database, coll: CollectionInfo, snapshot_id: int | None = None) -> dict[str, Any]:

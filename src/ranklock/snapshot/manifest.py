@@ -58,7 +58,6 @@ def build_manifest(
     coll: CollectionInfo,
     embedder: Embedder,
     *,
-    snapshot_id: int,
     totals: Totals,
     index_build: dict[str, Any] | None = None,
 ) -> dict[str, Any]:

@@ -91,7 +91,7 @@ def purge_documents(db: Database, coll: CollectionInfo, ids: Sequence[str], *, l
         hashes: set[str] = set()
         for seg in segments:
             hashes |= _purge_segment(conn, seg, wanted)
-        snapshots = _fix_snapshots(conn, coll, segments, wanted)
+        snapshots = _fix_snapshots(conn, segments, wanted)
         n_versions = conn.execute(
             "WITH d AS (DELETE FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s) RETURNING 1) "
             "SELECT count(*) FROM d",
@@ -195,7 +195,7 @@ def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
     return {r[5] for r in rows}
 
 
-def _fix_snapshots(conn: Any, coll: CollectionInfo, segments: list[int], ids: list[str]) -> list[int]:
+def _fix_snapshots(conn: Any, segments: list[int], ids: list[str]) -> list[int]:
     """Correct every snapshot that references one of ``segments``: live totals where the documents were live,
     dead records where they were dead.  Returns the snapshots touched."""
     touched = [

@@ -124,7 +124,7 @@ class _ReplicaDatabase(Database):
                 "give --read-dsn / RANKLOCK_READ_DSNS the DSNs of streaming replicas of the primary."
             )
 
-    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+    def _migrate(self, _conn: psycopg.Connection[Any]) -> None:
         return None
 
 

@@ -169,7 +169,7 @@ class LocalGenerator:
         class _JsonGate(StoppingCriteria):
             """Stop at the end of the JSON object, or as soon as the reply cannot be one (reply_state)."""
 
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            def __call__(self, input_ids: Any, _scores: Any, **_kwargs: Any) -> Any:
                 state = reply_state(str(tok.decode(input_ids[0, start:], skip_special_tokens=True)))
                 return torch.full((input_ids.shape[0],), state != "more", dtype=torch.bool)
 

@@ -118,7 +118,7 @@ def _parts(st: _State, offsets: list[int], constraints: list[Constraint], placed
         labelled.append((s, e, label))
     by_id = {id(o): o for o in st.owners}
     out: list[Part] = []
-    phrases = runs(st.text, labelled)
+    phrases = runs(labelled)
     # A stray stop word claimed with its clause ("of" in "5 years ... of experience") is no phrase of
     # its own when its owner has a phrase with content words.
     has_content = {label for s, e, label in phrases if _has_content(st.text, s, e)}

@@ -45,11 +45,11 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ConfigError, RanklockError
-from ..store import locks
+from . import locks
 
 if TYPE_CHECKING:
     from ..settings import Settings
-    from ..store.database import Database
+    from .database import Database
 
 __all__ = [
     "ANSWER_LOG",
