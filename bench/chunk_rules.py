@@ -220,7 +220,7 @@ def main() -> None:
     name = args.collection or "c"
     if args.model:
         modes: tuple[str, ...] = ("lexical", "semantic", "hybrid")
-        if name not in {c["name"] for c in eng.collections()}:
+        if name not in {c.name for c in eng.collections()}:
             eng.ingest(name, ds)
     else:
 

@@ -174,7 +174,7 @@ def part_writes(eng: Engine, emb: GeneratedEmbedder, sizes: Sequence[int]) -> li
 
 
 def exists(eng: Engine, name: str) -> bool:
-    return any(c["name"] == name for c in eng.collections())
+    return any(c.name == name for c in eng.collections())
 
 
 def part_small(eng: Engine, emb: GeneratedEmbedder, n: int, no_merge: bool, rounds: int) -> dict[str, Any]:

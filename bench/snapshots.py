@@ -63,7 +63,7 @@ def main() -> None:
     create = {"index": "hnsw", "embedder": emb.id}
     res: dict[str, Any] = {"documents": args.docs, "queries": args.queries}
 
-    existing = [c["name"] for c in eng.collections()]
+    existing = [c.name for c in eng.collections()]
     if args.reuse and name in existing:
         # Measure searches only, on the collection a previous run built.
         sid = eng.collection(name).active_snapshot_id

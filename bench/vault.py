@@ -98,7 +98,7 @@ def main() -> None:
     with Engine(home=args.home) as eng:
         try:
             eng.db.execute("SELECT 1")
-            existing = {c["name"] for c in eng.collections()}
+            existing = {c.name for c in eng.collections()}
         except Exception:
             existing = set()
         if name in existing:

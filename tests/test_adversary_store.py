@@ -63,4 +63,4 @@ def test_a_system_column_name_is_refused_at_collection_create(engine: Engine, cn
     assert str(exc.value) == message
     res = CliRunner().invoke(app, ["collection", "create", cname, "--field", f"{name}:keyword", "--dsn", engine.db.dsn])
     assert res.exit_code == 2 and " ".join(res.output.split()) == f"error: {message}"
-    assert cname not in [c["name"] for c in engine.collections()]
+    assert cname not in [c.name for c in engine.collections()]

@@ -246,7 +246,7 @@ def test_a_closed_async_engine_says_so(engine: Engine, coll: str) -> None:
 def test_constructor_takes_the_engines_arguments_and_opens_off_the_loop(engine: Engine, coll: str) -> None:
     async def main() -> tuple[list[str], str]:
         async with AsyncEngine(dsn=engine.db.dsn, embedder=HashEmbedder(), log_queries=False) as aeng:
-            names = [c["name"] for c in await aeng.collections()]
+            names = [c.name for c in await aeng.collections()]
             res = await aeng.search(coll, "lava volcano", k=2, mode="hybrid")
             return names, res.to_json()
 

@@ -264,8 +264,8 @@ def fingerprint(engine: Engine, rl_home: Path) -> list[str]:
         code, text, _ = cli(engine, rl_home, "search", COLL, *args, "--json", "-k", "5")
         assert code == 0, text
         out.append(text)
-    row = next(c for c in engine.collections() if c["name"] == COLL)
-    out.append(json.dumps(row, sort_keys=True, default=str))
+    row = next(c for c in engine.collections() if c.name == COLL)
+    out.append(json.dumps(row.as_dict(), sort_keys=True, default=str))
     return out
 
 

@@ -478,7 +478,7 @@ def test_readme_filter_example_runs_as_written(engine: Engine, rl_home: Path, tm
     search = next(ln for ln in lines if ln.startswith(f"ranklock search {name} ") and "--filter" in ln)
     assert f"ranklock ingest {name} " in ingest + " " and f"ranklock search {name} " in search
     for other in engine.collections():
-        assert other["name"] != "t_readme_parts"
+        assert other.name != "t_readme_parts"
     rename = {name: "t_readme_parts", "examples/parts.jsonl": str(tmp_path / "parts.jsonl")}
     (tmp_path / "parts.jsonl").write_text(
         json.dumps({"id": "p1", "text": "pump seals", "metadata": {"year": 2021, "tags": ["parts"]}})

@@ -8,6 +8,7 @@ to a ``/rerank`` server the test starts on a free local port (TEI and Cohere/Jin
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -21,13 +22,13 @@ from typer.testing import CliRunner
 
 from fakes import BagOfWordsEmbedder, use_bow_embedder
 from live_server import serving
-from ranklock import Document, Engine, QueryError
+from ranklock import AsyncEngine, Document, Engine, QueryError
 from ranklock.cli import app
 from ranklock.errors import ConfigError, RerankError
 from ranklock.rerank import RerankerInfo, resolve_reranker
 from ranklock.rerank.cross_encoder import CrossEncoderReranker
 from ranklock.rerank.http import HttpReranker
-from ranklock.rerank.stage import rerank_result
+from ranklock.rerank.stage import RerankedReplay, rerank_result
 
 COLL = "t_rerank_notes"
 NOTES = [
@@ -129,6 +130,7 @@ def test_reranked_search_is_logged_and_replays_by_layer(reranking: Engine, coll:
     assert row["rerank"]["digest"] == hashlib.sha256(res.to_json().encode()).hexdigest()
     rep = reranking.replay(res.query_id)
     assert rep.identical and rep.rerank["identical"]
+    assert async_replay(reranking, res.query_id) == (True, True)  # the async engine replays both layers too
     # A changed rerank layer is reported apart from the fusion, which still replays identically.
     reranking.db.execute(
         "UPDATE ranklock.query_log SET rerank = jsonb_set(rerank, '{order,0,3}', '99') WHERE id = %s",
@@ -137,6 +139,19 @@ def test_reranked_search_is_logged_and_replays_by_layer(reranking: Engine, coll:
     rep = reranking.replay(res.query_id)
     assert rep.report.identical and not rep.identical
     assert [d["where"] for d in rep.differences] == ["rerank:order"]
+    assert async_replay(reranking, res.query_id) == (False, True)
+
+
+def async_replay(eng: Engine, query_id: int) -> tuple[bool, bool]:
+    """``AsyncEngine.replay`` of ``query_id``: (identical, its search layer identical)."""
+
+    async def main() -> tuple[bool, bool]:
+        async with AsyncEngine.over(eng) as aeng:
+            rep = await aeng.replay(query_id)
+        assert isinstance(rep, RerankedReplay)
+        return rep.identical, rep.report.identical
+
+    return asyncio.run(main())
 
 
 def test_bad_rerank_values(reranking: Engine, coll: str) -> None:

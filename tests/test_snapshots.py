@@ -70,6 +70,7 @@ def test_reingest_unchanged_embeds_nothing_and_one_change_reembeds_only_its_chun
     assert (r3.embedded, r3.reused, r3.changed, r3.unchanged) == (1, 5, 1, 5)
     assert r3.corpus_digest != r2.corpus_digest
     listed = engine.list_snapshots(cname)
+    assert all(s.status == "ready" and s.created_at and s.built_at and s.created_at <= s.built_at for s in listed)
     assert [(s.id, s.embedded, s.reused, s.active) for s in listed] == [
         (r1.snapshot_id, 6, 0, False),
         (r2.snapshot_id, 0, 6, False),

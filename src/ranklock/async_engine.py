@@ -47,7 +47,9 @@ from .store.errors import refusals_as
 
 if TYPE_CHECKING:
     from .ask.model import Answer
+    from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
+    from .store.collections import CollectionSummary
     from .store.steps import Steps
     from .store.tokens import TokenInfo
 
@@ -188,7 +190,7 @@ class AsyncEngine:
 
         return await self._run(read_collection_steps(name))
 
-    async def collections(self) -> list[dict[str, Any]]:
+    async def collections(self) -> list[CollectionSummary]:
         """Every collection with its active snapshot's counts (:meth:`Engine.collections`)."""
         from .store.collections import list_collections_steps
 
@@ -280,8 +282,13 @@ class AsyncEngine:
                 request_steps(adb.dsn, eng.db, eng.settings, req, eng._collection_embedder, started=t0)
             )
 
-    async def replay(self, query_id: int, *, query: str | None = None) -> ReplayReport:
-        """Re-run logged query ``query_id`` on its snapshot (:meth:`Engine.replay`); async I/O throughout."""
+    async def replay(self, query_id: int, *, query: str | None = None) -> ReplayReport | RerankedReplay:
+        """Re-run logged query ``query_id`` on its snapshot (:meth:`Engine.replay`), layer by layer, the rerank too.
+
+        The search layer runs on async I/O; a reranked entry's rerank layer runs the sync Engine in a worker
+        thread, as ``Engine.replay`` does it.
+        """
+        from .rerank.stage import replay_rerank
         from .search.execute import request_steps
         from .search.log import replay_steps
 
@@ -292,17 +299,18 @@ class AsyncEngine:
             report: ReplayReport = await asyncio.to_thread(
                 replay, eng.db, eng.settings, eng.search, query_id, query=query
             )
-            return report
+        else:
 
-        def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
-            req = SearchRequest.of(name, query, **kwargs)
-            result: SearchResult = yield from request_steps(
-                adb.dsn, eng.db, eng.settings, req, eng._collection_embedder
-            )
-            return result
+            def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
+                req = SearchRequest.of(name, query, **kwargs)
+                result: SearchResult = yield from request_steps(
+                    adb.dsn, eng.db, eng.settings, req, eng._collection_embedder
+                )
+                return result
 
-        with refusals_as(QueryError):
-            return await adb.run(replay_steps(eng.db, eng.settings, searched, query_id, query=query))
+            with refusals_as(QueryError):
+                report = await adb.run(replay_steps(eng.db, eng.settings, searched, query_id, query=query))
+        return await asyncio.to_thread(replay_rerank, eng.db, eng.search, eng.reranker, report)
 
     # -- writes and ask: the sync Engine in a worker thread ------------------------------------
 

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .search.log import ReplayReport
     from .snapshot.build import Progress
     from .snapshot.purge import PurgeOutcome
+    from .store.collections import CollectionSummary
     from .store.tokens import TokenInfo
 
 
@@ -231,7 +232,7 @@ class Engine:
         done: set[str] = set()
         for row in self.collections():
             try:
-                emb = self._collection_embedder(self.collection(row["name"]))
+                emb = self._collection_embedder(self.collection(row.name))
                 if emb.id in done:
                     continue
                 t = time.perf_counter()
@@ -239,7 +240,7 @@ class Engine:
                 done.add(emb.id)
                 lines.append(f"embedder {emb.id} loaded in {time.perf_counter() - t:.1f} s")
             except RanklockError as exc:
-                lines.append(f"collection {row['name']!r}: embedder not loaded: {exc}")
+                lines.append(f"collection {row.name!r}: embedder not loaded: {exc}")
         return lines
 
     # -- collections ----------------------------------------------------------------
@@ -298,7 +299,8 @@ class Engine:
 
         return read_collection(self.rdb, name)
 
-    def collections(self) -> list[dict[str, Any]]:
+    def collections(self) -> list[CollectionSummary]:
+        """Every collection by name, with its active snapshot's document and chunk counts."""
         from .store.collections import list_collections
 
         return list_collections(self.db)

@@ -98,7 +98,7 @@ def _handlers(engine: Engine) -> dict[str, Callable[[Any], dict[str, Any]]]:
         return dict(json.loads(ans.to_json()))
 
     def list_collections(_req: NoArguments) -> dict[str, Any]:
-        return dict(_json({"collections": engine.collections()}))
+        return dict(_json({"collections": [c.as_dict() for c in engine.collections()]}))
 
     def get_document(req: DocumentArguments) -> dict[str, Any]:
         return dict(_json(engine.document(req.collection, req.doc_id, snapshot=req.snapshot)))

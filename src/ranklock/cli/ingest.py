@@ -24,7 +24,7 @@ app = typer.Typer()
 def collections(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """List collections with their active snapshot."""
     with engine(dsn, home) as eng:
-        rows = eng.collections()
+        rows = [c.as_dict() for c in eng.collections()]
     if as_json:
         print_json({"collections": rows})
         return

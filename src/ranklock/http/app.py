@@ -271,7 +271,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
 
     @app.get("/api/collections")
     async def collections() -> dict[str, Any]:
-        return {"collections": await aeng.collections()}
+        return {"collections": [c.as_dict() for c in await aeng.collections()]}
 
     @app.get("/api/collections/{name}")
     async def collection_detail(name: str) -> dict[str, Any]:

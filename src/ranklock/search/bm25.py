@@ -712,7 +712,9 @@ bq AS MATERIALIZED (
     -- Bit i of a block: S > cut, the bound of a chunk without other postings can reach
     -- theta.  The difference of two floats is positive exactly when the first is larger:
     -- no rounding hides a chunk here.
-    SELECT b.seg, b.blk, vector_dims(b.s) AS n,
+    -- S rides along: joining bq back to blocks for it was a nested loop rescanning blocks
+    -- (64 kB a row) once per block wherever the planner misjudged their number.
+    SELECT b.seg, b.blk, vector_dims(b.s) AS n, b.s,
            binary_quantize(b.s - CASE WHEN vector_dims(b.s) = %(bm25_dense_block)s::int THEN dc.v
                                       ELSE subvector(dc.v, 1, vector_dims(b.s)) END) AS bits
     FROM blocks AS b JOIN dcut AS dc ON dc.seg = b.seg
@@ -737,9 +739,9 @@ barr AS MATERIALIZED (
     -- turning 16,000 floats into either costs ~0.1 ms a block.
     SELECT q.seg, q.blk, q.n,
            CASE WHEN bit_count(q.bits) > 0 OR (q.seg, q.blk) IN (SELECT n.seg, n.blk FROM need AS n)
-                THEN b.s::real[] END AS a,
+                THEN q.s::real[] END AS a,
            CASE WHEN bit_count(q.bits) > 0 THEN q.bits::text END AS bits
-    FROM bq AS q JOIN blocks AS b ON b.seg = q.seg AND b.blk = q.blk
+    FROM bq AS q
 ),
 hits AS (
     -- Positions of the set bits: the bit string split on '1', the pieces' lengths summed

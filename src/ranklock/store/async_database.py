@@ -32,20 +32,22 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
-from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from ..errors import DatabaseUnavailable, QueryTimeout
-from .database import (
-    RESTART_WAIT_S,
-    _first_line,
-    _redact,
-    checkout_wait,
-    pool_timeout_error,
-    recovery_failure,
-    recovery_pending,
-    starting,
+from .checkout import (
+    CURRENT,
+    Check,
+    CheckoutOp,
+    GetConn,
+    PutConn,
+    Recover,
+    arun_checkout,
+    checkout_steps,
+    lost_during_request,
 )
-from .errors import map_data_errors
+from .database import RESTART_WAIT_S, _redact, recovery_failure, recovery_pending, starting
+from .errors import first_line, map_data_errors
 from .steps import Block, Fetch, Offload, Step, Steps
 from .timeout import SET_TIMEOUT, timeout_error, timeout_value
 from .trace import Hooks, Timer, Tracer, async_cursor_class
@@ -198,58 +200,35 @@ class AsyncDatabase:
         except psycopg.OperationalError as exc:
             if not (conn.broken or conn.closed):
                 raise
-            await self.recover(lp, gen, f"the connection broke during the request: {_first_line(exc)}")
-            raise DatabaseUnavailable(
-                f"the connection to PostgreSQL was lost during this request ({_first_line(exc)}); "
-                f"{self._what_recovery_did()}. Retry the request."
-            ) from exc
+            await self.recover(lp, gen, f"the connection broke during the request: {first_line(exc)}")
+            raise lost_during_request(exc, restarted=self._restart is not None) from exc
         finally:
             # Back to the pool it came from: a recovery meanwhile (this request's or
             # another's) replaced lp.pool, and a pool refuses another pool's connection.
             await pool.putconn(conn)
 
     async def _checkout(self) -> tuple[_LoopPool, AsyncConnectionPool[Any], int, AConn]:
-        # Checked here, not with the pool's `check=`, for the sync Database's reason: after a
-        # crash every idle connection is dead, and the first dead one should start a recovery.
-        recovered = False
-        deadline = time.monotonic() + self.pool_timeout
-        if self.down is not None:
-            lp = await self._loop_pool()
-            await self.recover(lp, lp.generation, "the server was down at the last request", deadline=deadline)
-            recovered = True
-        while True:
-            lp = await self._loop_pool()
-            pool, gen = lp.pool, lp.generation
-            try:
-                conn = await pool.getconn(
-                    timeout=checkout_wait(pool.get_stats(), self.max_size, deadline, self.pool_timeout)
-                )
-            except PoolClosed as exc:
-                if gen != lp.generation:
-                    continue
-                raise DatabaseUnavailable(f"the connection pool is closed ({exc}); open a new AsyncEngine.") from exc
-            except PoolTimeout as exc:
-                if gen != lp.generation:
-                    continue
-                failed = pool_timeout_error(pool.get_stats(), self.max_size, self.pool_timeout, recovered)
-                if failed is not None:
-                    raise failed from exc
-                await self.recover(lp, gen, f"no connection within {self.pool_timeout:g} s", deadline=deadline)
-                recovered = True
-                continue
-            try:
-                await AsyncConnectionPool.check_connection(conn)
-            except psycopg.Error as exc:
-                await pool.putconn(conn)  # broken: the pool discards it
-                if recovered:
-                    raise DatabaseUnavailable(
-                        f"the database connection failed right after reconnecting ({_first_line(exc)}); "
-                        "retry the request, and check the server (`ranklock db status`)."
-                    ) from exc
-                await self.recover(lp, gen, _first_line(exc), deadline=deadline)
-                recovered = True
-                continue
-            return lp, pool, gen, conn
+        # ranklock.store.checkout: the algorithm, shared with the sync Database.
+        held: list[_LoopPool] = []  # this loop's pool, as the last CURRENT found it
+
+        async def do(op: CheckoutOp) -> Any:
+            if isinstance(op, GetConn):
+                return await op.pool.getconn(timeout=op.timeout)
+            if isinstance(op, Check):
+                return await AsyncConnectionPool.check_connection(op.conn)
+            if isinstance(op, PutConn):
+                return await op.pool.putconn(op.conn)
+            if isinstance(op, Recover):
+                return await self.recover(held[-1], op.generation, op.reason, deadline=op.deadline)
+            assert op is CURRENT
+            held[:] = [await self._loop_pool()]
+            return held[-1].pool, held[-1].generation
+
+        steps = checkout_steps(
+            pool_timeout=self.pool_timeout, max_size=self.max_size, down=self.down, reopen="AsyncEngine"
+        )
+        pool, gen, conn = await arun_checkout(steps, do)
+        return held[-1], pool, gen, conn
 
     async def recover(self, lp: _LoopPool, generation: int, reason: str, *, deadline: float | None = None) -> None:
         """Restart (embedded) or reach again (external) the server, then replace this loop's pool.
@@ -304,11 +283,6 @@ class AsyncDatabase:
         task = asyncio.get_running_loop().create_task(old.close(timeout=2.0))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
-
-    def _what_recovery_did(self) -> str:
-        if self._restart is not None:
-            return "ranklock restarted the embedded server and reconnected"
-        return "ranklock reconnected to the server"
 
     # -- running steps -------------------------------------------------------------
 

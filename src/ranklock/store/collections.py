@@ -6,11 +6,12 @@ The checks on what a collection may be (names, fields, index) and the
 writes the rows::
 
     >>> collection_row(db, "docs")["active_snapshot_id"]
-    >>> [c["name"] for c in list_collections(db)]
+    >>> [c.name for c in list_collections(db)]
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any
 
 from psycopg import sql
@@ -19,6 +20,7 @@ from .database import Database
 from .steps import Fetch, Steps, run_steps
 
 __all__ = [
+    "CollectionSummary",
     "collection_names",
     "collection_names_steps",
     "collection_row",
@@ -53,12 +55,32 @@ def collection_names_steps() -> Steps[list[str]]:
     return [r["name"] for r in rows]
 
 
-def list_collections(db: Database) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class CollectionSummary:
+    """One line of ``ranklock collections``: a collection and its active snapshot's counts (None: no snapshot yet)."""
+
+    name: str
+    language: str
+    accent: str
+    embedder_id: str
+    dim: int
+    index_kind: str
+    active_snapshot_id: int | None
+    documents: int | None
+    chunks: int | None
+    manifest_hash: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON of ``ranklock collections --json`` and ``GET /api/collections``, keys in field order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def list_collections(db: Database) -> list[CollectionSummary]:
     """Every collection by name, with its active snapshot's document and chunk counts."""
     return run_steps(db, list_collections_steps())
 
 
-def list_collections_steps() -> Steps[list[dict[str, Any]]]:
+def list_collections_steps() -> Steps[list[CollectionSummary]]:
     """:func:`list_collections` as steps (ranklock.store.steps)."""
     rows: list[dict[str, Any]] = yield Fetch(
         "SELECT c.name, c.language, c.accent, c.embedder_id, c.dim, c.index_kind, c.active_snapshot_id, "
@@ -66,7 +88,7 @@ def list_collections_steps() -> Steps[list[dict[str, Any]]]:
         "FROM ranklock.collections c LEFT JOIN ranklock.snapshots s ON s.id = c.active_snapshot_id "
         "ORDER BY c.name"
     )
-    return rows
+    return [CollectionSummary(**r) for r in rows]
 
 
 def text_search_configs(db: Database) -> list[str]:

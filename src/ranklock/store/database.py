@@ -32,10 +32,21 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from ..errors import DatabaseUnavailable
-from .errors import map_data_errors
+from .checkout import (
+    CURRENT,
+    Check,
+    CheckoutOp,
+    GetConn,
+    PutConn,
+    Recover,
+    checkout_steps,
+    lost_during_request,
+    run_checkout,
+)
+from .errors import first_line, map_data_errors
 from .migrate import MIN_PGVECTOR, MIN_POSTGRES, check_server, migrate, migrations
 from .trace import Hooks, Timer, Tracer, cursor_class
 
@@ -46,59 +57,16 @@ __all__ = [
     "Database",
     "Timer",
     "Tracer",
-    "checkout_wait",
     "data_directory",
-    "pool_timeout_error",
     "recovery_failure",
     "recovery_pending",
     "starting",
 ]
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _redact(dsn: str) -> str:
     dsn = re.sub(r"(//[^:/@\s]+):[^@/\s]*@", r"\1:***@", dsn)
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
-
-
-def checkout_wait(stats: dict[str, int], max_size: int, deadline: float, pool_timeout: float) -> float:
-    """How long to wait for a pooled connection before the server is checked.
-
-    A full pool of busy connections is a queue: wait up to the deadline.  A pool
-    with room only waits while it connects, which takes milliseconds when the
-    server is up; after half the pool timeout it is checked (and restarted),
-    so a request to a dead server is still answered within the pool timeout.
-    """
-    left = max(0.1, deadline - time.monotonic())
-    if stats.get("pool_size", 0) >= max_size:
-        return left
-    return min(left, max(0.1, pool_timeout / 2))
-
-
-def pool_timeout_error(
-    stats: dict[str, int], max_size: int, pool_timeout: float, recovered: bool
-) -> DatabaseUnavailable | None:
-    """Why no connection came within ``pool_timeout``, or None when a recovery should be tried.
-
-    Every connection busy is overload, not a dead server: reconnecting would not
-    help.  Shared by the sync and the async pool (ranklock.store.async_database).
-    """
-    if stats.get("pool_size", 0) >= max_size and not stats.get("pool_available", 0):
-        return DatabaseUnavailable(
-            f"all {max_size} database connections stayed busy for {pool_timeout:g} s "
-            "(pool_timeout); the server is overloaded by concurrent searches. Retry later, or raise "
-            "RANKLOCK_POOL_TIMEOUT."
-        )
-    if recovered:
-        return DatabaseUnavailable(
-            f"no database connection within {pool_timeout:g} s even after reconnecting; "
-            "retry the request, and check the server (`ranklock db status`)."
-        )
-    return None
 
 
 def data_directory(conn: psycopg.Connection[Any]) -> str | None:
@@ -157,7 +125,7 @@ def recovery_pending(reason: str, pool_timeout: float, down: str | None) -> str:
 def recovery_failure(reason: str, exc: BaseException, how: str) -> str:
     """The message of a recovery that could not bring the server back."""
     return (
-        f"lost the database connection ({reason}) and could not {how}: {_first_line(exc)}. "
+        f"lost the database connection ({reason}) and could not {how}: {first_line(exc)}. "
         "ranklock tries again on every request; start the server or fix the DSN "
         "(`ranklock db status` says whether the embedded server runs, and why not)."
     )
@@ -267,54 +235,28 @@ class Database:
         except psycopg.OperationalError as exc:
             if not (conn.broken or conn.closed):
                 raise  # a statement error on a working connection (e.g. a cancelled statement)
-            self.recover(gen, f"the connection broke during the request: {_first_line(exc)}")
-            raise DatabaseUnavailable(
-                f"the connection to PostgreSQL was lost during this request ({_first_line(exc)}); "
-                f"{self._what_recovery_did()}. Retry the request."
-            ) from exc
+            self.recover(gen, f"the connection broke during the request: {first_line(exc)}")
+            raise lost_during_request(exc, restarted=self._restart is not None) from exc
         finally:
             pool.putconn(conn)
 
     def _checkout(self) -> tuple[ConnectionPool, int, psycopg.Connection[Any]]:
-        # The pool's own `check=` would discard a dead connection and then sleep
-        # with a backoff before the next one; after a server crash every idle
-        # connection is dead, so the check runs here and the first dead one
-        # starts a recovery at once.
-        recovered = False
-        deadline = time.monotonic() + self.pool_timeout
-        if self.down is not None:
-            self.recover(self._generation, "the server was down at the last request", deadline=deadline)
-            recovered = True
-        while True:
-            pool, gen = self.pool, self._generation
-            try:
-                conn = pool.getconn(timeout=checkout_wait(pool.get_stats(), self.max_size, deadline, self.pool_timeout))
-            except PoolClosed as exc:
-                if gen != self._generation:
-                    continue  # a recovery replaced the pool while this caller waited
-                raise DatabaseUnavailable(f"the connection pool is closed ({exc}); open a new Engine.") from exc
-            except PoolTimeout as exc:
-                if gen != self._generation:
-                    continue
-                failed = pool_timeout_error(pool.get_stats(), self.max_size, self.pool_timeout, recovered)
-                if failed is not None:
-                    raise failed from exc
-                self.recover(gen, f"no connection within {self.pool_timeout:g} s", deadline=deadline)
-                recovered = True
-                continue
-            try:
-                ConnectionPool.check_connection(conn)
-            except psycopg.Error as exc:
-                pool.putconn(conn)  # broken: the pool discards it
-                if recovered:
-                    raise DatabaseUnavailable(
-                        f"the database connection failed right after reconnecting ({_first_line(exc)}); "
-                        "retry the request, and check the server (`ranklock db status`)."
-                    ) from exc
-                self.recover(gen, _first_line(exc), deadline=deadline)
-                recovered = True
-                continue
-            return pool, gen, conn
+        # ranklock.store.checkout: the algorithm, shared with AsyncDatabase.
+        steps = checkout_steps(pool_timeout=self.pool_timeout, max_size=self.max_size, down=self.down, reopen="Engine")
+        pool, gen, conn = run_checkout(steps, self._checkout_op)
+        return pool, gen, conn
+
+    def _checkout_op(self, op: CheckoutOp) -> Any:
+        if isinstance(op, GetConn):
+            return op.pool.getconn(timeout=op.timeout)
+        if isinstance(op, Check):
+            return ConnectionPool.check_connection(op.conn)
+        if isinstance(op, PutConn):
+            return op.pool.putconn(op.conn)
+        if isinstance(op, Recover):
+            return self.recover(op.generation, op.reason, deadline=op.deadline)
+        assert op is CURRENT
+        return self.pool, self._generation
 
     def recover(self, generation: int, reason: str, *, deadline: float | None = None) -> None:
         """Restart (embedded) or reach again (external) the server, then replace the pool.
@@ -367,11 +309,6 @@ class Database:
             with self._recover_lock:
                 self._job = None
             job.done.set()
-
-    def _what_recovery_did(self) -> str:
-        if self._restart is not None:
-            return "ranklock restarted the embedded server and reconnected"
-        return "ranklock reconnected to the server"
 
     def trace(self, query: Any, params: Any) -> None:
         """Nothing: statements are traced by the cursor (ranklock.store.trace); kept for old callers."""

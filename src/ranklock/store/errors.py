@@ -35,7 +35,7 @@ import psycopg
 
 from ..errors import InputError, InsufficientResources
 
-__all__ = ["data_error", "map_data_errors", "refusals_as", "resource_error"]
+__all__ = ["data_error", "first_line", "map_data_errors", "refusals_as", "resource_error"]
 
 _ERROR_CLASS: ContextVar[type[InputError]] = ContextVar("ranklock_refusal_class", default=InputError)
 
@@ -65,7 +65,8 @@ _EXPLAINED: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (psycopg's carry DETAIL and HINT lines after it)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -82,11 +83,11 @@ def data_error(exc: psycopg.Error) -> InputError | None:
                 "remove the NUL characters from the input."
             )
         if isinstance(exc, psycopg.DataError):
-            return cls(f"the database driver refused a value ({_first_line(exc)}); fix the value.")
+            return cls(f"the database driver refused a value ({first_line(exc)}); fix the value.")
         return None
     for prefix, what, fix in _EXPLAINED:
         if state.startswith(prefix):
-            return cls(f"{what} (PostgreSQL {state}: {_first_line(exc)}); {fix}.")
+            return cls(f"{what} (PostgreSQL {state}: {first_line(exc)}); {fix}.")
     return None
 
 
@@ -113,7 +114,7 @@ def resource_error(exc: psycopg.Error, data_directory: str | None = None) -> Ins
     state = exc.sqlstate or ""
     if not state.startswith("53"):
         return None
-    first = _first_line(exc)
+    first = first_line(exc)
     if state == "53100":
         m = _QUOTED_FILE.search(str(exc))
         where = f" writing {_on_disk(m.group(1), data_directory)}" if m else ""
