@@ -163,7 +163,7 @@ def test_reads_return_what_the_sync_engine_returns(engine: Engine, coll: str) ->
     info, listed, doc, snapshots = run_async(engine, body)
     assert info == engine.collection(coll)
     assert listed == engine.collections()
-    assert doc == engine.document(coll, "a2") and doc["title"] == "Ocean tides"
+    assert doc == engine.document(coll, "a2") and doc.title == "Ocean tides"
     assert snapshots == engine.list_snapshots(coll)
     missing = _refusal(lambda: run_async(engine, lambda a: a.document(coll, "zz")))
     assert str(missing) == (

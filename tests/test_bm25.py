@@ -309,7 +309,7 @@ def test_statistics_build_is_idempotent_and_backfills(engine: Engine, cname: str
     assert f"ranklock snapshot lexical-stats {cname} {sid}" in str(exc.value)
     assert "lexical_ranker='ts_rank_cd'" in str(exc.value)
     out = engine.lexical_stats(cname)
-    assert out["snapshot_id"] == sid and out["bm25"]["version"] == 4
+    assert out.snapshot_id == sid and out.bm25["version"] == 4
     assert lexical(engine, cname, "alpha glacier") == before
 
 

@@ -282,7 +282,7 @@ def test_default_block_size_and_an_upgrade_of_a_snapshot_without_dense_blocks(
     assert lexical(engine, cname, q, depth=10) == before
     # Idempotent: a second call changes nothing, and says what there is.
     again = engine.lexical_stats(cname)
-    assert again["bm25"]["dense"] == added
+    assert again.bm25["dense"] == added
     r = CliRunner().invoke(app, ["snapshot", "lexical-stats", cname, "--home", str(rl_home), *dsn])
     assert r.exit_code == 0, r.output
     assert f"{added['terms']:,} dense terms" in r.output

@@ -79,10 +79,13 @@ def test_prune_by_size_keeps_the_newest_entries_that_fit(clean_log: Engine) -> N
     budget = sizes[ids[-1]] + sizes[ids[-2]] + sizes[ids[-3]]
     report = eng.prune_log(max_bytes=budget)
     assert _ids(eng) == ids[-3:]
-    assert report["deleted"] == 3 and report["deleted_bytes"] == sum(sizes[i] for i in ids[:3])
-    assert report["rows"] == 3 and report["bytes"] == budget and report["pruned_through"] == ids[2]
+    q = report.logs["query_log"]
+    assert q.deleted == 3 and q.deleted_bytes == sum(sizes[i] for i in ids[:3])
+    assert q.status.rows == 3 and q.status.bytes == budget and q.status.pruned_through == ids[2]
+    # The JSON of `log prune --json`: the query log's totals at the top level.
+    assert report.as_dict()["deleted"] == 3 and report.as_dict()["logs"]["query_log"]["rows"] == 3
     # A second run has nothing left to do.
-    assert eng.prune_log(max_bytes=budget)["deleted"] == 0
+    assert eng.prune_log(max_bytes=budget).logs["query_log"].deleted == 0
 
 
 def test_prune_by_age_deletes_entries_older_than_the_retention(clean_log: Engine) -> None:
@@ -91,10 +94,10 @@ def test_prune_by_age_deletes_entries_older_than_the_retention(clean_log: Engine
     eng.db.execute("UPDATE ranklock.query_log SET logged_at = now() - interval '40 days' WHERE id = ANY(%s)", [ids[:2]])
     assert eng.settings.log_retention == 30 * 86400  # the default policy: 30 days
     report = eng.prune_log()
-    assert report["deleted"] == 2 and _ids(eng) == ids[2:]
+    assert report.logs["query_log"].deleted == 2 and _ids(eng) == ids[2:]
     status = eng.log_status()
-    assert status["pruned_through"] == ids[1] and status["pruned_rows"] == 2
-    assert status["policy"] == {"max_age_s": 2592000.0, "max_bytes": 1_000_000_000, "describe": "30d, 1GB"}
+    assert status.pruned_through == ids[1] and status.pruned_rows == 2
+    assert status.policy == {"max_age_s": 2592000.0, "max_bytes": 1_000_000_000, "describe": "30d, 1GB"}
 
 
 def test_replay_of_a_pruned_entry_says_it_was_pruned(clean_log: Engine) -> None:
@@ -127,12 +130,12 @@ def test_retention_runs_whenever_five_percent_of_the_size_limit_was_logged(clean
     ids, sizes = [], []
     for _ in range(60):  # more entries than the limit holds
         ids += _log(eng, 1)
-        sizes.append(eng.log_status()["bytes"])
+        sizes.append(eng.log_status().bytes)
     # The log reached its limit, and never held more than the limit, 5 % of it, and the entry that crossed that.
-    assert max(sizes) > eng.settings.log_max_bytes * 0.95 and eng.log_status()["pruned_rows"] > 0
+    assert max(sizes) > eng.settings.log_max_bytes * 0.95 and eng.log_status().pruned_rows > 0
     assert max(sizes) <= eng.settings.log_max_bytes * (1 + SLACK) + one
     left = _ids(eng)
-    assert left == ids[-len(left) :] and eng.log_status()["pruned_through"] == left[0] - 1
+    assert left == ids[-len(left) :] and eng.log_status().pruned_through == left[0] - 1
 
 
 def test_log_prune_and_db_status_on_the_command_line(clean_log: Engine) -> None:
@@ -285,11 +288,11 @@ def test_the_answer_log_is_under_the_same_policy_in_db_status_and_log_prune(clea
     rows = eng.db.fetchall("SELECT id, bytes FROM ranklock.answer_log ORDER BY id")
     assert [r["id"] for r in rows] == [a.log_id for a in answers] and all(r["bytes"] > 500 for r in rows)
     status = eng.logs_status()
-    assert set(status) == {"query_log", "answer_log"} and status["answer_log"]["rows"] == 3
+    assert set(status) == {"query_log", "answer_log"} and status["answer_log"].rows == 3
     report = eng.prune_log(max_bytes=rows[-1]["bytes"])  # room for the newest answer only
-    assert report["logs"]["answer_log"]["deleted"] == 2 and report["logs"]["answer_log"]["rows"] == 1
-    assert report["logs"]["answer_log"]["pruned_through"] == rows[1]["id"]
-    assert report["logs"]["query_log"]["rows"] <= 1  # the one policy pruned the searches too
+    assert report.logs["answer_log"].deleted == 2 and report.logs["answer_log"].status.rows == 1
+    assert report.logs["answer_log"].status.pruned_through == rows[1]["id"]
+    assert report.logs["query_log"].status.rows <= 1  # the one policy pruned the searches too
     res = CliRunner().invoke(app, ["log", "prune", "--home", str(eng.settings.home), "--max-bytes", "1B"])
     assert res.exit_code == 0 and "answer log: pruned 1 entries" in res.output and "query log: pruned" in res.output
 
@@ -302,8 +305,8 @@ def test_the_answer_log_prunes_itself_on_its_schedule(clean_logs: Engine) -> Non
     sizes = []
     for i in range(30):
         eng.ask("notes", f"What rises from a volcano, question {i}?")
-        sizes.append(eng.logs_status()["answer_log"]["bytes"])
-    assert eng.logs_status()["answer_log"]["pruned_rows"] > 0
+        sizes.append(eng.logs_status()["answer_log"].bytes)
+    assert eng.logs_status()["answer_log"].pruned_rows > 0
     assert max(sizes) <= eng.settings.log_max_bytes * 1.05 + one
 
 

@@ -209,9 +209,9 @@ def test_activation_is_served_by_a_replica_only_after_replay(cluster: Cluster) -
                     assert res.snapshot.id == report.snapshot_id
                     assert res.hits[0].doc_id == "new0001"
                     assert res.served_by != _label(r1)
-                status = {n["name"]: n for n in eng.replica_status()}
-                assert status[_label(r1)]["paused"] is True
-                assert status[_label(r1)]["lag_bytes"] > 0
+                status = {n.name: n for n in eng.replica_status()}
+                assert status[_label(r1)].paused is True
+                assert (status[_label(r1)].lag_bytes or 0) > 0
             # Only r1 to read from: after waiting the bound it falls back to the primary.
             with cluster.engine([r1], wait=0.3) as eng:
                 res = eng.search(COLLECTION, "zeppelin", k=3, mode="lexical")
@@ -283,7 +283,7 @@ def test_kill_9_of_a_replica_under_4_clients_loses_no_request_and_it_rejoins(clu
         else:
             raise AssertionError(f"replica r2 did not rejoin: {eng.replica_status()}")
         assert r2.running()
-        assert {n["node"]: n["state"] for n in eng.replica_status()}[_label(r2)] == "up"
+        assert {n.node: n.state for n in eng.replica_status()}[_label(r2)] == "up"
 
 
 def test_dead_read_dsn_is_skipped_and_listed_down(cluster: Cluster) -> None:
@@ -295,8 +295,8 @@ def test_dead_read_dsn_is_skipped_and_listed_down(cluster: Cluster) -> None:
     dead = f"postgresql://postgres@127.0.0.1:{port}/ranklock"
     with Engine(dsn=cluster.primary_dsn, embedder=cluster.emb, read_dsns=[dead]) as eng:
         assert eng.search(COLLECTION, "protein", k=3).served_by == "primary"
-        node = {n["node"]: n for n in eng.replica_status()}[f"127.0.0.1:{port}"]
-        assert node["state"] == "down" and "cannot connect" in node["error"]
+        node = {n.node: n for n in eng.replica_status()}[f"127.0.0.1:{port}"]
+        assert node.state == "down" and "cannot connect" in (node.error or "")
 
 
 def test_cli_replica_list_json_and_drop_unknown(cluster: Cluster) -> None:

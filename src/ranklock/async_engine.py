@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from .ask.model import Answer
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
+    from .snapshot.document import StoredDocument
+    from .snapshot.health import Readiness
     from .store.collections import CollectionSummary
     from .store.steps import Steps
     from .store.tokens import TokenInfo
@@ -201,7 +203,7 @@ class AsyncEngine:
 
         return await self._run(resolve_steps(coll, snapshot))
 
-    async def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> dict[str, Any]:
+    async def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> StoredDocument:
         """The stored version of ``doc_id`` in ``snapshot`` (default: the active one) (:meth:`Engine.document`)."""
         from .snapshot.document import get_document_steps
 
@@ -223,7 +225,7 @@ class AsyncEngine:
 
         return await self._run(verify_token_steps(token))
 
-    async def readiness(self) -> dict[str, Any]:
+    async def readiness(self) -> Readiness:
         """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
         from .snapshot.health import readiness_steps
 

@@ -32,7 +32,15 @@ from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
 from .settings import REQUEST, ChunkerParams, Settings
-from .snapshot.info import Activation, DropReport, SnapshotDetail, SnapshotDiff, SnapshotInfo
+from .snapshot.info import (
+    Activation,
+    DropReport,
+    GatedActivation,
+    LexicalStatsReport,
+    SnapshotDetail,
+    SnapshotDiff,
+    SnapshotInfo,
+)
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
 
@@ -49,8 +57,12 @@ if TYPE_CHECKING:
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
     from .snapshot.build import Progress
+    from .snapshot.document import StoredDocument
+    from .snapshot.health import Readiness
     from .snapshot.purge import PurgeOutcome
     from .store.collections import CollectionSummary
+    from .store.log_retention import LogStatus, PruneReport
+    from .store.replicas import ReplicaStatus
     from .store.tokens import TokenInfo
 
 
@@ -471,7 +483,7 @@ class Engine:
 
         return resolve(self.rdb, coll, snapshot)
 
-    def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> dict[str, Any]:
+    def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> StoredDocument:
         """The stored version of ``doc_id`` in ``snapshot`` (default: the active one); read-only."""
         from .snapshot.document import get_document
 
@@ -510,7 +522,7 @@ class Engine:
 
         return lifecycle.drop_snapshot(self.db, self.collection(name), snapshot_id, self.settings.lock_wait)
 
-    def lexical_stats(self, name: str, snapshot_id: int | None = None, *, force: bool = False) -> dict[str, Any]:
+    def lexical_stats(self, name: str, snapshot_id: int | None = None, *, force: bool = False) -> LexicalStatsReport:
         """Build, complete or (``force``) rebuild the BM25 tables of a snapshot's segments (default: the active one).
 
         The tables are derived from each segment's immutable chunk table alone:
@@ -526,13 +538,7 @@ class Engine:
         t = time.perf_counter()
         entries = {g.id: build_lexical_stats(self.db, g.id, force=force) for g in Layout.of(snap).segments}
         largest = max(Layout.of(snap).segments, key=lambda g: g.chunks).id
-        return {
-            "collection": name,
-            "snapshot_id": int(snap["id"]),
-            "seconds": time.perf_counter() - t,
-            "bm25": entries[largest],
-            "segments": entries,
-        }
+        return LexicalStatsReport(name, int(snap["id"]), time.perf_counter() - t, entries[largest], entries)
 
     def manifest(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
         """The manifest of a snapshot (default: the active one)."""
@@ -542,7 +548,7 @@ class Engine:
 
     def activate_gated(
         self, name: str, snapshot_id: int, golden: str | Path, *, rsi_threshold: float = 0.9
-    ) -> dict[str, Any]:
+    ) -> GatedActivation:
         """Activate ``snapshot_id`` only if the promotion gate on ``golden`` passes; returns the gate report."""
         from .eval.gate import promotion_gate
         from .snapshot import lifecycle
@@ -557,31 +563,22 @@ class Engine:
             previous = self.collection(name).active_snapshot_id
             if passed:
                 previous = lifecycle.activate(self.db, coll, snapshot_id, self.settings.lock_wait).before
-        return {
-            "collection": name,
-            "snapshot_id": snapshot_id,
-            "activated": passed,
-            "gate": report.to_dict(),
-            "previous": previous,
-        }
+        return GatedActivation(name, snapshot_id, passed, report.to_dict(), previous)
 
-    def log_status(self) -> dict[str, Any]:
+    def log_status(self) -> LogStatus:
         """The query log: rows, bytes, oldest entry, retention watermark and policy (``ranklock db status``)."""
         from .store.log_retention import RetentionPolicy, log_status
 
         return log_status(self.db, RetentionPolicy.from_settings(self.settings))
 
-    def logs_status(self) -> dict[str, dict[str, Any]]:
+    def logs_status(self) -> dict[str, LogStatus]:
         """:meth:`log_status` of the query log and of the answer log, by name (``query_log``, ``answer_log``)."""
         from .store.log_retention import RetentionPolicy, logs_status
 
         return logs_status(self.db, RetentionPolicy.from_settings(self.settings))
 
-    def prune_log(self, *, older_than: float | None = None, max_bytes: int | None = None) -> dict[str, Any]:
-        """Delete entries of both logs beyond the retention policy (or the stricter limits given), oldest first.
-
-        The query log's totals at the top level; each log's under ``logs``.
-        """
+    def prune_log(self, *, older_than: float | None = None, max_bytes: int | None = None) -> PruneReport:
+        """Delete entries of both logs beyond the retention policy (or the stricter limits given), oldest first."""
         from .store.log_retention import RetentionPolicy, prune_all
 
         base = RetentionPolicy.from_settings(self.settings)
@@ -611,13 +608,13 @@ class Engine:
 
         return revoke_token(self.db, which)
 
-    def replica_status(self) -> list[dict[str, Any]]:
+    def replica_status(self) -> list[ReplicaStatus]:
         """The primary and each read replica: state, replay position, lag in bytes and seconds."""
         from .store.replicas import ReadRouter
 
         return (self.router or ReadRouter(self.db, [], wait=0)).status()
 
-    def readiness(self) -> dict[str, Any]:
+    def readiness(self) -> Readiness:
         """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
         from .snapshot.health import readiness
 

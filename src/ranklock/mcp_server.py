@@ -101,7 +101,7 @@ def _handlers(engine: Engine) -> dict[str, Callable[[Any], dict[str, Any]]]:
         return dict(_json({"collections": [c.as_dict() for c in engine.collections()]}))
 
     def get_document(req: DocumentArguments) -> dict[str, Any]:
-        return dict(_json(engine.document(req.collection, req.doc_id, snapshot=req.snapshot)))
+        return dict(_json(engine.document(req.collection, req.doc_id, snapshot=req.snapshot).as_dict()))
 
     return {"search": search, "ask": ask, "list_collections": list_collections, "get_document": get_document}
 

@@ -48,27 +48,27 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
     server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
     embedder = service.status(h)
     status: dict[str, Any] = {"server": server, "embedding_service": embedder, "query_log": None, "answer_log": None}
+    logs = {}
     if server == "not running":
         # Never start a stopped server just to report on it; say why it stopped when its log knows.
         status["problem"] = EmbeddedServer(h).diagnose()
     else:
         with engine(dsn, home) as eng:
-            status.update(eng.logs_status())
+            logs = eng.logs_status()
+        status.update({name: s.as_dict() for name, s in logs.items()})
     if as_json:
         print_json(status)
         return
     console.print(server)
     if status.get("problem"):
         console.print(status["problem"], highlight=False, soft_wrap=True)
-    for name in ("query_log", "answer_log"):
-        q = status[name]
-        if q is not None:
-            console.print(
-                f"{name.replace('_', ' ')}: {q['rows']} entries, {q['bytes']:,} bytes ({q['table_bytes']:,} on disk), "
-                f"oldest {q['oldest'] or '-'}; retention keeps {q['policy']['describe']}; ids up to "
-                f"{q['pruned_through']} pruned ({q['pruned_rows']} entries, last {q['last_pruned_at'] or 'never'})",
-                highlight=False,
-            )
+    for name, q in logs.items():
+        console.print(
+            f"{name.replace('_', ' ')}: {q.rows} entries, {q.bytes:,} bytes ({q.table_bytes:,} on disk), "
+            f"oldest {q.oldest or '-'}; retention keeps {q.policy['describe']}; ids up to "
+            f"{q.pruned_through} pruned ({q.pruned_rows} entries, last {q.last_pruned_at or 'never'})",
+            highlight=False,
+        )
     if embedder is None:
         console.print("embedding service: not running (the next command that needs the model starts it)")
     else:

@@ -51,13 +51,14 @@ def log_prune(
     with engine(dsn, home) as eng:
         report = eng.prune_log(older_than=age, max_bytes=size)
     if as_json:
-        print_json(report)
+        print_json(report.as_dict())
         return
-    for name, part in report["logs"].items():
-        note = " (another process was pruning; run again)" if part.get("skipped") else ""
+    for name, part in report.logs.items():
+        note = " (another process was pruning; run again)" if part.skipped else ""
+        st = part.status
         console.print(
-            f"{name.replace('_', ' ')}: pruned {part['deleted']} entries ({part['deleted_bytes']:,} bytes){note}; it "
-            f"holds {part['rows']} entries, {part['bytes']:,} bytes; entries up to id {part['pruned_through']} are "
-            f"gone (policy: {part['policy']['describe']})",
+            f"{name.replace('_', ' ')}: pruned {part.deleted} entries ({part.deleted_bytes:,} bytes){note}; it "
+            f"holds {st.rows} entries, {st.bytes:,} bytes; entries up to id {st.pruned_through} are "
+            f"gone (policy: {st.policy['describe']})",
             highlight=False,
         )

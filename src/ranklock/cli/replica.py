@@ -84,18 +84,18 @@ def replica_list(
     with engine(dsn, home, read_dsn) as eng:
         nodes = eng.replica_status()
     if as_json:
-        print_json({"nodes": nodes})
+        print_json({"nodes": [n.as_dict() for n in nodes]})
         return
     table = Table("name", "node", "state", "replay lsn", "lag bytes", "lag s", "note")
     for n in nodes:
-        note = n["error"] or ("replay paused" if n.get("paused") else "")
+        note = n.error or ("replay paused" if n.paused else "")
         table.add_row(
-            n["name"],
-            n["node"],
-            n["state"],
-            n["replay_lsn"] or "-",
-            "-" if n["lag_bytes"] is None else f"{n['lag_bytes']:,}",
-            "-" if n["lag_seconds"] is None else f"{n['lag_seconds']:.3f}",
+            n.name,
+            n.node,
+            n.state,
+            n.replay_lsn or "-",
+            "-" if n.lag_bytes is None else f"{n.lag_bytes:,}",
+            "-" if n.lag_seconds is None else f"{n.lag_seconds:.3f}",
             note,
         )
     console.print(table)

@@ -98,13 +98,13 @@ def _prune_logs(eng: Any) -> None:
         except RanklockError as exc:
             log.warning("logs: retention failed (%s); it runs again in %g s.", exc, interval)
         else:
-            for name, part in report["logs"].items():
-                if part["deleted"]:
+            for name, part in report.logs.items():
+                if part.deleted:
                     log.warning(
                         "%s: pruned %d entries (%d bytes); policy keeps %s",
                         name,
-                        part["deleted"],
-                        part["deleted_bytes"],
-                        part["policy"]["describe"],
+                        part.deleted,
+                        part.deleted_bytes,
+                        part.status.policy["describe"],
                     )
         time.sleep(interval)

@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from ..errors import RanklockError
+from ..snapshot.info import GatedActivation
 from ._common import DsnOpt, HomeOpt, JsonOpt, RerankerOpt, console, engine, err_console, fail, print_json
 from .render import FormatOpt, clip, render_snapshots, resolve_format
 
@@ -95,20 +96,19 @@ def snapshot_activate(
         else:
             # "previous" is read under the writer lock, in the same transaction as the switch.
             before = eng.activate(collection, snapshot_id).before
-            out = {"collection": collection, "snapshot_id": snapshot_id, "activated": True, "gate": None}
-            out["previous"] = before
-    before = out["previous"]
+            out = GatedActivation(collection, snapshot_id, True, None, before)
+    before = out.previous
     if as_json:
-        print_json(out)
-    elif out["activated"]:
+        print_json(out.as_dict())
+    elif out.activated:
         console.print(f"[bold]{collection}[/]: snapshot {snapshot_id} is active (was {before}).")
     else:
         err_console.print(
             f"[bold red]refused:[/] the promotion gate did not pass for snapshot {snapshot_id}; "
             f"snapshot {before} stays active."
         )
-        err_console.print(json.dumps(out["gate"], indent=2, default=str), highlight=False, markup=False)
-    if not out["activated"]:
+        err_console.print(json.dumps(out.gate, indent=2, default=str), highlight=False, markup=False)
+    if not out.activated:
         raise typer.Exit(1)
 
 
@@ -219,13 +219,13 @@ def snapshot_lexical_stats(
     with engine(dsn, home) as eng:
         out = eng.lexical_stats(collection, snapshot_id, force=force)
     if as_json:
-        print_json(out)
+        print_json(out.as_dict())
         return
-    b = out["bm25"]
+    b = out.bm25
     dense = f", {b['dense']['terms']:,} dense terms" if b.get("dense") else ""
     console.print(
-        f"[bold]{collection}[/]: snapshot {out['snapshot_id']} BM25 statistics layout {b['version']} "
-        f"({b['terms']:,} terms, {b['postings']:,} postings{dense}, k1 {b['k1']}, b {b['b']}) in {out['seconds']:.1f}s"
+        f"[bold]{collection}[/]: snapshot {out.snapshot_id} BM25 statistics layout {b['version']} "
+        f"({b['terms']:,} terms, {b['postings']:,} postings{dense}, k1 {b['k1']}, b {b['b']}) in {out.seconds:.1f}s"
     )
 
 

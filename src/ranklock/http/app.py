@@ -264,7 +264,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
         """Readiness: the database answers and every active snapshot can be read; 503 names the failing part."""
-        report = await aeng.readiness()
+        report = (await aeng.readiness()).as_dict()
         ready = report.pop("ready")
         body = {"status": "ready" if ready else "not_ready", **report}
         return JSONResponse(status_code=200 if ready else 503, content=body)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from psycopg import sql
@@ -12,10 +14,28 @@ from ..store.database import Database
 from ..store.steps import Fetch, Steps, run_steps
 from .segments import live_documents_sql
 
-__all__ = ["get_document", "get_document_steps"]
+__all__ = ["StoredDocument", "get_document", "get_document_steps"]
 
 
-def get_document(db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StoredDocument:
+    """One document as ``snapshot_id`` holds it (``display`` fields left out)."""
+
+    collection: str
+    snapshot_id: int
+    doc_id: str
+    title: str
+    body: str
+    metadata: Mapping[str, Any]
+    #: sha256 of the document's normalised content: which version the snapshot holds.
+    content_hash: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object of MCP's ``get_document``, keys in this order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def get_document(db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: str) -> StoredDocument:
     """The version of ``doc_id`` in ``snapshot_id``: title, body, metadata and content hash.
 
     ``display`` fields (names, contacts) are left out: they are for people, and
@@ -24,7 +44,7 @@ def get_document(db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: s
     return run_steps(db, get_document_steps(coll, snapshot_id, doc_id))
 
 
-def get_document_steps(coll: CollectionInfo, snapshot_id: int, doc_id: str) -> Steps[dict[str, Any]]:
+def get_document_steps(coll: CollectionInfo, snapshot_id: int, doc_id: str) -> Steps[StoredDocument]:
     """:func:`get_document` as steps (ranklock.store.steps), for the sync and the async engine."""
     rows = yield Fetch(
         sql.SQL(
@@ -40,4 +60,4 @@ def get_document_steps(coll: CollectionInfo, snapshot_id: int, doc_id: str) -> S
             f"collection {coll.name!r} has no document {doc_id!r} in snapshot {snapshot_id}; "
             "use a doc_id from a search hit of that snapshot."
         )
-    return {"collection": coll.name, "snapshot_id": snapshot_id, **row}
+    return StoredDocument(collection=coll.name, snapshot_id=snapshot_id, **row)

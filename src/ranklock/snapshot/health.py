@@ -9,7 +9,8 @@ ready); ``GET /healthz`` only says that the process is up.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -23,40 +24,60 @@ from .segments import Layout, segments_sql
 if TYPE_CHECKING:
     from ..store.database import Database
 
-__all__ = ["readiness", "readiness_steps"]
+__all__ = ["Readiness", "readiness", "readiness_steps"]
 
 
-def readiness(db: Database, timeout: float) -> dict[str, Any]:
-    """``{"ready": bool, "database": {...}, "collections": [...], "error": {...}?}``; every check bounded by ``timeout``."""
+@dataclass(frozen=True)
+class Readiness:
+    """Whether this process can serve searches: the database, each collection, and what fails (``GET /readyz``)."""
+
+    ready: bool
+    #: ``{ok, ms, recoveries}``, or ``{ok: false, error}`` when the database does not answer.
+    database: Mapping[str, Any]
+    #: ``{name, snapshot_id, ok, error?}`` per collection, by name.
+    collections: tuple[Mapping[str, Any], ...]
+    #: ``{type, message}`` naming the failing part and the fix; None when ready.
+    error: Mapping[str, str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON of ``/readyz`` (with ``status`` for ``ready``): ``error`` only when not ready."""
+        out: dict[str, Any] = {"ready": self.ready, "database": self.database, "collections": list(self.collections)}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+def readiness(db: Database, timeout: float) -> Readiness:
+    """The database and every active snapshot checked, each check bounded by ``timeout``."""
     from ..store.steps import run_steps
 
     return run_steps(db, readiness_steps(timeout, lambda: db.recoveries))
 
 
-def readiness_steps(timeout: float, recoveries: Callable[[], int]) -> Steps[dict[str, Any]]:
+def readiness_steps(timeout: float, recoveries: Callable[[], int]) -> Steps[Readiness]:
     """:func:`readiness` as steps (ranklock.store.steps); ``recoveries`` reads the pool's recovery count."""
     t0 = time.perf_counter()
     collections: list[dict[str, Any]] = []
     try:
         yield Block(_check_collections(collections), timeout=timeout)
     except RanklockError as exc:
-        return {
-            "ready": False,
-            "database": {"ok": False, "error": str(exc)},
-            "collections": collections,
-            "error": {"type": type(exc).__name__, "message": str(exc)},
-        }
+        return Readiness(
+            False,
+            {"ok": False, "error": str(exc)},
+            tuple(collections),
+            {"type": type(exc).__name__, "message": str(exc)},
+        )
     database = {"ok": True, "ms": round((time.perf_counter() - t0) * 1000, 1), "recoveries": recoveries()}
     failing = [c for c in collections if not c["ok"]]
-    out: dict[str, Any] = {"ready": not failing, "database": database, "collections": collections}
-    if failing:
-        names = ", ".join(f"{c['name']} ({c['error']})" for c in failing)
-        out["error"] = {
-            "type": "SnapshotError",
-            "message": f"{len(failing)} collection(s) cannot serve: {names}. "
-            "Activate a ready snapshot (`ranklock snapshot activate`) or re-ingest.",
-        }
-    return out
+    if not failing:
+        return Readiness(True, database, tuple(collections))
+    names = ", ".join(f"{c['name']} ({c['error']})" for c in failing)
+    error = {
+        "type": "SnapshotError",
+        "message": f"{len(failing)} collection(s) cannot serve: {names}. "
+        "Activate a ready snapshot (`ranklock snapshot activate`) or re-ingest.",
+    }
+    return Readiness(False, database, tuple(collections), error)
 
 
 def _check_collections(collections: list[dict[str, Any]]) -> Steps[None]:

@@ -3,9 +3,11 @@
 :class:`SnapshotInfo` is one row of ``ranklock snapshot list``;
 :class:`SnapshotDetail` adds the collection, the build statistics and the
 manifest (``snapshot show``); :class:`Activation` is an activation or a
-rollback (which snapshot was active, which is now); :class:`SnapshotDiff` and
-:class:`DropReport` are ``snapshot diff`` and ``snapshot drop``.  ``as_dict``
-gives the keys in the order the JSON has always had.
+rollback (which snapshot was active, which is now), :class:`GatedActivation`
+one behind the promotion gate; :class:`SnapshotDiff`, :class:`DropReport` and
+:class:`LexicalStatsReport` are ``snapshot diff``, ``snapshot drop`` and
+``snapshot lexical-stats``.  ``as_dict`` gives the keys in the order the JSON
+has always had.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["Activation", "DropReport", "SnapshotDetail", "SnapshotDiff", "SnapshotInfo"]
+__all__ = [
+    "Activation",
+    "DropReport",
+    "GatedActivation",
+    "LexicalStatsReport",
+    "SnapshotDetail",
+    "SnapshotDiff",
+    "SnapshotInfo",
+]
 
 
 def _plain(value: Any) -> Any:
@@ -104,3 +114,35 @@ class DropReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class GatedActivation:
+    """An activation behind the promotion gate: whether it happened, the gate's report, what stays or was active."""
+
+    collection: str
+    snapshot_id: int
+    activated: bool
+    #: The promotion gate's report (ranklock.eval.gate), None for an activation without a gate.
+    gate: Mapping[str, Any] | None
+    #: The snapshot active before: replaced when ``activated``, still active when not.
+    previous: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class LexicalStatsReport:
+    """BM25 tables built or found current for each segment of a snapshot (``snapshot lexical-stats``)."""
+
+    collection: str
+    snapshot_id: int
+    seconds: float
+    #: The ``bm25`` stats entry of the snapshot's largest segment: what the CLI prints.
+    bm25: Mapping[str, Any]
+    #: Segment id -> its ``bm25`` stats entry.
+    segments: Mapping[int, Mapping[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

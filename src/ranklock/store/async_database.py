@@ -42,12 +42,13 @@ from .checkout import (
     GetConn,
     PutConn,
     Recover,
-    arun_checkout,
     checkout_steps,
     lost_during_request,
 )
-from .database import RESTART_WAIT_S, _redact, recovery_failure, recovery_pending, starting
+from .database import _redact
 from .errors import first_line, map_data_errors
+from .ops import arun_ops
+from .recovery import RESTART_WAIT_S, Pause, Probe, RecoveryOp, Restart, recovery_pending, recovery_steps
 from .steps import Block, Fetch, Offload, Step, Steps
 from .timeout import SET_TIMEOUT, timeout_error, timeout_value
 from .trace import Hooks, Timer, Tracer, async_cursor_class
@@ -227,7 +228,7 @@ class AsyncDatabase:
         steps = checkout_steps(
             pool_timeout=self.pool_timeout, max_size=self.max_size, down=self.down, reopen="AsyncEngine"
         )
-        pool, gen, conn = await arun_checkout(steps, do)
+        pool, gen, conn = await arun_ops(steps, do)
         return held[-1], pool, gen, conn
 
     async def recover(self, lp: _LoopPool, generation: int, reason: str, *, deadline: float | None = None) -> None:
@@ -252,26 +253,10 @@ class AsyncDatabase:
     async def _recover_now(self, lp: _LoopPool, reason: str) -> None:
         how = "restart the embedded server" if self._restart is not None else f"reach PostgreSQL at {_redact(self.dsn)}"
         try:
-            if self._restart is not None:
-                # Starting a server blocks for seconds: not on the event loop.
-                self.dsn = await asyncio.to_thread(self._restart, RESTART_WAIT_S)
-            deadline = time.monotonic() + RESTART_WAIT_S
-            while True:
-                # As Database's until_ready: a server replaying its WAL is on its way up, not failed.
-                try:
-                    probe = await psycopg.AsyncConnection.connect(
-                        self.dsn, connect_timeout=max(2, int(self.pool_timeout)), autocommit=True
-                    )
-                    break
-                except psycopg.OperationalError as exc:
-                    if not starting(exc) or time.monotonic() > deadline:
-                        raise
-                await asyncio.sleep(0.2)
-            await probe.close()
-            new = await self._open_pool()
-        except (psycopg.OperationalError, DatabaseUnavailable) as exc:
-            self.down = recovery_failure(reason, exc, how)
-            raise DatabaseUnavailable(self.down) from exc
+            new = await arun_ops(recovery_steps(reason, how, restart=self._restart is not None), self._recovery_op)
+        except DatabaseUnavailable as exc:
+            self.down = str(exc)
+            raise
         finally:
             lp.job = None
         self.down = None
@@ -283,6 +268,23 @@ class AsyncDatabase:
         task = asyncio.get_running_loop().create_task(old.close(timeout=2.0))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
+
+    async def _recovery_op(self, op: RecoveryOp) -> Any:
+        """Perform one operation of the recovery (ranklock.store.recovery) with an await."""
+        if isinstance(op, Restart):
+            assert self._restart is not None
+            # Starting a server blocks for seconds: not on the event loop.
+            self.dsn = await asyncio.to_thread(self._restart, RESTART_WAIT_S)
+        elif isinstance(op, Probe):
+            probe = await psycopg.AsyncConnection.connect(
+                self.dsn, connect_timeout=max(2, int(self.pool_timeout)), autocommit=True
+            )
+            await probe.close()
+        elif isinstance(op, Pause):
+            await asyncio.sleep(op.seconds)
+        else:
+            return await self._open_pool()
+        return None
 
     # -- running steps -------------------------------------------------------------
 

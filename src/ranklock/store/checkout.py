@@ -3,8 +3,8 @@
 The algorithm (:func:`checkout_steps`) is a generator of the operations it
 needs: the pool in use now, a connection from it, a check of that connection,
 returning a broken one, a recovery.  ``Database`` performs each with a
-blocking call (:func:`run_checkout`), ``AsyncDatabase`` with an await
-(:func:`arun_checkout`); an operation's exception is thrown back into the
+blocking call, ``AsyncDatabase`` with an await (ranklock.store.ops:
+``run_ops``, ``arun_ops``); an operation's exception is thrown back into the
 algorithm where it asked, so the two databases cannot drift apart in what
 they do when the server is gone.
 
@@ -16,7 +16,7 @@ dead, so the check runs here and the first dead one starts a recovery at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +33,10 @@ __all__ = [
     "GetConn",
     "PutConn",
     "Recover",
-    "arun_checkout",
     "checkout_steps",
     "checkout_wait",
     "lost_during_request",
     "pool_timeout_error",
-    "run_checkout",
 ]
 
 
@@ -168,36 +166,6 @@ def checkout_steps(
             recovered = True
             continue
         return pool, gen, conn
-
-
-def run_checkout(steps: Generator[CheckoutOp, Any, Any], do: Callable[[CheckoutOp], Any]) -> Any:
-    """Run the algorithm with blocking operations; an operation's exception goes back in where it was asked."""
-    reply: Any = None
-    failure: Exception | None = None
-    while True:
-        try:
-            op = steps.send(reply) if failure is None else steps.throw(failure)
-        except StopIteration as stop:
-            return stop.value
-        try:
-            reply, failure = do(op), None
-        except Exception as exc:
-            reply, failure = None, exc
-
-
-async def arun_checkout(steps: Generator[CheckoutOp, Any, Any], do: Callable[[CheckoutOp], Awaitable[Any]]) -> Any:
-    """:func:`run_checkout` with awaited operations (the async database)."""
-    reply: Any = None
-    failure: Exception | None = None
-    while True:
-        try:
-            op = steps.send(reply) if failure is None else steps.throw(failure)
-        except StopIteration as stop:
-            return stop.value
-        try:
-            reply, failure = await do(op), None
-        except Exception as exc:
-            reply, failure = None, exc
 
 
 def lost_during_request(exc: BaseException, restarted: bool) -> DatabaseUnavailable:

@@ -44,23 +44,20 @@ from .checkout import (
     Recover,
     checkout_steps,
     lost_during_request,
-    run_checkout,
 )
 from .errors import first_line, map_data_errors
 from .migrate import MIN_PGVECTOR, MIN_POSTGRES, check_server, migrate, migrations
+from .ops import run_ops
+from .recovery import RESTART_WAIT_S, Pause, Probe, RecoveryOp, Restart, recovery_pending, recovery_steps
 from .trace import Hooks, Timer, Tracer, cursor_class
 
 __all__ = [
     "MIN_PGVECTOR",
     "MIN_POSTGRES",
-    "RESTART_WAIT_S",
     "Database",
     "Timer",
     "Tracer",
     "data_directory",
-    "recovery_failure",
-    "recovery_pending",
-    "starting",
 ]
 
 
@@ -78,57 +75,12 @@ def data_directory(conn: psycopg.Connection[Any]) -> str | None:
     return str(row[0]) if row is not None else None
 
 
-#: How long a recovery may take to start the embedded server again (crash recovery on a busy disk),
-#: whatever a request's own deadline: the request is answered, the restart goes on.
-RESTART_WAIT_S = 10.0
-
-
 class _RecoveryJob:
     """One recovery under way: done when it has finished, ``error`` its failure message."""
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.error: str | None = None
-
-
-def starting(exc: BaseException) -> bool:
-    """Whether a refused connection is a server on its way up (crash recovery, start-up: SQLSTATE 57P03)."""
-    return isinstance(exc, psycopg.OperationalError) and "the database system is" in str(exc)
-
-
-def until_ready(probe: Callable[[], None]) -> None:
-    """Call ``probe`` (a connection) until it succeeds; retry while the server is still starting, up to RESTART_WAIT_S.
-
-    A server restarted after a crash replays its WAL before it takes connections:
-    that is not a failed recovery, and must not be remembered as one.
-    """
-    deadline = time.monotonic() + RESTART_WAIT_S
-    while True:
-        try:
-            probe()
-            return
-        except psycopg.OperationalError as exc:
-            if not starting(exc) or time.monotonic() > deadline:
-                raise
-        time.sleep(0.2)
-
-
-def recovery_pending(reason: str, pool_timeout: float, down: str | None) -> str:
-    """The message of a request whose wait for a recovery under way ran out."""
-    last = f" The last attempt failed: {down}" if down else ""
-    return (
-        f"lost the database connection ({reason}); ranklock is bringing the server back, which has taken "
-        f"longer than {pool_timeout:g} s (RANKLOCK_POOL_TIMEOUT). Retry the request in a moment.{last}"
-    )
-
-
-def recovery_failure(reason: str, exc: BaseException, how: str) -> str:
-    """The message of a recovery that could not bring the server back."""
-    return (
-        f"lost the database connection ({reason}) and could not {how}: {first_line(exc)}. "
-        "ranklock tries again on every request; start the server or fix the DSN "
-        "(`ranklock db status` says whether the embedded server runs, and why not)."
-    )
 
 
 class Database:
@@ -243,7 +195,7 @@ class Database:
     def _checkout(self) -> tuple[ConnectionPool, int, psycopg.Connection[Any]]:
         # ranklock.store.checkout: the algorithm, shared with AsyncDatabase.
         steps = checkout_steps(pool_timeout=self.pool_timeout, max_size=self.max_size, down=self.down, reopen="Engine")
-        pool, gen, conn = run_checkout(steps, self._checkout_op)
+        pool, gen, conn = run_ops(steps, self._checkout_op)
         return pool, gen, conn
 
     def _checkout_op(self, op: CheckoutOp) -> Any:
@@ -288,14 +240,9 @@ class Database:
     def _recover_now(self, job: _RecoveryJob, reason: str) -> None:
         how = "restart the embedded server" if self._restart is not None else f"reach PostgreSQL at {_redact(self.dsn)}"
         try:
-            if self._restart is not None:
-                self.dsn = self._restart(RESTART_WAIT_S)
-            until_ready(
-                lambda: psycopg.connect(self.dsn, connect_timeout=self._connect_timeout, autocommit=True).close()
-            )
-            new = self._open_pool()
-        except (psycopg.OperationalError, DatabaseUnavailable) as exc:
-            job.error = self.down = recovery_failure(reason, exc, how)
+            new = run_ops(recovery_steps(reason, how, restart=self._restart is not None), self._recovery_op)
+        except DatabaseUnavailable as exc:
+            job.error = self.down = str(exc)
         else:
             with self._recover_lock:
                 self.down = None
@@ -310,8 +257,18 @@ class Database:
                 self._job = None
             job.done.set()
 
-    def trace(self, query: Any, params: Any) -> None:
-        """Nothing: statements are traced by the cursor (ranklock.store.trace); kept for old callers."""
+    def _recovery_op(self, op: RecoveryOp) -> Any:
+        """Perform one operation of the recovery (ranklock.store.recovery) with a blocking call."""
+        if isinstance(op, Restart):
+            assert self._restart is not None
+            self.dsn = self._restart(RESTART_WAIT_S)
+        elif isinstance(op, Probe):
+            psycopg.connect(self.dsn, connect_timeout=self._connect_timeout, autocommit=True).close()
+        elif isinstance(op, Pause):
+            time.sleep(op.seconds)
+        else:
+            return self._open_pool()
+        return None
 
     def fetchall(self, query: sql.Composable | str, params: Any = None) -> list[dict[str, Any]]:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:

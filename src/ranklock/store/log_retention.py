@@ -37,8 +37,8 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -56,7 +56,10 @@ __all__ = [
     "LOGS",
     "QUERY_LOG",
     "SLACK",
+    "LogPrune",
+    "LogStatus",
     "LogTable",
+    "PruneReport",
     "RetentionPolicy",
     "Schedule",
     "after_logging",
@@ -198,34 +201,89 @@ def prune(db: Database, policy: RetentionPolicy, *, batch: int, log_: LogTable =
     return {"deleted": deleted, "bytes": nbytes, "pruned_through": through, "skipped": False}
 
 
-def _prune_log(db: Database, policy: RetentionPolicy, log_: LogTable, batch: int) -> dict[str, Any]:
-    total: dict[str, Any] = {"deleted": 0, "deleted_bytes": 0, "batches": 0, "skipped": False}
+@dataclass(frozen=True)
+class LogStatus:
+    """One log: rows, bytes, oldest and newest entry, the retention watermark and the policy (``db status``)."""
+
+    rows: int
+    #: The entries' own sizes summed (what the size limit counts); ``table_bytes``: the table on disk.
+    bytes: int
+    table_bytes: int
+    #: ISO 8601 times; None for an empty log.
+    oldest: str | None
+    newest: str | None
+    first_id: int | None
+    last_id: int | None
+    #: Every id up to this one was deleted by retention, ``pruned_rows`` entries of ``pruned_bytes`` in all.
+    pruned_through: int
+    pruned_rows: int
+    pruned_bytes: int
+    last_pruned_at: str | None
+    #: ``{max_age_s, max_bytes, describe}``.
+    policy: Mapping[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class LogPrune:
+    """What one pruning run deleted from one log, in ``batches`` transactions, and the log's status after it."""
+
+    deleted: int
+    deleted_bytes: int
+    batches: int
+    #: Another process held the log's pruning lock: run again.
+    skipped: bool
+    status: LogStatus
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "deleted": self.deleted,
+            "deleted_bytes": self.deleted_bytes,
+            "batches": self.batches,
+            "skipped": self.skipped,
+            **self.status.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    """:class:`LogPrune` of each log, by name (``query_log``, ``answer_log``)."""
+
+    logs: Mapping[str, LogPrune]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The query log's totals and status at the top level (as before the answer log had retention), each log's under ``logs``."""
+        return {**self.logs[QUERY_LOG.name].as_dict(), "logs": {n: p.as_dict() for n, p in self.logs.items()}}
+
+
+def _prune_log(db: Database, policy: RetentionPolicy, log_: LogTable, batch: int) -> tuple[int, int, int, bool]:
+    """Deleted entries, their bytes, batches, and whether another process was pruning (no status: the schedule
+    runs this after writes, and a status counts the whole log)."""
+    deleted = deleted_bytes = batches = 0
+    skipped = False
     while True:
         step = prune(db, policy, batch=batch, log_=log_)
         if step["skipped"]:
-            total["skipped"] = True
+            skipped = True
             break
         if not step["deleted"]:
             break
-        total["deleted"] += step["deleted"]
-        total["deleted_bytes"] += step["bytes"]
-        total["batches"] += 1
-    return total
+        deleted += step["deleted"]
+        deleted_bytes += step["bytes"]
+        batches += 1
+    return deleted, deleted_bytes, batches, skipped
 
 
-def prune_all(db: Database, policy: RetentionPolicy, *, batch: int = 10_000) -> dict[str, Any]:
-    """Prune both logs in batches (one transaction each) until the policy holds.
-
-    The query log's totals and status at the top level (as before the answer
-    log had retention), and each log's under ``logs``.
-    """
-    logs: dict[str, Any] = {}
-    for log_ in LOGS:
-        logs[log_.name] = {**_prune_log(db, policy, log_, batch), **log_status(db, policy, log_)}
-    return {**logs[QUERY_LOG.name], "logs": logs}
+def prune_all(db: Database, policy: RetentionPolicy, *, batch: int = 10_000) -> PruneReport:
+    """Prune both logs in batches (one transaction each) until the policy holds; each log's status after."""
+    return PruneReport(
+        {log_.name: LogPrune(*_prune_log(db, policy, log_, batch), log_status(db, policy, log_)) for log_ in LOGS}
+    )
 
 
-def log_status(db: Database, policy: RetentionPolicy, log_: LogTable = QUERY_LOG) -> dict[str, Any]:
+def log_status(db: Database, policy: RetentionPolicy, log_: LogTable = QUERY_LOG) -> LogStatus:
     """Rows, bytes, oldest and newest entry, the retention watermark and the policy of one log."""
     row = db.fetchone(
         sql.SQL(
@@ -241,23 +299,23 @@ def log_status(db: Database, policy: RetentionPolicy, log_: LogTable = QUERY_LOG
     )
     if row is None or wm is None:  # an aggregate; the one-row tables of migrations 0005 and 0011
         raise RuntimeError(f"the {log_.name} retention row is missing")
-    return {
-        "rows": int(row["rows"]),
-        "bytes": int(row["bytes"]),
-        "table_bytes": int(row["table_bytes"]),
-        "oldest": row["oldest"].isoformat() if row["oldest"] else None,
-        "newest": row["newest"].isoformat() if row["newest"] else None,
-        "first_id": row["first_id"],
-        "last_id": row["last_id"],
-        "pruned_through": int(wm["pruned_through"]),
-        "pruned_rows": int(wm["pruned_rows"]),
-        "pruned_bytes": int(wm["pruned_bytes"]),
-        "last_pruned_at": wm["last_pruned_at"].isoformat() if wm["last_pruned_at"] else None,
-        "policy": policy.as_dict(),
-    }
+    return LogStatus(
+        rows=int(row["rows"]),
+        bytes=int(row["bytes"]),
+        table_bytes=int(row["table_bytes"]),
+        oldest=row["oldest"].isoformat() if row["oldest"] else None,
+        newest=row["newest"].isoformat() if row["newest"] else None,
+        first_id=row["first_id"],
+        last_id=row["last_id"],
+        pruned_through=int(wm["pruned_through"]),
+        pruned_rows=int(wm["pruned_rows"]),
+        pruned_bytes=int(wm["pruned_bytes"]),
+        last_pruned_at=wm["last_pruned_at"].isoformat() if wm["last_pruned_at"] else None,
+        policy=policy.as_dict(),
+    )
 
 
-def logs_status(db: Database, policy: RetentionPolicy) -> dict[str, dict[str, Any]]:
+def logs_status(db: Database, policy: RetentionPolicy) -> dict[str, LogStatus]:
     """:func:`log_status` of each log, by name (``db status``)."""
     return {log_.name: log_status(db, policy, log_) for log_ in LOGS}
 
@@ -313,7 +371,8 @@ class Schedule:
             counted = self._since.get(log_.name, 0)
         done = False
         try:
-            done = not _prune_log(db, policy, log_, 10_000)["skipped"]
+            *_, skipped = _prune_log(db, policy, log_, 10_000)
+            done = not skipped
         except (psycopg.Error, RanklockError) as exc:
             log.warning("%s: retention could not prune (%s); `ranklock log prune` retries.", log_.name, exc)
         finally:

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 import psycopg
@@ -48,7 +48,39 @@ import psycopg
 from ..errors import DatabaseUnavailable, RanklockError
 from .database import Database
 
-__all__ = ["ReadRouter", "ReplicaNode", "Route", "Target", "current_route", "node_label", "open_router"]
+__all__ = [
+    "ReadRouter",
+    "ReplicaNode",
+    "ReplicaStatus",
+    "Route",
+    "Target",
+    "current_route",
+    "node_label",
+    "open_router",
+]
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    """One node searches may use, as ``ranklock replica list`` shows it (the primary first)."""
+
+    name: str
+    #: ``host:port`` of a replica; "primary" for the primary.
+    node: str
+    #: "up", "lagging" or "down" (``error`` says why it is down).
+    state: str
+    error: str | None
+    #: Replay position and lag; None while the node is down.
+    replay_lsn: str | None
+    lag_bytes: int | None
+    lag_seconds: float | None
+    paused: bool | None
+    #: How often the node was marked down since this process started.
+    downs: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
 
 log = logging.getLogger("ranklock.replicas")
 
@@ -238,17 +270,9 @@ class ReplicaNode:
         same = target.active_snapshot_id is not None and row["active"] == target.active_snapshot_id
         return same, row["lsn"]
 
-    def status(self) -> dict[str, Any]:
-        """State, replay position and lag for ``ranklock replica list``."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "node": self.label,
-            "state": self.state,
-            "error": self.error,
-            "downs": self.downs,
-        }
-        out.update({"replay_lsn": None, "lag_bytes": None, "lag_seconds": None, "paused": None})
-        return out
+    def status(self) -> ReplicaStatus:
+        """State for ``ranklock replica list``; replay position and lag unknown (:meth:`ReadRouter.status` reads them)."""
+        return ReplicaStatus(self.name, self.label, self.state, self.error, None, None, None, None, self.downs)
 
 
 def _lag(node: ReplicaNode, primary_lsn: str) -> dict[str, Any]:
@@ -384,32 +408,20 @@ class ReadRouter:
         except psycopg.Error:
             return False
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[ReplicaStatus]:
         """Each node: state, replay position, lag in bytes and seconds (``ranklock replica list``)."""
         row = self.primary.fetchone("SELECT pg_current_wal_lsn()::text AS lsn")
         assert row is not None
-        out: list[dict[str, Any]] = [
-            {
-                "name": "primary",
-                "node": "primary",
-                "state": "up",
-                "error": None,
-                "replay_lsn": row["lsn"],
-                "lag_bytes": 0,
-                "lag_seconds": 0.0,
-                "paused": False,
-                "downs": 0,
-            }
-        ]
+        out = [ReplicaStatus("primary", "primary", "up", None, row["lsn"], 0, 0.0, False, 0)]
         for node in self.nodes:
             node.available()
             entry = node.status()
             if node.state != "down":
                 try:
-                    entry.update(_lag(node, row["lsn"]))
+                    entry = replace(entry, **_lag(node, row["lsn"]))
                 except (DatabaseUnavailable, psycopg.OperationalError) as exc:
                     node.mark_down(str(exc))
-                    entry.update(state="down", error=node.error)
+                    entry = replace(entry, state="down", error=node.error)
             out.append(entry)
         return out
 
