@@ -34,13 +34,15 @@ from scale import query_set
 
 
 def run(
-    eng: Engine, coll: str, text: str, depth: int | None, filter: str | None = None
+    eng: Engine, coll: str, text: str, depth: int | None, filter: str | None = None, snapshot: int | None = None
 ) -> tuple[float, list[tuple[str, int, float]], str]:
     """Wall ms, (doc_id, chunk, lexical score) of each hit, and the plan taken."""
     t0 = time.perf_counter()
     kw: dict[str, Any] = {} if depth is None else {"depth": depth}
     if filter is not None:
         kw["filter"] = filter
+    if snapshot is not None:
+        kw["snapshot"] = snapshot
     res = eng.search(coll, text, k=10, mode="lexical", **kw)
     ms = (time.perf_counter() - t0) * 1000
     hits = [(h.doc_id, h.chunk, float(h.lexical_score or 0.0)) for h in res.hits]
@@ -77,13 +79,14 @@ def main() -> None:
         default="dense",
         help="the plan turned off in the comparison run (admitted: the filter-first plan)",
     )
+    ap.add_argument("--snapshot", type=int, default=None, help="search this snapshot (default: the active one)")
     ap.add_argument("--out", default=None, help="write the JSON report here")
     args = ap.parse_args()
     eng = Engine(home=args.home, log_queries=False)
     qs = query_set(args.queries)
     report: dict[str, Any] = {"command": " ".join(["python", *sys.argv]), "loadavg_start": list(os.getloadavg())}
     for _, text in qs:  # warm-up
-        run(eng, args.collection, text, args.depth, args.filter)
+        run(eng, args.collection, text, args.depth, args.filter, args.snapshot)
     chosen: dict[str, list[float]] = {}
     off: dict[str, list[float]] = {}
     plans: dict[str, dict[str, int]] = {}
@@ -91,7 +94,7 @@ def main() -> None:
     knob, off_value = ("DENSE_MAX_TERMS", 0) if args.off == "dense" else ("CHUNK_POSTINGS", 10**12)
     saved = getattr(bm25, knob)
     for kind, text in qs:
-        ms, hits, plan = run(eng, args.collection, text, args.depth, args.filter)
+        ms, hits, plan = run(eng, args.collection, text, args.depth, args.filter, args.snapshot)
         chosen.setdefault(kind, []).append(ms)
         chosen.setdefault("all", []).append(ms)
         chosen.setdefault(f"{kind}/{plan}", []).append(ms)
@@ -100,7 +103,7 @@ def main() -> None:
         if not args.no_compare:
             setattr(bm25, knob, off_value)
             try:
-                ms2, hits2, _ = run(eng, args.collection, text, args.depth, args.filter)
+                ms2, hits2, _ = run(eng, args.collection, text, args.depth, args.filter, args.snapshot)
             finally:
                 setattr(bm25, knob, saved)
             off.setdefault(kind, []).append(ms2)

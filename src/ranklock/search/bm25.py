@@ -323,6 +323,8 @@ def prepare_bm25(
             # length part grows at most by this factor (see ranklock.snapshot.lexical_stats).
             "bm25_lf": [max(1.0, avgdl / (float(e["avgdl"]) or 1.0)) for e in entries],
             "bm25_min_df": [_min_df(e) for e in entries],
+            # Each segment's share of the chunks read: its part of the seed budget (below).
+            "bm25_share": [g.chunks / (sum(x.chunks for x in layout.segments) or 1) for g in layout.segments],
             "bm25_seed": SEED_PER_TERM,
             "bm25_full": FULL_SCAN_POSTINGS,
             "bm25_probe": PROBE,
@@ -434,11 +436,12 @@ qdf AS MATERIALIZED (
     ) AS x ON x.lexeme = l.lexeme
 ),
 qt AS MATERIALIZED (
-    SELECT s.seg, s.term_id, d.ord, d.qtf, d.idf, s.df, s.wq, g.min_df,
+    SELECT s.seg, s.term_id, d.ord, d.qtf, d.idf, s.df, s.wq, g.min_df, g.share,
            d.qtf * (d.idf / s.idf) * g.lf AS scale,
            d.qtf * (d.idf / s.idf) * g.lf * s.max_w::float8 * 1.000001 AS max_w
     FROM qseg AS s JOIN qdf AS d ON d.lexeme = s.lexeme
-    JOIN unnest(%(bm25_segs)s::bigint[], %(bm25_lf)s::float8[], %(bm25_min_df)s::int[]) AS g(seg, lf, min_df)
+    JOIN unnest(%(bm25_segs)s::bigint[], %(bm25_lf)s::float8[], %(bm25_min_df)s::int[], %(bm25_share)s::float8[])
+      AS g(seg, lf, min_df, share)
       ON g.seg = s.seg
 ),
 qids AS MATERIALIZED (
@@ -577,9 +580,12 @@ def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sq
     return sql.SQL(
         """WITH {qt},
 seed AS MATERIALIZED (
+    -- A term's top postings, the budget shared by the segments in proportion to their chunks: a
+    -- small new segment seeds a few (seeding every segment in full cost 4x the seeds at 4 segments).
+    -- Any seed set gives a valid theta (real scores of real documents); fewer only loosen it.
     SELECT DISTINCT qt.seg, s.row_id FROM qt CROSS JOIN LATERAL (
         SELECT p.row_id FROM {postings} AS p WHERE p.seg = qt.seg AND p.term_id = qt.term_id
-        ORDER BY p.w DESC, p.row_id LIMIT {seeds}) AS s
+        ORDER BY p.w DESC, p.row_id LIMIT ceil({seeds} * qt.share)::bigint) AS s
 ),
 seed_docs AS MATERIALIZED ({seed_docs}),
 theta AS MATERIALIZED (
