@@ -109,7 +109,7 @@ from psycopg import sql
 
 from ..errors import SnapshotError
 from ..snapshot.lexical_stats import BM25_STATS_VERSION, terms_table, weight_sql
-from ..snapshot.segments import Layout, union_sql
+from ..snapshot.segments import Layout, live_sql, union_sql
 from ..store.tables import SegmentKind
 from .tsquery import tsquery_sql
 
@@ -519,12 +519,15 @@ def _rows_of(cte: str) -> sql.Composable:
 
 def _doc_best(spec: SearchSpec, rows: str, where: sql.Composable) -> sql.Composable:
     """(doc, best): each document's exact best score over the chunks in CTE ``rows`` passing ``where``."""
-    if _unfiltered(spec):
-        # doc_no orders like doc_id within a segment, and a document lives in one: no need to read the chunk rows.
+    if not _constrained(spec):
+        # doc_no orders like doc_id within a segment, and a live document lives in one: no need to read the
+        # chunk rows.  Dead rows are masked on the forward row's (seg, row_id): joining the union of chunk
+        # tables instead probed every segment's index for each chunk (4 probes a seed at 4 segments).
+        live = sql.SQL("") if _unfiltered(spec) else sql.SQL(" AND {}").format(live_sql(spec.layout, "f"))
         return sql.SQL(
             "SELECT f.seg, f.doc_no AS doc, max({score}) AS best FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg "
-            "WHERE {rows} GROUP BY f.seg, f.doc_no"
-        ).format(score=_forward_score(), forward=_forward(spec), rows=_rows_of(rows))
+            "WHERE {rows}{live} GROUP BY f.seg, f.doc_no"
+        ).format(score=_forward_score(), forward=_forward(spec), rows=_rows_of(rows), live=live)
     return sql.SQL(
         "SELECT c.doc_id AS doc, max({score}) AS best FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg "
         "JOIN {table} AS c ON c.seg = f.seg AND c.row_id = f.row_id "
