@@ -38,8 +38,9 @@ probe); a term's postings are read in decreasing weight from the impact
 index.
 
 1. ``theta``, a lower bound of the score of the branch's last document: the
-   top ``SEED_PER_TERM`` postings of each term are scored exactly and
-   filtered; the ``depth``-th best document is theta.  (Fewer than ``depth``
+   top ``SEED_PER_TERM`` postings of each term (shared by the segments in
+   proportion to their chunks) are scored exactly and filtered; the
+   ``depth``-th best document is theta.  (Fewer than ``depth``
    documents among them pass the filter: theta = 0 and the plan falls back
    to the full sum.)
 2. Read depths.  If every term t is read down to a weight f_t and the f_t sum
