@@ -297,6 +297,7 @@ def prepare_bm25(
     """
     entries = _entries(layout, collection)
     n, total_len, max_chunks = totals
+    read_chunks = sum(g.chunks for g in layout.segments)
     avgdl = _avgdl(n, total_len)
     impact = _impact_eligible(lex, entries)
     counts = [postings] if isinstance(postings, int) else [int(x) for x in postings or [0]]
@@ -325,7 +326,7 @@ def prepare_bm25(
             "bm25_lf": [max(1.0, avgdl / (float(e["avgdl"]) or 1.0)) for e in entries],
             "bm25_min_df": [_min_df(e) for e in entries],
             # Each segment's share of the chunks read: its part of the seed budget (below).
-            "bm25_share": [g.chunks / (sum(x.chunks for x in layout.segments) or 1) for g in layout.segments],
+            "bm25_share": [g.chunks / (read_chunks or 1) for g in layout.segments],
             "bm25_seed": SEED_PER_TERM,
             "bm25_full": FULL_SCAN_POSTINGS,
             "bm25_probe": PROBE,
@@ -807,24 +808,39 @@ def _summed_ctes(spec: SearchSpec, where: sql.Composable, *, when: sql.Composabl
         else sql.SQL("JOIN {} AS c ON c.seg = summed.seg AND c.row_id = summed.row_id").format(spec.table),
         "summed_where": sql.SQL("") if unfiltered else sql.SQL("AND {}").format(where),
     }
-    cut = """summed_cut AS MATERIALIZED (
+    # One posting read for both: exact and in lexeme order for the full plan, order-free for the fallback.
+    comment, order = (
+        ("-- Every chunk with a posting, its exact score: contributions summed in lexeme order ...", " ORDER BY qt.ord")
+        if not impact
+        else (
+            "-- Every chunk with a posting, its exact contributions summed as float8\n"
+            "    -- (fast, but the last bit depends on the order rows arrive in) ...",
+            "",
+        )
+    )
+    summed = (
+        """summed AS MATERIALIZED (
+    """
+        + comment
+        + """
+    SELECT qt.seg, p.row_id, sum(qt.qtf * {weight}"""
+        + order
+        + """) AS s FROM qt CROSS JOIN LATERAL (
+        SELECT x.row_id, x.tf, x.len FROM {postings} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS p
+    WHERE {when}
+    GROUP BY qt.seg, p.row_id
+),
+summed_cut AS MATERIALIZED (
     -- ... so only the float top (and anything within the margin of its last)
     -- is scored exactly; no chunk outside can beat it.
     SELECT CASE WHEN count(*) < %(depth)s::bigint * %(bm25_max_chunks)s::bigint THEN '-Infinity'::float8
                 ELSE min(s) - 1e-9 * (1 + abs(min(s))) END AS cut
     FROM ({summed_top}) AS t
 ),"""
+    )
     if not impact:
         return sql.SQL(
-            """summed AS MATERIALIZED (
-    -- Every chunk with a posting, its exact score: contributions summed in lexeme order ...
-    SELECT qt.seg, p.row_id, sum(qt.qtf * {weight} ORDER BY qt.ord) AS s FROM qt CROSS JOIN LATERAL (
-        SELECT x.row_id, x.tf, x.len FROM {postings} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS p
-    WHERE {when}
-    GROUP BY qt.seg, p.row_id
-),
-"""
-            + cut
+            summed
             + """
 scored AS MATERIALIZED (
     -- The chunks that can reach the top, with the exact scores summed above.
@@ -833,16 +849,7 @@ scored AS MATERIALIZED (
 )"""
         ).format(**parts)
     return sql.SQL(
-        """summed AS MATERIALIZED (
-    -- Every chunk with a posting, its exact contributions summed as float8
-    -- (fast, but the last bit depends on the order rows arrive in) ...
-    SELECT qt.seg, p.row_id, sum(qt.qtf * {weight}) AS s FROM qt CROSS JOIN LATERAL (
-        SELECT x.row_id, x.tf, x.len FROM {postings} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS p
-    WHERE {when}
-    GROUP BY qt.seg, p.row_id
-),
-"""
-        + cut
+        summed
         + """
 survivors AS MATERIALIZED (
     SELECT cand.seg, cand.row_id FROM cand WHERE cand.bound >= (SELECT cut FROM theta2) UNION SELECT summed.seg, summed.row_id FROM summed {summed_filter}
