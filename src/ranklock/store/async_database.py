@@ -47,7 +47,7 @@ from .checkout import (
 )
 from .database import _redact
 from .errors import first_line, map_data_errors
-from .ops import arun_ops
+from .ops import adrive
 from .recovery import RESTART_WAIT_S, Pause, Probe, RecoveryOp, Restart, recovery_pending, recovery_steps
 from .steps import Block, Fetch, Offload, Step, Steps
 from .timeout import SET_TIMEOUT, timeout_error, timeout_value
@@ -228,7 +228,7 @@ class AsyncDatabase:
         steps = checkout_steps(
             pool_timeout=self.pool_timeout, max_size=self.max_size, down=self.down, reopen="AsyncEngine"
         )
-        pool, gen, conn = await arun_ops(steps, do)
+        pool, gen, conn = await adrive(steps, do)
         return held[-1], pool, gen, conn
 
     async def recover(self, lp: _LoopPool, generation: int, reason: str, *, deadline: float | None = None) -> None:
@@ -253,7 +253,7 @@ class AsyncDatabase:
     async def _recover_now(self, lp: _LoopPool, reason: str) -> None:
         how = "restart the embedded server" if self._restart is not None else f"reach PostgreSQL at {_redact(self.dsn)}"
         try:
-            new = await arun_ops(recovery_steps(reason, how, restart=self._restart is not None), self._recovery_op)
+            new = await adrive(recovery_steps(reason, how, restart=self._restart is not None), self._recovery_op)
         except DatabaseUnavailable as exc:
             self.down = str(exc)
             raise
@@ -298,19 +298,7 @@ class AsyncDatabase:
         return rows
 
     async def _drive(self, conn: AConn | None, steps: Steps[T]) -> T:
-        # The async mirror of steps.drive: an error is thrown back in at the generator's yield.
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                step = steps.send(value) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            value, error = None, None
-            try:
-                value = await self._do(conn, step)
-            except Exception as exc:
-                error = exc
+        return await adrive(steps, lambda step: self._do(conn, step))
 
     async def _do(self, conn: AConn | None, step: Step) -> Any:
         if isinstance(step, Offload):

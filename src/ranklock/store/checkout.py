@@ -3,8 +3,8 @@
 The algorithm (:func:`checkout_steps`) is a generator of the operations it
 needs: the pool in use now, a connection from it, a check of that connection,
 returning a broken one, a recovery.  ``Database`` performs each with a
-blocking call, ``AsyncDatabase`` with an await (ranklock.store.ops:
-``run_ops``, ``arun_ops``); an operation's exception is thrown back into the
+blocking call, ``AsyncDatabase`` with an await (``drive`` and ``adrive`` of
+ranklock.store.ops); an operation's exception is thrown back into the
 algorithm where it asked, so the two databases cannot drift apart in what
 they do when the server is gone.
 

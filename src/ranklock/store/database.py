@@ -47,7 +47,7 @@ from .checkout import (
 )
 from .errors import first_line, map_data_errors
 from .migrate import MIN_PGVECTOR, MIN_POSTGRES, check_server, migrate, migrations
-from .ops import run_ops
+from .ops import drive
 from .recovery import RESTART_WAIT_S, Pause, Probe, RecoveryOp, Restart, recovery_pending, recovery_steps
 from .trace import Hooks, Timer, Tracer, cursor_class
 
@@ -195,7 +195,7 @@ class Database:
     def _checkout(self) -> tuple[ConnectionPool, int, psycopg.Connection[Any]]:
         # ranklock.store.checkout: the algorithm, shared with AsyncDatabase.
         steps = checkout_steps(pool_timeout=self.pool_timeout, max_size=self.max_size, down=self.down, reopen="Engine")
-        pool, gen, conn = run_ops(steps, self._checkout_op)
+        pool, gen, conn = drive(steps, self._checkout_op)
         return pool, gen, conn
 
     def _checkout_op(self, op: CheckoutOp) -> Any:
@@ -240,7 +240,7 @@ class Database:
     def _recover_now(self, job: _RecoveryJob, reason: str) -> None:
         how = "restart the embedded server" if self._restart is not None else f"reach PostgreSQL at {_redact(self.dsn)}"
         try:
-            new = run_ops(recovery_steps(reason, how, restart=self._restart is not None), self._recovery_op)
+            new = drive(recovery_steps(reason, how, restart=self._restart is not None), self._recovery_op)
         except DatabaseUnavailable as exc:
             job.error = self.down = str(exc)
         else:

@@ -1,11 +1,12 @@
-"""Running a generator of operations: the one driver of the algorithms written once for both databases.
+"""Running a generator of operations, blocking or awaited: the one driver below the store's algorithms.
 
-An algorithm (the checkout of ranklock.store.checkout, the recovery of
-ranklock.store.recovery) yields the operations it needs and receives their
-results; ``Database`` performs each with a blocking call (:func:`run_ops`),
-``AsyncDatabase`` with an await (:func:`arun_ops`).  An operation's exception
-is thrown back into the algorithm where it asked, so it handles a refused
-connection in one place for both.
+The read paths (ranklock.store.steps), the connection checkout (ranklock.store.checkout)
+and the recovery (ranklock.store.recovery) are generators that yield the
+operations they need and are sent each result.  :func:`drive` performs them
+with blocking calls (``Database``), :func:`adrive` with awaits
+(``AsyncDatabase``).  An operation's exception is thrown back in where it was
+asked, so the algorithm handles it in one place for both.  It sits below
+``database`` and ``steps`` so that both can import it.
 """
 
 from __future__ import annotations
@@ -13,36 +14,40 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
-__all__ = ["arun_ops", "run_ops"]
+__all__ = ["adrive", "drive"]
 
+T = TypeVar("T")
+#: An operation the generator yields: a read step, a checkout or a recovery operation.
 Op = TypeVar("Op")
 
 
-def run_ops(steps: Generator[Op, Any, Any], do: Callable[[Op], Any]) -> Any:
-    """Run the algorithm with blocking operations; an operation's exception goes back in where it was asked."""
-    reply: Any = None
-    failure: Exception | None = None
+def drive(steps: Generator[Op, Any, T], do: Callable[[Op], Any]) -> T:
+    """Run ``steps`` to the end with ``do`` (one step -> its value); errors are thrown back in."""
+    value: Any = None
+    error: BaseException | None = None
     while True:
         try:
-            op = steps.send(reply) if failure is None else steps.throw(failure)
+            step = steps.send(value) if error is None else steps.throw(error)
         except StopIteration as stop:
-            return stop.value
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
         try:
-            reply, failure = do(op), None
-        except Exception as exc:
-            reply, failure = None, exc
+            value = do(step)
+        except Exception as exc:  # the generator decides: it catches it at its yield, or it propagates
+            error = exc
 
 
-async def arun_ops(steps: Generator[Op, Any, Any], do: Callable[[Op], Awaitable[Any]]) -> Any:
-    """:func:`run_ops` with awaited operations (the async database)."""
-    reply: Any = None
-    failure: Exception | None = None
+async def adrive(steps: Generator[Op, Any, T], do: Callable[[Op], Awaitable[Any]]) -> T:
+    """:func:`drive` with awaited operations (the async database)."""
+    value: Any = None
+    error: BaseException | None = None
     while True:
         try:
-            op = steps.send(reply) if failure is None else steps.throw(failure)
+            step = steps.send(value) if error is None else steps.throw(error)
         except StopIteration as stop:
-            return stop.value
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
         try:
-            reply, failure = await do(op), None
+            value = await do(step)
         except Exception as exc:
-            reply, failure = None, exc
+            error = exc

@@ -6,7 +6,7 @@ an external one, only reach it again), connect until it takes connections
 open a new pool; a failure becomes the one message a caller sees.  As with the
 checkout (ranklock.store.checkout), it is a generator of the operations it
 needs, which ``Database`` performs with blocking calls and ``AsyncDatabase``
-with awaits (ranklock.store.ops).  What
+with awaits (``drive``/``adrive``, ranklock.store.ops).  What
 differs stays with each database: who waits for a recovery under way (a thread
 and an event, a task per event loop) and how the old pool is closed.
 """

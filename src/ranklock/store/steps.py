@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
 
+from .ops import drive
 from .timeout import statement_timeout
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
     from .database import Database
 
-__all__ = ["Block", "Fetch", "Offload", "Step", "Steps", "drive", "run_steps"]
+__all__ = ["Block", "Fetch", "Offload", "Step", "Steps", "run_steps"]
 
 T = TypeVar("T")
 
@@ -82,22 +83,6 @@ class Offload:
 Step = Fetch | Block | Offload
 #: A read path: yields steps, is sent each step's value, returns ``T``.
 Steps = Generator[Step, Any, T]
-
-
-def drive(steps: Steps[T], do: Callable[[Step], Any]) -> T:
-    """Run ``steps`` to the end with ``do`` (one step -> its value); errors are thrown back in."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = steps.send(value) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = do(step)
-        except Exception as exc:  # the generator decides: it catches it at its yield, or it propagates
-            error = exc
 
 
 def fetch_on(conn: psycopg.Connection[Any], step: Fetch) -> list[Any]:
