@@ -131,6 +131,8 @@ class CollectionInfo(BaseModel):
     field_inference: dict[str, Any] | None = None
     #: How its segments are cut (ranklock.segmenting): a time window, a partition key; {} for neither.
     segmenting: dict[str, Any] = Field(default_factory=dict)
+    #: Its segments' shards on a Citus cluster (ranklock.snapshot.shards); None: ordinary tables on one node.
+    shards: int | None = None
     active_snapshot_id: int | None = None
     previous_snapshot_id: int | None = None
 
@@ -157,6 +159,7 @@ def new_collection_values(
     field_inference: dict[str, Any] | None = None,
     window: str | None = None,
     partition: str | None = None,
+    shards: int | None = None,
 ) -> dict[str, Any]:
     """The ``ranklock.collections`` row of a new collection, each setting checked (ConfigError).
 
@@ -218,6 +221,7 @@ def new_collection_values(
         "search_defaults": Jsonb(sdefaults),
         "field_inference": Jsonb(field_inference) if field_inference is not None else None,
         "segmenting": Jsonb(segmenting),
+        "shards": shards,
     }
 
 

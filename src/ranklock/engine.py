@@ -271,6 +271,7 @@ class Engine:
         search_defaults: dict[str, Any] | None = None,
         window: str | None = None,
         partition: str | None = None,
+        shards: int | None = None,
         if_missing: bool = False,
         field_inference: dict[str, Any] | None = None,
     ) -> CollectionInfo:
@@ -283,8 +284,12 @@ class Engine:
         ``window`` (``FIELD:UNIT``, a date or timestamp field and day, week, month or year) and
         ``partition`` (a keyword or int field) cut its segments (ranklock.segmenting): a search
         whose filter pins the field reads only the segments it can match.
+        ``shards`` spreads its segments over a Citus cluster's workers (ranklock.snapshot.shards): by
+        default two per worker when the database is a Citus coordinator with workers, none otherwise;
+        ``0`` keeps ordinary tables.
         """
         from .collection import insert_new_collection, new_collection_values
+        from .snapshot.shards import resolve_shards
         from .store.collections import text_search_configs
 
         values = new_collection_values(
@@ -302,6 +307,7 @@ class Engine:
             field_inference=field_inference,
             window=window,
             partition=partition,
+            shards=resolve_shards(self.db, shards),
         )
         insert_new_collection(self.db, values, if_missing=if_missing)
         return self.collection(name)

@@ -111,7 +111,7 @@ from psycopg import sql
 from ..errors import SnapshotError
 from ..snapshot.lexical_stats import BM25_STATS_VERSION, terms_table, weight_sql
 from ..snapshot.segments import Layout, live_sql, union_sql
-from ..store.tables import SegmentKind
+from ..store.tables import SegmentKind, segment_table
 from .tsquery import tsquery_sql
 
 if TYPE_CHECKING:
@@ -307,7 +307,9 @@ def prepare_bm25(
     lp: dict[str, Any] = {}
     if impact:
         lp["bm25_postings"] = total
-        if total <= FULL_SCAN_POSTINGS:
+        if layout.distributed:
+            lp["bm25_plan"] = "sharded"
+        elif total <= FULL_SCAN_POSTINGS:
             lp["bm25_plan"] = "full"
         elif dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS:
             lp["bm25_plan"] = "dense"
@@ -562,6 +564,10 @@ scored AS MATERIALIZED (
 def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sql.Composable:
     """Rows (doc_id, chunk, score) of the chunks that can make the lexical top ``depth``."""
     if not bm25.impact:
+        if spec.layout.distributed:
+            # The match plan on shards: the same chunks (the tsquery decides), the same weights from the
+            # postings' tf and length (a chunk's tsvector, turned around), summed in lexeme order.
+            return _sharded_sql(spec, sql.SQL("{} AND c.tsv @@ {}").format(where, tsquery_sql()))
         return sql.SQL(
             "WITH {qt} SELECT c.doc_id, c.chunk, {score} AS score FROM {table} AS c WHERE c.tsv @@ {tsq} AND {where}"
         ).format(qt=_query_terms(spec), score=_score(), table=spec.table, tsq=tsquery_sql(), where=where)
@@ -575,6 +581,8 @@ def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sq
         )
     if bm25.strategy == "admitted":
         return _admitted_sql(spec, where)
+    if bm25.strategy == "sharded":
+        return _sharded_sql(spec, where)
     dense = bm25.strategy == "dense"
     middle = _dense_ctes(spec) if dense else _impact_ctes(spec)
     seeds = (
@@ -620,6 +628,44 @@ theta2 AS MATERIALIZED (
         summed=_summed_ctes(spec, where, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
         top=_top(spec, where),
     )
+
+
+def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
+    """The sharded plan: per segment, every posting of the query's terms summed on the shard holding its chunk.
+
+    One arm per segment, each a statement Citus pushes down whole: the
+    postings grouped by their distribution column (``doc_id``) and joined to
+    the co-located chunk table on it, so every task sums its own chunks'
+    postings in lexeme order (the full plan's expression: the same bits),
+    applies the filter and keeps its top ``depth * max_chunks`` by the total
+    order; the coordinator merges the tasks' lists by the same order.  The
+    impact and dense plans cannot run there: their theta is one scalar over
+    every shard's seeds (docs/scaling.md).
+    """
+    k1, b, avgdl = _k1_b_avgdl()
+    weight = weight_sql(sql.SQL("qt.idf"), sql.SQL("p.tf"), sql.SQL("p.len"), k1, b, avgdl)
+    arms = [
+        sql.SQL(
+            """(SELECT c.doc_id, c.chunk, s.score FROM (
+        SELECT p.doc_id, p.row_id, sum(qt.qtf * {weight} ORDER BY qt.ord) AS score
+        FROM {postings} AS p JOIN qt ON qt.seg = {seg} AND qt.term_id = p.term_id
+        GROUP BY p.doc_id, p.row_id) AS s
+    JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t) AS c ON c.doc_id = s.doc_id AND c.row_id = s.row_id
+    WHERE {where}
+    ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint)"""
+        ).format(
+            weight=weight,
+            postings=segment_table("postings", g.id),
+            seg=sql.SQL("{}::bigint").format(sql.Literal(g.id)),
+            chunks=segment_table("chunks", g.id),
+            where=where,
+        )
+        for g in spec.layout.segments
+    ]
+    return sql.SQL(
+        "WITH {qt}\nSELECT h.doc_id, h.chunk, h.score FROM ({arms}) AS h "
+        "ORDER BY h.score DESC, h.doc_id, h.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
+    ).format(qt=_query_terms(spec), arms=sql.SQL("\nUNION ALL\n").join(arms))
 
 
 def _impact_ctes(spec: SearchSpec) -> sql.Composable:

@@ -46,8 +46,8 @@ def shortfall_column(kind: type[Any]) -> str:
     return f"{kind.cte}_docs"
 
 
-def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[str]]:
-    """The transaction-local settings of the search, every branch's included, in one statement."""
+def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[str] | None]:
+    """The transaction-local settings of the search, every branch's included, in one round trip."""
     # Transaction-local (set_config(..., true)): a pooled connection never
     # carries one query's budget into the next.  JIT compilation costs tens of
     # milliseconds and only pays off for long analytic queries, never here.
@@ -57,6 +57,15 @@ def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[str]]:
     settings: list[tuple[str, str]] = [("jit", "off"), ("work_mem", "64MB")]
     for b in spec.branches:
         settings += b.settings()
+    if spec.layout.distributed:
+        # On a Citus cluster set_config changes the coordinator only: the shards would scan with the
+        # workers' defaults (measured: ef_search 40).  SET LOCAL reaches the workers' transactions
+        # when citus.propagate_set_commands is 'local'.  A utility statement binds no value, so each
+        # is a quoted literal (the names are the branches' constants), all in one simple query.
+        sets = [sql.SQL("SET LOCAL citus.propagate_set_commands = 'local'")] + [
+            sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value)) for name, value in settings
+        ]
+        return sql.SQL("; ").join(sets), None
     q = sql.SQL("SELECT {}").format(sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings))
     return q, [x for pair in settings for x in pair]
 

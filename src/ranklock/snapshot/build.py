@@ -629,6 +629,14 @@ def _index_segment(
     build_lexical_stats(db, sid)
     seconds["lexical_stats"] = time.perf_counter() - t3
     held()
+    if coll.shards:
+        from .shards import distribute_segment
+
+        # Built on the coordinator by the one-node statements (the same weights, bit for bit), then placed.
+        t4 = time.perf_counter()
+        distribute_segment(db, sid, coll.shards)
+        seconds["distribute"] = seconds.get("distribute", 0.0) + time.perf_counter() - t4
+        held()
     composition.record_segment(db, sid, index_build)
     return index_build
 

@@ -72,6 +72,7 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from psycopg import sql
@@ -232,7 +233,10 @@ def build_lexical_stats(
         raise RuntimeError("aggregate returned no row")
     n, avgdl = int(row["n"]), float(row["avgdl"]) or 1.0
 
-    current = db.fetchone("SELECT stats -> 'bm25' AS bm25 FROM ranklock.segments WHERE id = %s::bigint", [segment_id])
+    current = db.fetchone(
+        "SELECT stats -> 'bm25' AS bm25, stats -> 'shards' AS shards FROM ranklock.segments WHERE id = %s::bigint",
+        [segment_id],
+    )
     have = current["bm25"] if current else None
     exists = db.fetchone("SELECT to_regclass(%s) IS NOT NULL AS postings", [postings.as_string(None)])
     same = bool(not force and have and exists and exists["postings"] and have.get("k1") == k1 and have.get("b") == b)
@@ -240,6 +244,7 @@ def build_lexical_stats(
         built = have.get("dense")
         if not dense or (built and (built["share"], built["block"]) == (dense_share, dense_block)):
             return dict(have)
+        _refuse_placed(segment_id, current)
         # Current statistics without (these) dense blocks: add them, rewrite nothing else.
         with db.connection() as conn:
             with conn.transaction():
@@ -250,6 +255,7 @@ def build_lexical_stats(
             conn.execute(sql.SQL("ANALYZE {}").format(dense_table(segment_id)))
         return entry
 
+    _refuse_placed(segment_id, current)
     weight = weight_sql(
         sql.SQL("t.idf"),
         sql.SQL("u.tf"),
@@ -367,6 +373,16 @@ def build_lexical_stats(
         if dense:
             conn.execute(sql.SQL("ANALYZE {}").format(dense_table(segment_id)))
     return entry
+
+
+def _refuse_placed(segment_id: int, current: Mapping[str, Any] | None) -> None:
+    """A segment distributed over a Citus cluster cannot have its BM25 tables rewritten on the coordinator."""
+    if current and current["shards"]:
+        raise SnapshotError(
+            f"segment {segment_id} is distributed over a Citus cluster and its BM25 statistics are built before "
+            "it is placed; they cannot be rebuilt in place. Rewrite the segments with `ranklock snapshot merge "
+            "COLLECTION --all` (Python: engine.merge(name, everything=True); a new segment gets new statistics)."
+        )
 
 
 def _pin_segment(conn: Any, segment_id: int) -> None:

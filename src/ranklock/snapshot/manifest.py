@@ -22,6 +22,7 @@ from ..ingest.normalize import NORMALIZATION, canonical_json
 from ..settings import SearchParams
 from .composition import Totals, set_digest
 from .rules import CURRENT_RULES
+from .shards import placement
 
 __all__ = [
     "MANIFEST_SCHEMA",
@@ -110,6 +111,9 @@ def build_manifest(
     # Only collections whose fields were inferred carry the key: every other manifest (and its hash) is unchanged.
     if coll.field_inference is not None:
         manifest["field_inference"] = coll.field_inference
+    # Likewise only sharded collections (ranklock.snapshot.shards) carry their placement.
+    if coll.shards:
+        manifest["placement"] = placement(coll.shards)
     manifest["manifest_hash"] = manifest_hash(manifest)
     return manifest
 

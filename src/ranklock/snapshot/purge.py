@@ -161,14 +161,22 @@ def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
         [ids],
     ).fetchall()
     row_ids = [int(r[0]) for r in rows]
-    # The df each purged chunk counted, per term of the segment.
+    # The df each purged chunk counted, per term of the segment: read, then subtracted in a second
+    # statement (on a Citus cluster the terms are a reference table, which an UPDATE cannot join to
+    # the distributed forward table).
+    counted = conn.execute(
+        sql.SQL(
+            "SELECT u.tid, count(*) AS n FROM {forward} AS f CROSS JOIN LATERAL unnest(f.tids) AS u(tid) "
+            "WHERE f.row_id = ANY (%s) GROUP BY u.tid ORDER BY u.tid"
+        ).format(forward=forward),
+        [row_ids],
+    ).fetchall()
     conn.execute(
         sql.SQL(
-            "UPDATE {terms} AS t SET df = t.df - x.n FROM ("
-            "SELECT u.tid, count(*) AS n FROM {forward} AS f CROSS JOIN LATERAL unnest(f.tids) AS u(tid) "
-            "WHERE f.row_id = ANY (%s) GROUP BY u.tid) AS x WHERE x.tid = t.term_id"
-        ).format(terms=terms, forward=forward),
-        [row_ids],
+            "UPDATE {terms} AS t SET df = t.df - x.n FROM unnest(%s::int[], %s::bigint[]) AS x(tid, n) "
+            "WHERE x.tid = t.term_id"
+        ).format(terms=terms),
+        [[int(r[0]) for r in counted], [int(r[1]) for r in counted]],
     )
     for table in (forward, postings, chunks):
         conn.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY (%s)").format(table), [row_ids])
@@ -220,14 +228,24 @@ def _recount(conn: Any, sid: int) -> None:
             "SELECT segment_id FROM ranklock.snapshot_segments WHERE snapshot_id = %s ORDER BY 1", [sid]
         ).fetchall()
     ]
-    # Dead rows whose chunk no longer exists (a purged document's) are forgotten.
+    # Dead rows whose chunk no longer exists (a purged document's) are forgotten.  Found first, then
+    # deleted: a Citus coordinator cannot delete from its own table by a subquery over a distributed one.
     for seg in segs:
-        conn.execute(
-            sql.SQL(
-                "DELETE FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = %s AND x.seg = %s "
-                "AND NOT EXISTS (SELECT 1 FROM {} AS c WHERE c.row_id = x.row_id)"
-            ).format(segment_table("chunks", seg)),
+        dead = conn.execute(
+            "SELECT array_agg(row_id) FROM ranklock.snapshot_dead_rows WHERE snapshot_id = %s AND seg = %s",
             [sid, seg],
+        ).fetchone()[0]
+        if not dead:
+            continue
+        kept = conn.execute(
+            sql.SQL("SELECT coalesce(array_agg(row_id), '{{}}') FROM {} WHERE row_id = ANY (%s)").format(
+                segment_table("chunks", seg)
+            ),
+            [dead],
+        ).fetchone()[0]
+        conn.execute(
+            "DELETE FROM ranklock.snapshot_dead_rows WHERE snapshot_id = %s AND seg = %s AND row_id = ANY (%s)",
+            [sid, seg, sorted(set(dead) - set(kept))],
         )
     conn.execute("DELETE FROM ranklock.snapshot_dead_terms WHERE snapshot_id = %s", [sid])
     recount_dead_terms(conn, sid)
@@ -238,9 +256,9 @@ def _recount(conn: Any, sid: int) -> None:
         table = segment_table("chunks", seg)
         for r in conn.execute(
             sql.SQL(
-                "SELECT c.doc_id, c.chunk, c.vec_digest, c.doc_len FROM {} AS c WHERE NOT EXISTS ("
-                "SELECT 1 FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = %s AND x.seg = %s "
-                "AND x.row_id = c.row_id)"
+                # NOT IN of an uncorrelated subquery: a Citus cluster sends its rows to the shards.
+                "SELECT c.doc_id, c.chunk, c.vec_digest, c.doc_len FROM {} AS c WHERE c.row_id NOT IN ("
+                "SELECT x.row_id FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = %s AND x.seg = %s)"
             ).format(table),
             [sid, seg],
         ).fetchall():

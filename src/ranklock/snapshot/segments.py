@@ -60,6 +60,8 @@ class SegmentInfo:
     partition_key: str | None = None
     #: Its BM25 statistics (ranklock.snapshot.lexical_stats), as built from its own chunks.
     bm25: Mapping[str, Any] | None = None
+    #: Its tables' shards on a Citus cluster (ranklock.snapshot.shards); None: ordinary tables on one node.
+    shards: int | None = None
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> SegmentInfo:
@@ -73,6 +75,7 @@ class SegmentInfo:
             window_end=_ts(row.get("window_end")),
             partition_key=row.get("partition_key"),
             bm25=row.get("bm25"),
+            shards=None if row.get("shards") is None else int(row["shards"]),
         )
 
 
@@ -106,6 +109,11 @@ class Layout:
     @property
     def ids(self) -> tuple[int, ...]:
         return tuple(g.id for g in self.segments)
+
+    @property
+    def distributed(self) -> bool:
+        """Its segments' tables are distributed over a Citus cluster (a collection's segments all are, or none)."""
+        return any(g.shards for g in self.segments)
 
     @property
     def routed(self) -> bool:
@@ -159,6 +167,13 @@ def live_sql(layout: Layout, alias: str = "c") -> sql.Composable:
     """
     if layout.dead_rows == 0:
         return sql.SQL("TRUE")
+    if layout.distributed:
+        # On shards a correlated subquery over a coordinator table cannot be pushed down; an
+        # uncorrelated one is computed once, and its rows (a hashed NOT IN) go to every shard.
+        return sql.SQL(
+            "({a}.seg, {a}.row_id) NOT IN (SELECT x.seg, x.row_id FROM ranklock.snapshot_dead_rows AS x "
+            "WHERE x.snapshot_id = {sid})"
+        ).format(sid=sql.Literal(layout.snapshot_id), a=sql.Identifier(alias))
     return sql.SQL(
         "NOT EXISTS (SELECT 1 FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = {sid} "
         "AND x.seg = {a}.seg AND x.row_id = {a}.row_id)"
@@ -170,7 +185,7 @@ def segments_sql(snapshot: sql.Composable) -> sql.Composable:
     return sql.SQL(
         "(SELECT coalesce(json_agg(json_build_object('id', g.id, 'documents', g.documents, 'chunks', g.chunks, "
         "'total_len', g.total_len, 'max_chunks', g.max_chunks, 'window_start', g.window_start, "
-        "'window_end', g.window_end, 'partition_key', g.partition_key, 'bm25', g.stats -> 'bm25') ORDER BY g.id), "
+        "'window_end', g.window_end, 'partition_key', g.partition_key, 'bm25', g.stats -> 'bm25', 'shards', g.stats -> 'shards') ORDER BY g.id), "
         "'[]'::json) FROM ranklock.snapshot_segments AS ss JOIN ranklock.segments AS g ON g.id = ss.segment_id "
         "WHERE ss.snapshot_id = {})"
     ).format(snapshot)

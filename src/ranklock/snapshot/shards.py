@@ -1,0 +1,147 @@
+"""Segments on a Citus cluster: each segment's tables distributed by ``doc_id``, its BM25 terms everywhere.
+
+A collection created on a Citus coordinator that has workers (``RANKLOCK_DSN``
+at it, e.g. ``ranklock db cluster create``) is *sharded*: its ``shards`` is
+recorded when it is created, and every segment a build writes is first built
+exactly as on one node (chunks, indexes, BM25 tables, by the same statements,
+so every stored weight has the same bits), then placed:
+
+* ``chunks``, ``forward`` and ``postings`` become distributed tables, by
+  ``doc_id`` (``forward`` and ``postings`` gain that column), co-located with
+  every other segment of every sharded collection of that shard count: a
+  document's chunks, forward rows and postings are on one shard, so a chunk
+  is scored where it lives, and one statement can join them;
+* ``terms`` and ``dense`` become reference tables (a copy on every node): each
+  shard scores with the whole segment's statistics, never its own.
+
+The catalog (``ranklock.*``) stays on the coordinator, and so does activation:
+one pointer, as on one node.  Searches on a sharded snapshot take the plans
+Citus pushes down (ranklock.search.bm25's sharded plan; docs/scaling.md).
+
+>>> resolve_shards(db, None)      # doctest: +SKIP
+4                                 # 2 workers: 2 shards each
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ..errors import ConfigError
+from ..store.database import Database
+from ..store.tables import segment_table, segment_table_name
+
+__all__ = ["MAX_SHARDS", "SHARDS_PER_WORKER", "citus_workers", "distribute_segment", "placement", "resolve_shards"]
+
+#: A new collection's shards per worker when none is asked for.  Each segment
+#: pays a fixed cost per shard (three tables and their indexes), and a search
+#: runs its shards in parallel only as far as there are workers; two per worker
+#: leaves each node a shard to hand over when a worker is added.
+SHARDS_PER_WORKER = 2
+#: The most shards a collection may ask for (each segment creates 3 tables per shard).
+MAX_SHARDS = 256
+
+
+def citus_workers(db: Database) -> int | None:
+    """The active worker nodes of the Citus cluster ``db`` is the coordinator of; None without Citus."""
+    row = db.fetchone("SELECT 1 AS citus FROM pg_extension WHERE extname = 'citus'")
+    if row is None:
+        return None
+    got = db.fetchone(
+        "SELECT count(*) AS n FROM pg_dist_node WHERE noderole = 'primary' AND isactive AND shouldhaveshards"
+    )
+    return int(got["n"]) if got else 0
+
+
+def resolve_shards(db: Database, requested: int | None) -> int | None:
+    """A new collection's shards: ``requested``, or ``SHARDS_PER_WORKER`` per worker on a Citus cluster; None: one node.
+
+    ``0`` asks for ordinary tables even on a cluster; a positive count needs a
+    coordinator with workers.
+    """
+    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int)):
+        raise ConfigError(f"shards must be a whole number, not {requested!r}; e.g. shards=4, or 0 for one node.")
+    if requested is not None and not 0 <= requested <= MAX_SHARDS:
+        raise ConfigError(f"shards={requested} is out of range; use 1 to {MAX_SHARDS}, or 0 for ordinary tables.")
+    if requested == 0:
+        return None
+    workers = citus_workers(db)
+    if requested is None:
+        return workers * SHARDS_PER_WORKER if workers else None
+    if not workers:
+        what = "has no Citus extension" if workers is None else "is a Citus coordinator without active workers"
+        raise ConfigError(
+            f"shards={requested} needs a Citus cluster, and this database {what}. Point RANKLOCK_DSN at a "
+            "coordinator with workers (`ranklock db cluster create --workers 2` makes a local one), or leave "
+            "shards unset."
+        )
+    return requested
+
+
+def placement(shards: int) -> dict[str, Any]:
+    """How a sharded collection's segments are placed, for its manifests.
+
+    Exact answers never depend on it; an HNSW graph per shard does (which
+    documents share a graph is the hash of ``doc_id`` modulo the shards), so
+    approximate answers are stable per placement.
+    """
+    return {
+        "engine": "citus",
+        "shards": shards,
+        "distribution_column": "doc_id",
+        "reference_tables": ["terms", "dense"],
+    }
+
+
+def distribute_segment(db: Database, segment_id: int, shards: int) -> None:
+    """Place segment ``segment_id``'s tables (built on the coordinator) on the cluster's workers, in ``shards`` shards.
+
+    Each table's rows move to its shards and the coordinator's copy is
+    emptied.  Co-located with every other segment of ``shards`` shards
+    (``colocate_with => 'default'``: Citus co-locates tables of one shard
+    count and distribution column type), so a search can join one segment's
+    tables and union several segments' arms in one pushed-down statement.
+    A unique key of a distributed table must hold its distribution column:
+    ``(row_id, doc_id)``.
+    """
+    t = {k: segment_table(k, segment_id) for k in ("chunks", "forward", "postings", "terms", "dense")}
+    with db.connection() as conn:
+        for kind in ("chunks", "forward"):
+            key = sql.Identifier(segment_table_name(kind, segment_id) + "_pkey")
+            if kind == "forward":
+                _add_doc_id(conn, t["forward"], t["chunks"])
+            # One subcommand per ALTER: Citus refuses ADD CONSTRAINT beside another.
+            conn.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(t[kind], key))
+            conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (row_id, doc_id)").format(t[kind]))
+        _add_doc_id(conn, t["postings"], t["chunks"])
+        for kind in ("chunks", "forward", "postings"):
+            name = t[kind].as_string(conn)
+            conn.execute(
+                "SELECT create_distributed_table(%s, 'doc_id', shard_count => %s, colocate_with => 'default')",
+                [name, shards],
+            )
+            # The coordinator's own copy is never read again once the shards hold the rows.
+            conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", [name])
+        for kind in ("terms", "dense"):
+            name = t[kind].as_string(conn)
+            exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [name]).fetchone()
+            if exists and exists[0]:
+                conn.execute("SELECT create_reference_table(%s)", [name])
+                conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", [name])
+        conn.execute(
+            "UPDATE ranklock.segments SET stats = stats || %s WHERE id = %s::bigint",
+            [Jsonb({"shards": shards}), segment_id],
+        )
+
+
+def _add_doc_id(conn: Any, table: sql.Identifier, chunks: sql.Identifier) -> None:
+    """Give a BM25 table keyed by ``row_id`` its chunk's ``doc_id``: the column it is distributed by."""
+    conn.execute(sql.SQL('ALTER TABLE {} ADD COLUMN doc_id text COLLATE "C"').format(table))
+    conn.execute(
+        sql.SQL("UPDATE {t} AS x SET doc_id = c.doc_id FROM {c} AS c WHERE c.row_id = x.row_id").format(
+            t=table, c=chunks
+        )
+    )
+    conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN doc_id SET NOT NULL").format(table))

@@ -1,0 +1,280 @@
+"""Sharded collections on a real local Citus cluster (a coordinator and 2 workers): the same answers as one node.
+
+Every comparison is between a collection on the embedded server (``engine``) and the same documents,
+written by the same sequence of ingests and deletes, in a collection of the cluster whose segments are
+distributed over its workers (ranklock.snapshot.shards).  Hits are compared whole (ids, chunks, every
+branch's rank and raw score, the fused score, offsets, text) together with ``matching_count``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from fakes import HashEmbedder
+from ranklock import Document, Engine
+from ranklock.errors import ConfigError, DatabaseUnavailable, SnapshotError
+from ranklock.search.execute import constrain_steps, setup_steps
+from ranklock.search.fusion import settings_sql
+from ranklock.search.request import SearchRequest
+from ranklock.snapshot.shards import MAX_SHARDS
+from ranklock.store.cluster import LocalCluster
+from ranklock.store.steps import run_steps
+
+WORDS = ["citus", "shard", "worker", "vector", "lexeme", "merge", "replica", "snapshot", "segment", "tenant",
+         "posting", "theta", "impact", "fusion", "ranker", "coordinator"]  # fmt: skip
+
+
+def _docs(n: int, start: int = 0, tag: str = "") -> list[Document]:
+    """Documents of a few repeated words: many equal scores, so ties are broken everywhere."""
+    out = []
+    for i in range(start, start + n):
+        body = " ".join(WORDS[(i * j + j) % len(WORDS)] for j in range(1, 12 + i % 9))
+        meta: dict[str, Any] = {"year": 2000 + i % 7, "team": "ab"[i % 2]}
+        if i % 5 == 0:
+            meta["effective_from"] = f"20{10 + i % 15:02d}-01-01T00:00:00Z"
+        out.append(
+            Document(f"d{i:04d}", f"{WORDS[i % len(WORDS)]} {WORDS[(i * 5) % len(WORDS)]}{tag}", body + tag, meta, {})
+        )
+    return out
+
+
+CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("lexical", "shard merge tenant tenant", {}),
+    ("semantic", "shard merge tenant", {}),
+    ("hybrid", "shard merge tenant tenant", {}),
+    ("lexical", "worker posting", {"filter": "year >= 2003"}),
+    ("hybrid", "worker posting theta", {"filter": 'year >= 2003 and team = "b"'}),
+    ("semantic", "coordinator impact", {"filter": "year = 2001"}),
+    ("hybrid", "fusion ranker", {"as_of": "2018-06-01T00:00:00Z"}),
+    ("lexical", '"shard merge" -tenant', {"query_syntax": "websearch"}),
+    ("lexical", "replica snapshot", {"lexical_ranker": "ts_rank_cd"}),
+    ("lexical", "replica snapshot segment", {"k1": 1.5, "b": 0.5}),
+    ("hybrid", "citus citus lexeme", {"depth": 5}),
+]
+
+
+def _answers(eng: Engine, name: str) -> list[dict[str, Any]]:
+    out = []
+    for mode, query, kw in CASES:
+        res = eng.search(name, query, k=15, mode=mode, **kw)
+        out.append(
+            {"hits": [h.model_dump() for h in res.hits], "matching": res.matching_count, "warnings": res.warnings}
+        )
+    return out
+
+
+@pytest.fixture
+def pair(citus_cluster: LocalCluster, engine: Engine, cname: str) -> Iterator[tuple[Engine, Engine]]:
+    """(one node, the cluster) with the test embedder on both, and ``cname`` created by the same first ingest."""
+    emb = HashEmbedder()
+    on_cluster = Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=True)
+    engine._embedders[emb.id] = emb
+    for eng in (engine, on_cluster):
+        eng.ingest(cname, _docs(120), create={"embedder": emb.id, "index": "exact"})
+    yield engine, on_cluster
+    on_cluster.close()
+
+
+def test_a_collection_on_a_cluster_is_sharded_and_answers_as_one_node(
+    pair: tuple[Engine, Engine], citus_cluster: LocalCluster, cname: str
+) -> None:
+    one, cluster = pair
+    info = cluster.collection(cname)
+    # The default: two shards per worker; on one node, none.
+    assert info.shards == 4 and one.collection(cname).shards is None
+    manifest = cluster.manifest(cname)
+    assert manifest["placement"] == {
+        "engine": "citus",
+        "shards": 4,
+        "distribution_column": "doc_id",
+        "reference_tables": ["terms", "dense"],
+    }
+    assert "placement" not in one.manifest(cname)
+    seg = manifest["segmentation"]["segments"][0]["id"]
+    with psycopg.connect(citus_cluster.dsn) as conn:
+        placed = dict(
+            conn.execute(
+                "SELECT logicalrelid::text, partmethod::text || ':' || (SELECT count(*) FROM pg_dist_shard AS s "
+                "WHERE s.logicalrelid = p.logicalrelid) FROM pg_dist_partition AS p "
+                "WHERE logicalrelid::text LIKE %s",
+                [f"ranklock_data.%\\_{seg}"],
+            ).fetchall()
+        )
+        # The shards hold every row; the coordinator's own copies are empty.
+        local = conn.execute(
+            "SELECT pg_relation_size(%s::regclass) + pg_relation_size(%s::regclass)",
+            [f"ranklock_data.chunks_{seg}", f"ranklock_data.postings_{seg}"],
+        ).fetchone()
+    assert placed == {
+        f"ranklock_data.chunks_{seg}": "h:4",
+        f"ranklock_data.forward_{seg}": "h:4",
+        f"ranklock_data.postings_{seg}": "h:4",
+        f"ranklock_data.terms_{seg}": "n:1",
+        f"ranklock_data.dense_{seg}": "n:1",
+    }
+    assert local == (0,)
+    got, want = _answers(cluster, cname), _answers(one, cname)
+    assert [len(a["hits"]) for a in got] == [len(a["hits"]) for a in want]
+    assert all(a["hits"] for a in got[:7])
+    assert got == want
+
+
+def test_segments_dead_rows_and_a_merge_answer_as_one_node(pair: tuple[Engine, Engine], cname: str) -> None:
+    """Writes add segments and mask replaced rows; a merge copies the live rows into one segment: same answers."""
+    one, cluster = pair
+    for eng in (one, cluster):
+        eng.ingest(cname, _docs(30, start=100, tag=" tenant"))  # 20 replaced, 10 new: a second segment, dead rows
+        eng.delete(cname, ["d0003", "d0004", "d0110"])
+        eng.ingest(cname, _docs(5, start=300))
+    layout = cluster.manifest(cname)["segmentation"]
+    assert len(layout["segments"]) == 3 and layout["dead_rows"] > 0
+    assert _answers(cluster, cname) == _answers(one, cname)
+    for eng in (one, cluster):
+        eng.merge(cname, everything=True)
+    assert len(cluster.manifest(cname)["segmentation"]["segments"]) == 1
+    assert _answers(cluster, cname) == _answers(one, cname)
+
+
+def test_snapshots_rollback_and_replay_work_on_the_cluster(pair: tuple[Engine, Engine], cname: str) -> None:
+    one, cluster = pair
+    first = cluster.collection(cname).active_snapshot_id
+    before = cluster.search(cname, "shard merge", k=10)
+    cluster.ingest(cname, _docs(10, start=500, tag=" merge merge"))
+    after = cluster.search(cname, "shard merge", k=10)
+    assert [h.doc_id for h in after.hits] != [h.doc_id for h in before.hits]
+    # An older snapshot still answers as it did; a rollback makes it the active one again.
+    pinned = cluster.search(cname, "shard merge", k=10, snapshot=first)
+    assert [h.model_dump() for h in pinned.hits] == [h.model_dump() for h in before.hits]
+    cluster.rollback(cname)
+    again = cluster.search(cname, "shard merge", k=10)
+    assert [h.model_dump() for h in again.hits] == [h.model_dump() for h in before.hits]
+    # The query log is on the coordinator; a replay reruns the logged query on its snapshot.
+    assert after.query_id is not None
+    replay = cluster.replay(after.query_id)
+    assert replay.identical is True
+    # The one-node collection, written the same way, answers the pinned query the same.
+    assert [h.model_dump() for h in one.search(cname, "shard merge", k=10).hits] == [
+        h.model_dump() for h in before.hits
+    ]
+
+
+def test_the_scan_settings_reach_the_workers(pair: tuple[Engine, Engine], cname: str) -> None:
+    """set_config changes the coordinator only; the sharded settings statement reaches every shard's transaction."""
+    _, cluster = pair
+    req = SearchRequest.of(cname, "shard merge", k=10, mode="semantic", ef_search=123)
+    coll = cluster.collection(cname)
+    snap = cluster._snapshot_for(coll, None)
+
+    def steps() -> Any:
+        setup = yield from setup_steps(coll, snap, req, cluster._collection_embedder, store_vector=False)
+        spec, _ = yield from constrain_steps(cluster.rdb.dsn, setup.spec, snap, setup.params, build_counts=False)
+        return spec
+
+    spec = run_steps(cluster.rdb, steps())
+    statement, params = settings_sql(spec)
+    assert params is None
+    seg = spec.layout.segments[0].id
+    probe = (
+        "SELECT string_agg(DISTINCT current_setting('work_mem'), ',') "
+        f"FROM (SELECT doc_id FROM ranklock_data.chunks_{seg} GROUP BY doc_id) AS d"
+    )
+    with psycopg.connect(cluster.rdb.dsn) as conn:
+        with conn.transaction():
+            default = conn.execute(probe).fetchone()
+        with conn.transaction():
+            conn.execute(statement.as_string(conn))
+            set_here = conn.execute(probe).fetchone()
+    assert default is not None and default[0] != "64MB"
+    assert set_here == ("64MB",)
+
+
+def test_shards_asked_for_where_there_is_no_cluster_or_out_of_range(
+    engine: Engine, pair: tuple[Engine, Engine], cname: str
+) -> None:
+    _, cluster = pair
+    emb = HashEmbedder()
+    with pytest.raises(ConfigError) as exc:
+        engine.create_collection(f"{cname}_n", embedder=emb.id, shards=4)
+    assert str(exc.value) == (
+        "shards=4 needs a Citus cluster, and this database has no Citus extension. Point RANKLOCK_DSN at a "
+        "coordinator with workers (`ranklock db cluster create --workers 2` makes a local one), or leave "
+        "shards unset."
+    )
+    for bad in (-1, MAX_SHARDS + 1):
+        with pytest.raises(ConfigError, match=f"shards={bad} is out of range; use 1 to {MAX_SHARDS}"):
+            cluster.create_collection(f"{cname}_x", embedder=emb.id, shards=bad)
+    with pytest.raises(ConfigError, match="shards must be a whole number, not 'four'"):
+        cluster.create_collection(f"{cname}_x", embedder=emb.id, shards="four")  # type: ignore[arg-type]
+    # 0: ordinary tables even on a cluster; an explicit count is kept.
+    assert cluster.create_collection(f"{cname}_l", embedder=emb.id, shards=0).shards is None
+    assert cluster.create_collection(f"{cname}_6", embedder=emb.id, shards=6).shards == 6
+
+
+def test_a_killed_worker_fails_the_search_naming_it_and_an_ingest_leaves_nothing_half_visible(
+    pair: tuple[Engine, Engine], citus_cluster: LocalCluster, cname: str
+) -> None:
+    _, cluster = pair
+    before = cluster.search(cname, "shard merge", k=10)
+    active = cluster.collection(cname).active_snapshot_id
+    worker = citus_cluster.nodes()[2]
+    server = worker.server(citus_cluster.home)
+    pid = server.pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    try:
+        deadline = time.monotonic() + 10
+        while server.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for mode in ("lexical", "semantic", "hybrid"):
+            with pytest.raises(DatabaseUnavailable) as exc:
+                cluster.search(cname, "shard merge", k=10, mode=mode)
+            assert f"127.0.0.1:{worker.port}" in str(exc.value)
+        with pytest.raises((DatabaseUnavailable, SnapshotError)) as exc2:
+            cluster.ingest(cname, _docs(5, start=900))
+        assert f"127.0.0.1:{worker.port}" in str(exc2.value)
+    finally:
+        citus_cluster.start()
+    # The failed write left the active snapshot as it was, and no half-built one visible.
+    assert cluster.collection(cname).active_snapshot_id == active
+    again = cluster.search(cname, "shard merge", k=10)
+    assert [h.model_dump() for h in again.hits] == [h.model_dump() for h in before.hits]
+    assert [s.status for s in cluster.list_snapshots(cname)].count("building") == 0
+
+
+def test_purge_drop_and_lexical_stats_on_shards(
+    pair: tuple[Engine, Engine], citus_cluster: LocalCluster, cname: str
+) -> None:
+    """A purge deletes rows on the shards; a dropped snapshot's segments go with their shards; no rebuild in place."""
+    one, cluster = pair
+    for eng in (one, cluster):
+        eng.ingest(cname, _docs(10, start=100, tag=" theta"))
+        eng.purge(cname, ["d0007", "d0105"])
+    assert _answers(cluster, cname) == _answers(one, cname)
+    with pytest.raises(SnapshotError) as exc:
+        cluster.lexical_stats(cname, force=True)
+    assert "is distributed over a Citus cluster" in str(exc.value)
+    assert "`ranklock snapshot merge COLLECTION --all`" in str(exc.value)
+    cluster.merge(cname, everything=True)
+    old = [s.id for s in cluster.list_snapshots(cname) if not s.active]
+    before = {g["id"] for g in cluster.manifest(cname, old[0])["segmentation"]["segments"]}
+    for sid in old:
+        cluster.drop_snapshot(cname, sid)
+    live = {g["id"] for g in cluster.manifest(cname)["segmentation"]["segments"]}
+    with psycopg.connect(citus_cluster.dsn) as conn:
+        left = {
+            r[0]
+            for r in conn.execute(
+                "SELECT logicalrelid::text FROM pg_dist_partition WHERE logicalrelid::text = ANY (%s)",
+                [[f"ranklock_data.{k}_{g}" for g in before for k in ("chunks", "forward", "postings", "terms")]],
+            )
+        }
+    assert before and not before & live and left == set()
+    one.merge(cname, everything=True)
+    assert _answers(cluster, cname) == _answers(one, cname)
