@@ -8,17 +8,22 @@ branch's rank and raw score, the fused score, offsets, text) together with ``mat
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from typer.testing import CliRunner
 
-from fakes import HashEmbedder
-from ranklock import Document, Engine
+from fakes import HashEmbedder, resolve_hash_embedder_by_id
+from ranklock import AsyncEngine, Document, Engine
+from ranklock.cli import app
 from ranklock.errors import ConfigError, DatabaseUnavailable, SnapshotError
 from ranklock.search.execute import constrain_steps, setup_steps
 from ranklock.search.fusion import settings_sql
@@ -278,3 +283,69 @@ def test_purge_drop_and_lexical_stats_on_shards(
     assert before and not before & live and left == set()
     one.merge(cname, everything=True)
     assert _answers(cluster, cname) == _answers(one, cname)
+
+
+def test_ask_and_the_async_engine_on_the_cluster_answer_as_one_node(pair: tuple[Engine, Engine], cname: str) -> None:
+    one, cluster = pair
+    question = "which documents mention shard merge?"
+    got, want = cluster.ask(cname, question), one.ask(cname, question)
+    layers = ("answer", "citations", "chunks", "abstained", "generator", "prompt_sha256")
+    assert {k: got.to_dict()[k] for k in layers} == {k: want.to_dict()[k] for k in layers}
+    assert got.chunks and cluster.replay_answer(got.answer_id).identical is True
+
+    async def both() -> tuple[Any, Any]:
+        async with AsyncEngine.over(cluster) as aeng:
+            return await aeng.search(cname, "shard merge tenant", k=10), await aeng.search(
+                cname, "worker posting", k=10, mode="lexical", filter="year >= 2003"
+            )
+
+    a, b = asyncio.run(both())
+    assert [h.model_dump() for h in a.hits] == [
+        h.model_dump() for h in one.search(cname, "shard merge tenant", k=10).hits
+    ]
+    assert [h.model_dump() for h in b.hits] == [
+        h.model_dump() for h in one.search(cname, "worker posting", k=10, mode="lexical", filter="year >= 2003").hits
+    ]
+
+
+def test_hnsw_on_shards_is_flagged_approximate_and_stable(citus_cluster: LocalCluster, cname: str) -> None:
+    """One graph per shard: answers depend on the placement (the manifest records it), flagged, the same every time."""
+    emb = HashEmbedder()
+    with Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=False) as cluster:
+        cluster.ingest(cname, _docs(400), create={"embedder": emb.id, "index": "hnsw"})
+        assert cluster.manifest(cname)["placement"]["shards"] == 4
+        runs = [cluster.search(cname, "shard merge tenant", k=10, mode="semantic", exact_threshold=1) for _ in range(3)]
+    assert runs[0].params["vector_strategy"] == "hnsw"
+    assert runs[0].complete is False and runs[0].truncation == "approximate_index"
+    assert len(runs[0].hits) == 10
+    assert all([h.model_dump() for h in r.hits] == [h.model_dump() for h in runs[0].hits] for r in runs)
+
+
+def test_cli_shards_option(
+    citus_cluster: LocalCluster,
+    engine: Engine,
+    rl_home: Path,
+    tmp_path: Path,
+    cname: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resolve_hash_embedder_by_id(monkeypatch)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.body}) + "\n" for d in _docs(20)),
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    emb = ["--embedder", HashEmbedder().id]
+    res = runner.invoke(
+        app, ["ingest", cname, str(corpus), "--shards", "3", "--dsn", citus_cluster.dsn, *emb, "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["collection", "show", cname, "--dsn", citus_cluster.dsn, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["shards"] == 3
+    # On one node a shard count is refused before anything is written: exit 2, the message, no collection.
+    res = runner.invoke(app, ["collection", "create", f"{cname}_n", "--shards", "2", "--home", str(rl_home), *emb])
+    assert res.exit_code == 2
+    assert "shards=2 needs a Citus cluster, and this database has no Citus extension" in " ".join(res.output.split())
+    assert f"{cname}_n" not in [c.name for c in engine.collections()]

@@ -24,6 +24,7 @@ from typer._click.core import Context as ClickContext
 from typer._click.exceptions import NoSuchOption
 
 from ..errors import RanklockError
+from ..snapshot.shards import SHARDS_PER_WORKER
 
 console = Console()
 
@@ -56,6 +57,16 @@ RerankerOpt = Annotated[
         "(default RANKLOCK_RERANKER).",
     ),
 ]
+#: ``--shards`` of a new collection (ranklock.snapshot.shards).
+ShardsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--shards",
+        help=f"Shards of each segment of a new collection on a Citus cluster (default: {SHARDS_PER_WORKER} per "
+        "worker there, none on one node; 0: ordinary tables even on a cluster).",
+    ),
+]
+
 HomeOpt = Annotated[
     Path | None,
     typer.Option("--home", envvar="RANKLOCK_HOME", help=f"Data directory (default ./{env_default('RANKLOCK_HOME')})."),

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from ..errors import ConfigError
 from ..settings import DEFAULT_EMBEDDER, search_param_help
-from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
+from ._common import DsnOpt, HomeOpt, JsonOpt, ShardsOpt, console, engine, fail, print_json
 
 #: This module's commands; cli/__init__.py merges them into the root app.
 app = typer.Typer()
@@ -105,6 +105,7 @@ def create(
             "--partition", help="Cut segments by a keyword or int field (a tenant): a filter on it reads its segments."
         ),
     ] = None,
+    shards: ShardsOpt = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -135,6 +136,7 @@ def create(
         ("embedder", embedder),
         ("window", window),
         ("partition", partition),
+        ("shards", shards),
     ):
         if value is not None or key in spec:
             kwargs[key] = value if value is not None else spec[key]
@@ -173,12 +175,16 @@ def _print_collection(info: dict[str, Any], as_json: bool) -> None:
         "search_defaults": info["search_defaults"],
         "active_snapshot_id": info["active_snapshot_id"],
     }
+    # Only a sharded collection (ranklock.snapshot.shards) has the key: every other keeps its shape.
+    if info.get("shards"):
+        out["shards"] = info["shards"]
     if as_json:
         print_json(out)
         return
     console.print(
         f"[bold]{out['name']}[/]: {out['index']} index {json.dumps(out['index_params'], sort_keys=True)}, "
         f"language {out['language']}, embedder {out['embedder_id']} ({out['dim']}-d)"
+        + (f", {out['shards']} shards on Citus" if out.get("shards") else "")
     )
     table = Table("field", "type", "required")
     for f in out["fields"]:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 # typer vendors its own click; its parser raises these.
 from ..settings import DEFAULT_EMBEDDER, ChunkerParams
-from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json, progress_bar
+from ._common import DsnOpt, HomeOpt, JsonOpt, ShardsOpt, console, engine, err_console, print_json, progress_bar
 
 __all__ = ["print_field_inference"]
 
@@ -78,6 +78,7 @@ def ingest(
             "--skip-unreadable", help="Leave out (and name) files that cannot be read instead of failing the ingest."
         ),
     ] = False,
+    shards: ShardsOpt = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -100,6 +101,7 @@ def ingest(
             "index": index,
             "chunker": ChunkerParams(window=window, overlap=overlap),
             "embedder": embedder,
+            "shards": shards,
         }
         with progress_bar(not as_json) as prog:
             report = eng.ingest(
