@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 from typer.testing import CliRunner
 
 from fakes import HashEmbedder, resolve_hash_embedder_by_id
@@ -349,3 +351,52 @@ def test_cli_shards_option(
     assert res.exit_code == 2
     assert "shards=2 needs a Citus cluster, and this database has no Citus extension" in " ".join(res.output.split())
     assert f"{cname}_n" not in [c.name for c in engine.collections()]
+
+
+def _tenant_docs(n: int) -> list[Document]:
+    docs = _docs(n)
+    for i, d in enumerate(docs):
+        if i % 7 != 0:  # every seventh document has no tenant: a segment of its own ('' on the cluster)
+            d.metadata["tenant"] = "abc"[i % 3]
+    return docs
+
+
+def test_a_partitioned_collection_puts_each_tenant_on_one_node(
+    citus_cluster: LocalCluster, engine: Engine, cname: str
+) -> None:
+    """By the partition key: a tenant's segments are one shard, so a search routed to the tenant reads one node."""
+    emb = HashEmbedder()
+    engine._embedders[emb.id] = emb
+    create = {"embedder": emb.id, "index": "exact", "fields": ["tenant:keyword", "year:int", "team:keyword"],
+              "partition": "tenant"}  # fmt: skip
+    with Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=False) as cluster:
+        for eng in (engine, cluster):
+            eng.ingest(cname, _tenant_docs(150), create=create)
+            eng.ingest(cname, [d for d in _tenant_docs(40) if d.metadata.get("tenant") == "a"])
+        assert cluster.manifest(cname)["placement"]["distribution_column"] == "shard_key"
+        for mode, query, kw in CASES[:7]:
+            for filt in (None, 'tenant = "a"', 'tenant = "b" and year >= 2002'):
+                extra = dict(kw)
+                if filt is not None:
+                    extra["filter"] = filt if "filter" not in kw else f"({kw['filter']}) and {filt}"
+                got = cluster.search(cname, query, k=15, mode=mode, **extra)
+                want = engine.search(cname, query, k=15, mode=mode, **extra)
+                assert [h.model_dump() for h in got.hits] == [h.model_dump() for h in want.hits], (mode, extra)
+                assert got.matching_count == want.matching_count
+        routed = cluster.search(cname, "shard merge", k=10, filter='tenant = "a"')
+        assert routed.hits and routed.params["segments"]["read"] < routed.params["segments"]["of"]
+        text, params = cluster.search_sql(cname, "shard merge", k=10, filter='tenant = "a"')
+    with psycopg.connect(citus_cluster.dsn) as conn:
+        register_vector(conn)
+        plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + text, params).fetchall()]
+    tasks = [int(m.group(1)) for ln in plan if (m := re.search(r"Task Count: (\d+)", ln))]
+    assert tasks and set(tasks) == {1}, plan
+    # The nodes whose tasks read the tenant's rows (its chunk and postings shards): one worker.  (A task
+    # reading only the reference terms, or only intermediate results, may run on any node.)
+    shard_nodes, node = set(), None
+    for ln in plan:
+        if m := re.search(r"Node: host=\S+ port=(\d+)", ln):
+            node = m.group(1)
+        elif node and re.search(r"Scan on (chunks|postings)_\d+_\d+", ln):
+            shard_nodes.add(node)
+    assert len(shard_nodes) == 1 and shard_nodes <= {str(n.port) for n in citus_cluster.nodes()[1:]}, plan

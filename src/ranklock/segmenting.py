@@ -163,7 +163,9 @@ def route(segments: Sequence[Any], seg: Segmenting, structured: Mapping[str, Any
             )
         ):
             continue
-        if parts is not None and g.partition_key is not None and g.partition_key not in parts:
+        # A segment without a partition value holds the documents without the field (NULL): none of
+        # them can equal a value the filter asks for.
+        if parts is not None and g.partition_key not in parts:
             continue
         keep.append(g.id)
     return keep

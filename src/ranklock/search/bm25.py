@@ -638,8 +638,10 @@ def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     the co-located chunk table on it, so every task sums its own chunks'
     postings in lexeme order (the full plan's expression: the same bits),
     applies the filter and keeps its top ``depth * max_chunks`` by the total
-    order; the coordinator merges the tasks' lists by the same order.  The
-    impact and dense plans cannot run there: their theta is one scalar over
+    order; the coordinator merges the tasks' lists by the same order.  A
+    segment placed by its partition value is one shard: its arm names it
+    (``shard_key = '<value>'``), and a search routed to one tenant runs on
+    that tenant's node alone.  The impact and dense plans cannot run there: their theta is one scalar over
     every shard's seeds (docs/scaling.md).
     """
     k1, b, avgdl = _k1_b_avgdl()
@@ -647,17 +649,21 @@ def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     arms = [
         sql.SQL(
             """(SELECT c.doc_id, c.chunk, s.score FROM (
-        SELECT p.doc_id, p.row_id, sum(qt.qtf * {weight} ORDER BY qt.ord) AS score
+        SELECT p.{dist}, p.row_id, sum(qt.qtf * {weight} ORDER BY qt.ord) AS score
         FROM {postings} AS p JOIN qt ON qt.seg = {seg} AND qt.term_id = p.term_id
-        GROUP BY p.doc_id, p.row_id) AS s
-    JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t) AS c ON c.doc_id = s.doc_id AND c.row_id = s.row_id
+        WHERE {pkey}
+        GROUP BY p.{dist}, p.row_id) AS s
+    JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t WHERE {tkey}) AS c ON c.{dist} = s.{dist} AND c.row_id = s.row_id
     WHERE {where}
     ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint)"""
         ).format(
+            dist=sql.Identifier(g.distribution or "doc_id"),
             weight=weight,
             postings=segment_table("postings", g.id),
             seg=sql.SQL("{}::bigint").format(sql.Literal(g.id)),
+            pkey=g.key_sql("p"),
             chunks=segment_table("chunks", g.id),
+            tkey=g.key_sql("t"),
             where=where,
         )
         for g in spec.layout.segments

@@ -634,7 +634,7 @@ def _index_segment(
 
         # Built on the coordinator by the one-node statements (the same weights, bit for bit), then placed.
         t4 = time.perf_counter()
-        distribute_segment(db, sid, coll.shards)
+        distribute_segment(db, sid, coll.shards, by_key=Segmenting.of(coll.segmenting).partition_field is not None)
         seconds["distribute"] = seconds.get("distribute", 0.0) + time.perf_counter() - t4
         held()
     composition.record_segment(db, sid, index_build)

@@ -19,6 +19,7 @@ from ..embed.base import Embedder
 from ..errors import ConfigError
 from ..ingest.chunker import BOUNDARY_RULES, effective_window, last_window
 from ..ingest.normalize import NORMALIZATION, canonical_json
+from ..segmenting import Segmenting
 from ..settings import SearchParams
 from .composition import Totals, set_digest
 from .rules import CURRENT_RULES
@@ -113,7 +114,9 @@ def build_manifest(
         manifest["field_inference"] = coll.field_inference
     # Likewise only sharded collections (ranklock.snapshot.shards) carry their placement.
     if coll.shards:
-        manifest["placement"] = placement(coll.shards)
+        manifest["placement"] = placement(
+            coll.shards, by_key=Segmenting.of(coll.segmenting).partition_field is not None
+        )
     manifest["manifest_hash"] = manifest_hash(manifest)
     return manifest
 

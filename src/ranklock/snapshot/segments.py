@@ -28,7 +28,7 @@ from typing import Any
 from psycopg import sql
 
 from ..store.database import Database
-from ..store.tables import SegmentKind, segment_table
+from ..store.tables import SHARD_KEY, SegmentKind, segment_table
 
 __all__ = [
     "Layout",
@@ -62,6 +62,20 @@ class SegmentInfo:
     bm25: Mapping[str, Any] | None = None
     #: Its tables' shards on a Citus cluster (ranklock.snapshot.shards); None: ordinary tables on one node.
     shards: int | None = None
+    #: The column its tables are distributed by there: ``doc_id``, or ``shard_key`` (its partition value).
+    distribution: str | None = None
+
+    def key_sql(self, alias: str) -> sql.Composable:
+        """``alias.shard_key = '<its partition value>'`` when placed by it, else TRUE.
+
+        Always true of the segment's rows; written out so that Citus prunes a
+        statement to the one shard that holds them.
+        """
+        if self.distribution != SHARD_KEY:
+            return sql.SQL("TRUE")
+        return sql.SQL("{}.{} = {}").format(
+            sql.Identifier(alias), sql.Identifier(SHARD_KEY), sql.Literal(self.partition_key or "")
+        )
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> SegmentInfo:
@@ -76,6 +90,7 @@ class SegmentInfo:
             partition_key=row.get("partition_key"),
             bm25=row.get("bm25"),
             shards=None if row.get("shards") is None else int(row["shards"]),
+            distribution=row.get("distribution"),
         )
 
 
@@ -116,6 +131,14 @@ class Layout:
         return any(g.shards for g in self.segments)
 
     @property
+    def one_key(self) -> bool:
+        """Its segments are placed by their partition value on a cluster, and all hold the same value."""
+        return (
+            all(g.distribution == SHARD_KEY for g in self.segments)
+            and len({g.partition_key for g in self.segments}) == 1
+        )
+
+    @property
     def routed(self) -> bool:
         """The read skips some of the snapshot's segments."""
         return len(self.segments) != len(self.statistics)
@@ -132,6 +155,10 @@ class Layout:
         return Layout(self.snapshot_id, self.statistics, self.dead_rows, self.statistics)
 
 
+#: The kinds of a segment's tables that are distributed (the others are reference tables on a cluster).
+KEYED: tuple[SegmentKind, ...] = ("chunks", "forward", "postings")
+
+
 def union_sql(layout: Layout, kind: SegmentKind, columns: sql.Composable = sql.SQL("t.*")) -> sql.Composable:
     """``(SELECT <id>::bigint AS seg, <columns> FROM <kind>_<id> AS t UNION ALL …)``: one kind of table over the segments.
 
@@ -146,9 +173,17 @@ def union_sql(layout: Layout, kind: SegmentKind, columns: sql.Composable = sql.S
     """
     if not layout.segments:
         raise ValueError(f"snapshot {layout.snapshot_id} has no segment")
+    # Segments placed by one partition value (a read routed to one tenant) are one shard on one node:
+    # naming it in every arm lets Citus send the whole statement there.  Arms of several values
+    # would name several shards, and Citus plans a union of differently pruned arms as a join it
+    # refuses, so a read over several tenants names none and runs on every shard.
+    keyed = kind in KEYED and layout.one_key
     arms = [
-        sql.SQL("SELECT {id}::bigint AS seg, {cols} FROM {table} AS t").format(
-            id=sql.Literal(g.id), cols=columns, table=segment_table(kind, g.id)
+        sql.SQL("SELECT {id}::bigint AS seg, {cols} FROM {table} AS t{where}").format(
+            id=sql.Literal(g.id),
+            cols=columns,
+            table=segment_table(kind, g.id),
+            where=sql.SQL(" WHERE {}").format(g.key_sql("t")) if keyed else sql.SQL(""),
         )
         for g in layout.segments
     ]
@@ -185,7 +220,8 @@ def segments_sql(snapshot: sql.Composable) -> sql.Composable:
     return sql.SQL(
         "(SELECT coalesce(json_agg(json_build_object('id', g.id, 'documents', g.documents, 'chunks', g.chunks, "
         "'total_len', g.total_len, 'max_chunks', g.max_chunks, 'window_start', g.window_start, "
-        "'window_end', g.window_end, 'partition_key', g.partition_key, 'bm25', g.stats -> 'bm25', 'shards', g.stats -> 'shards') ORDER BY g.id), "
+        "'window_end', g.window_end, 'partition_key', g.partition_key, 'bm25', g.stats -> 'bm25', "
+        "'shards', g.stats -> 'shards', 'distribution', g.stats ->> 'distribution') ORDER BY g.id), "
         "'[]'::json) FROM ranklock.snapshot_segments AS ss JOIN ranklock.segments AS g ON g.id = ss.segment_id "
         "WHERE ss.snapshot_id = {})"
     ).format(snapshot)

@@ -31,9 +31,16 @@ from psycopg.types.json import Jsonb
 
 from ..errors import ConfigError
 from ..store.database import Database
-from ..store.tables import segment_table, segment_table_name
+from ..store.tables import SHARD_KEY, SegmentKind, segment_table, segment_table_name
 
-__all__ = ["MAX_SHARDS", "SHARDS_PER_WORKER", "citus_workers", "distribute_segment", "placement", "resolve_shards"]
+__all__ = [
+    "MAX_SHARDS",
+    "SHARDS_PER_WORKER",
+    "citus_workers",
+    "distribute_segment",
+    "placement",
+    "resolve_shards",
+]
 
 #: A new collection's shards per worker when none is asked for.  Each segment
 #: pays a fixed cost per shard (three tables and their indexes), and a search
@@ -80,47 +87,70 @@ def resolve_shards(db: Database, requested: int | None) -> int | None:
     return requested
 
 
-def placement(shards: int) -> dict[str, Any]:
+def placement(shards: int, *, by_key: bool = False) -> dict[str, Any]:
     """How a sharded collection's segments are placed, for its manifests.
 
     Exact answers never depend on it; an HNSW graph per shard does (which
-    documents share a graph is the hash of ``doc_id`` modulo the shards), so
-    approximate answers are stable per placement.
+    documents share a graph is the hash of the distribution column modulo the
+    shards), so approximate answers are stable per placement.
     """
     return {
         "engine": "citus",
         "shards": shards,
-        "distribution_column": "doc_id",
+        "distribution_column": SHARD_KEY if by_key else "doc_id",
         "reference_tables": ["terms", "dense"],
     }
 
 
-def distribute_segment(db: Database, segment_id: int, shards: int) -> None:
+def distribute_segment(db: Database, segment_id: int, shards: int, *, by_key: bool = False) -> None:
     """Place segment ``segment_id``'s tables (built on the coordinator) on the cluster's workers, in ``shards`` shards.
 
     Each table's rows move to its shards and the coordinator's copy is
-    emptied.  Co-located with every other segment of ``shards`` shards
-    (``colocate_with => 'default'``: Citus co-locates tables of one shard
-    count and distribution column type), so a search can join one segment's
-    tables and union several segments' arms in one pushed-down statement.
-    A unique key of a distributed table must hold its distribution column:
-    ``(row_id, doc_id)``.
+    emptied.  Co-located with every other segment of ``shards`` shards and
+    the same distribution column (``colocate_with => 'default'``: Citus
+    co-locates tables of one shard count and column type), so a search can
+    join one segment's tables and union several segments' arms in one
+    pushed-down statement.
+
+    By ``doc_id`` (``forward`` and ``postings`` gain that column), or, for a
+    collection cut by a partition key (``by_key``), by :data:`SHARD_KEY`: the
+    segment's partition value ('' for documents without one) in every row, so
+    the whole segment, and every segment of that value, is one shard on one
+    node, and a search the filter routes to one tenant's segments reads that
+    node alone.  A unique key of a distributed table must hold its
+    distribution column: ``(row_id, <column>)``, ``(doc_id, chunk, <column>)``.
     """
     t = {k: segment_table(k, segment_id) for k in ("chunks", "forward", "postings", "terms", "dense")}
+    column = SHARD_KEY if by_key else "doc_id"
     with db.connection() as conn:
-        for kind in ("chunks", "forward"):
-            key = sql.Identifier(segment_table_name(kind, segment_id) + "_pkey")
-            if kind == "forward":
-                _add_doc_id(conn, t["forward"], t["chunks"])
+        key = None
+        if by_key:
+            row = conn.execute(
+                "SELECT partition_key FROM ranklock.segments WHERE id = %s::bigint", [segment_id]
+            ).fetchone()
+            key = (row[0] if row else None) or ""
+            _add_key(conn, t["chunks"], key)
+            unique = sql.Identifier(segment_table_name("chunks", segment_id) + "_doc_id_chunk_key")
+            conn.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(t["chunks"], unique))
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD UNIQUE (doc_id, chunk, {})").format(t["chunks"], sql.Identifier(column))
+            )
+        for kind in ("forward", "postings"):
+            if key is None:
+                _add_doc_id(conn, t[kind], t["chunks"])
+            else:
+                _add_key(conn, t[kind], key)
+        keyed: tuple[SegmentKind, ...] = ("chunks", "forward")
+        for kind in keyed:
+            pkey = sql.Identifier(segment_table_name(kind, segment_id) + "_pkey")
             # One subcommand per ALTER: Citus refuses ADD CONSTRAINT beside another.
-            conn.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(t[kind], key))
-            conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (row_id, doc_id)").format(t[kind]))
-        _add_doc_id(conn, t["postings"], t["chunks"])
+            conn.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(t[kind], pkey))
+            conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (row_id, {})").format(t[kind], sql.Identifier(column)))
         for kind in ("chunks", "forward", "postings"):
             name = t[kind].as_string(conn)
             conn.execute(
-                "SELECT create_distributed_table(%s, 'doc_id', shard_count => %s, colocate_with => 'default')",
-                [name, shards],
+                "SELECT create_distributed_table(%s, %s, shard_count => %s, colocate_with => 'default')",
+                [name, column, shards],
             )
             # The coordinator's own copy is never read again once the shards hold the rows.
             conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", [name])
@@ -132,7 +162,7 @@ def distribute_segment(db: Database, segment_id: int, shards: int) -> None:
                 conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", [name])
         conn.execute(
             "UPDATE ranklock.segments SET stats = stats || %s WHERE id = %s::bigint",
-            [Jsonb({"shards": shards}), segment_id],
+            [Jsonb({"shards": shards, "distribution": column}), segment_id],
         )
 
 
@@ -145,3 +175,13 @@ def _add_doc_id(conn: Any, table: sql.Identifier, chunks: sql.Identifier) -> Non
         )
     )
     conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN doc_id SET NOT NULL").format(table))
+
+
+def _add_key(conn: Any, table: sql.Identifier, key: str) -> None:
+    """Give a table of the segment the segment's partition value in every row: the column it is distributed by."""
+    # A constant default fills every row without rewriting them one by one.
+    conn.execute(
+        sql.SQL('ALTER TABLE {} ADD COLUMN {} text COLLATE "C" NOT NULL DEFAULT {}').format(
+            table, sql.Identifier(SHARD_KEY), sql.Literal(key)
+        )
+    )

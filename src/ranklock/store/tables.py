@@ -33,6 +33,7 @@ __all__ = [
     "CHUNK_COLUMNS",
     "SCHEMA",
     "SEGMENT_KINDS",
+    "SHARD_KEY",
     "ChunkColumn",
     "SegmentKind",
     "chunk_columns_ddl",
@@ -44,6 +45,9 @@ __all__ = [
 ]
 
 SCHEMA = "ranklock_data"
+#: On a Citus cluster, the column a partitioned collection's segment tables are distributed by: the
+#: segment's partition value in every row (ranklock.snapshot.shards).
+SHARD_KEY = "shard_key"
 SegmentKind = Literal["chunks", "terms", "forward", "postings", "dense"]
 #: Every kind of table a segment owns.
 SEGMENT_KINDS: tuple[SegmentKind, ...] = ("chunks", "terms", "forward", "postings", "dense")
