@@ -638,8 +638,10 @@ def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     the co-located chunk table on it, so every task sums its own chunks'
     postings in lexeme order (the full plan's expression: the same bits),
     applies the filter and keeps its top ``depth * max_chunks`` by the total
-    order; the coordinator merges the tasks' lists by the same order.  A
-    segment placed by its partition value is one shard: its arm names it
+    order; the coordinator merges the tasks' lists by the same order.  The
+    query's term ids are also an array the shard's impact index is probed
+    with (a join with the broadcast ``qt`` alone read every posting of the
+    shard: the planner cannot see how few rows ``qt`` holds).  A segment placed by its partition value is one shard: its arm names it
     (``shard_key = '<value>'``), and a search routed to one tenant runs on
     that tenant's node alone.  The impact and dense plans cannot run there: their theta is one scalar over
     every shard's seeds (docs/scaling.md).
@@ -651,7 +653,7 @@ def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
             """(SELECT c.doc_id, c.chunk, s.score FROM (
         SELECT p.{dist}, p.row_id, sum(qt.qtf * {weight} ORDER BY qt.ord) AS score
         FROM {postings} AS p JOIN qt ON qt.seg = {seg} AND qt.term_id = p.term_id
-        WHERE {pkey}
+        WHERE p.term_id = ANY (ARRAY(SELECT qt.term_id FROM qt WHERE qt.seg = {seg})) AND {pkey}
         GROUP BY p.{dist}, p.row_id) AS s
     JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t WHERE {tkey}) AS c ON c.{dist} = s.{dist} AND c.row_id = s.row_id
     WHERE {where}

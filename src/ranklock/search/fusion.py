@@ -189,7 +189,7 @@ def build_search_sql(spec: SearchSpec) -> tuple[sql.Composed, dict[str, Any]]:
 SELECT row_number() OVER (ORDER BY f.score DESC, f.doc_id, f.chunk) AS rank,
        f.doc_id, f.chunk, f.score, {signal_cols},
        c.char_start, c.char_end, c.text, {branches} AS branches{shortfalls}
-FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk AND {live}
+FROM fused AS f JOIN {table} AS c ON c.doc_id = f.doc_id AND c.chunk = f.chunk AND {live}{probe}
 ORDER BY f.score DESC, f.doc_id, f.chunk
 LIMIT %(k)s::bigint"""
     ).format(
@@ -198,6 +198,12 @@ LIMIT %(k)s::bigint"""
         table=spec.table,
         # A document's replaced version (a dead row of another segment) has the same doc_id and chunk.
         live=live_sql(spec.layout),
+        # On shards the fused rows arrive as an intermediate result whose size the planner cannot see:
+        # it hash-joined them to a scan of every chunk of every shard.  Their ids as an array are
+        # index probes of (doc_id, chunk).
+        probe=sql.SQL(" AND c.doc_id = ANY (ARRAY(SELECT x.doc_id FROM fused AS x))")
+        if spec.layout.distributed
+        else sql.SQL(""),
         branches=_branches_column(spec),
         shortfalls=sql.SQL("").join(sql.SQL(", {}").format(s) for s in shortfalls),
     )
