@@ -149,6 +149,7 @@ def main() -> None:
     ap.add_argument("--explain", type=int, default=10, help="queries per case run under EXPLAIN ANALYZE")
     ap.add_argument("--home", default="/tmp/cluster-bench")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
+    ap.add_argument("--name", help="collection name prefix (default bench_<corpus>); a new one builds anew")
     args = ap.parse_args()
     load = os.getloadavg()
     cluster = LocalCluster(Path(args.home))
@@ -165,7 +166,7 @@ def main() -> None:
 
         emb = large_corpus.GeneratedEmbedder()
         eng._embedders[emb.id] = emb
-    name = f"bench_{args.corpus}"
+    name = args.name or f"bench_{args.corpus}"
     sides = {"one": (f"{name}_one", 0), "sharded": (f"{name}_sharded", SHARDS)}
     builds: dict[str, list[dict[str, float]]] = {}
     # The sharded side first: it pays for embedding, which the embedding cache then spares the other.
