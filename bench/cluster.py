@@ -119,19 +119,25 @@ def _explain(conn: psycopg.Connection[Any], text: str, params: dict[str, Any]) -
         m = re.search(r"Tuple data received from nodes: ([\d.]+) (bytes|kB|MB)", ln)
         if m:
             received += float(m.group(1)) * {"bytes": 1 / 1024, "kB": 1.0, "MB": 1024.0}[m.group(2)]
+    # Rows each task read from shard tables (<table>_<segment>_<shard id>): the per-node work.
     per_task: list[int] = []
     for ln in lines:
         if ln.strip().startswith("->  Task"):
             per_task.append(0)
         elif per_task and (
-            m := re.search(r"(?:Seq|Index|Index Only|Bitmap Heap) Scan on .*actual rows=([\d.]+) loops=(\d+)", ln)
+            m := re.search(
+                r"(?:Seq|Index|Index Only|Bitmap Heap) Scan (?:using \S+ )?on \w+_\d+_\d+ .*actual rows=([\d.]+) loops=(\d+)",
+                ln,
+            )
         ):
             per_task[-1] += round(float(m.group(1)) * int(m.group(2)))
+    shard_tasks = [n for n in per_task if n > 0]
     return {
         "subplans": sum("Distributed Subplan" in ln for ln in lines),
         "tasks": len(per_task),
-        "rows_per_task_median": statistics.median(per_task) if per_task else 0,
-        "rows_per_task_max": max(per_task, default=0),
+        "shard_tasks": len(shard_tasks),
+        "rows_per_shard_task": statistics.median(shard_tasks) if shard_tasks else 0,
+        "rows_read": sum(shard_tasks),
         "kb_to_coordinator": round(received, 1),
     }
 
@@ -207,7 +213,14 @@ def main() -> None:
                 "p95_ms": {s: _pct(v, 0.95) for s, v in ms.items()},
                 "sharded_statement": {
                     k: statistics.median(e[k] for e in explained)
-                    for k in ("subplans", "tasks", "rows_per_task_median", "rows_per_task_max", "kb_to_coordinator")
+                    for k in (
+                        "subplans",
+                        "tasks",
+                        "shard_tasks",
+                        "rows_per_shard_task",
+                        "rows_read",
+                        "kb_to_coordinator",
+                    )
                 },
             }
             results.append(row)
@@ -215,14 +228,15 @@ def main() -> None:
     eng.close()
     print(f"\n{args.corpus}: {len(docs)} documents, {len(queries)} queries; load average {load} -> {os.getloadavg()}")
     print(
-        f"{'case':24} {'identical':>10} {'p50 one/sh ms':>16} {'p95 one/sh ms':>16} {'tasks':>6} {'rows/task':>10} {'kB':>7}"
+        f"{'case':24} {'identical':>10} {'p50 one/sh ms':>16} {'p95 one/sh ms':>16} {'tasks':>6} {'shard tasks':>11} "
+        f"{'rows/shard task':>15} {'kB':>7}"
     )
     for r in results:
         s = r["sharded_statement"]
         print(
             f"{r['case']:24} {r['identical']:>5}/{r['queries']:<4} "
             f"{r['p50_ms']['one']:>7}/{r['p50_ms']['sharded']:<8} {r['p95_ms']['one']:>7}/{r['p95_ms']['sharded']:<8} "
-            f"{s['tasks']:>6} {s['rows_per_task_median']:>10} {s['kb_to_coordinator']:>7}"
+            f"{s['tasks']:>6} {s['shard_tasks']:>11} {s['rows_per_shard_task']:>15} {s['kb_to_coordinator']:>7}"
         )
     for side, b in builds.items():
         print(f"build {side}: " + "; ".join(json.dumps(x) for x in b))
