@@ -11,7 +11,7 @@ import typer.core
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
 from .cluster import cluster_app
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 
@@ -24,17 +24,22 @@ db_app.add_typer(cluster_app, name="cluster")
 
 @db_app.command("stop")
 def db_stop(home: HomeOpt = None) -> None:
-    """Stop the embedded PostgreSQL server and the embedding service of the data directory."""
+    """Stop the embedded PostgreSQL server, the command service and the embedding service of the data directory."""
     from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
+    from . import client
 
     h = home or Settings().home
+    # The command services first: a search running in one finishes, and none starts the server again.
+    commands = client.stop(h)
     embedder = service.stop(h)
     stopped = EmbeddedServer(h).stop()
     console.print("stopped" if stopped else "not running")
     if embedder:
         console.print("embedding service stopped")
+    if commands:
+        console.print("command service stopped" if commands == 1 else f"{commands} command services stopped")
 
 
 @db_app.command("status")
