@@ -44,15 +44,23 @@ def db_stop(home: HomeOpt = None) -> None:
 
 @db_app.command("status")
 def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-    """Say whether the embedded server runs, and report both logs (size, oldest entry, retention)."""
+    """Say whether the embedded server runs, report both logs (size, oldest entry, retention) and the local services."""
     from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
+    from . import client
 
     h = home or Settings().home
     server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
     embedder = service.status(h)
-    status: dict[str, Any] = {"server": server, "embedding_service": embedder, "query_log": None, "answer_log": None}
+    commands = client.status(h)
+    status: dict[str, Any] = {
+        "server": server,
+        "embedding_service": embedder,
+        "command_services": commands,
+        "query_log": None,
+        "answer_log": None,
+    }
     logs = {}
     if server == "not running":
         # Never start a stopped server just to report on it; say why it stopped when its log knows.
@@ -74,6 +82,15 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
             f"{q.pruned_through} pruned ({q.pruned_rows} entries, last {q.last_pruned_at or 'never'})",
             highlight=False,
         )
+    if commands:
+        console.print(
+            "command service: "
+            + ", ".join(f"pid {c['pid']} ({c['served']} commands served)" for c in commands)
+            + (" (one per environment)" if len(commands) > 1 else ""),
+            highlight=False,
+        )
+    else:
+        console.print("command service: not running (the next search starts it)")
     if embedder is None:
         console.print("embedding service: not running (the next command that needs the model starts it)")
     else:
