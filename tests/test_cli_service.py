@@ -266,6 +266,44 @@ def test_a_service_killed_while_it_runs_a_command_says_so_and_does_not_hang(
     assert b"RANKLOCK_CLI_SERVICE=0" in err
 
 
+def test_ctrl_c_stops_the_command_in_the_service_too(up: str, home: Path, env: dict[str, str]) -> None:
+    slow = {**env, "RANKLOCK_EMBED_SERVICE": "0", "RANKLOCK_CLI_SERVICE": "1"}
+    lexical = ["search", up, "pump seals", "--home", str(home), "--mode", "lexical", "--json"]
+    others = {int(s["pid"]) for s in client.status(home)}
+    assert run(slow, *lexical).returncode == 0
+    wait_for_service(home, len(others) + 1)
+    pid = next(int(s["pid"]) for s in client.status(home) if int(s["pid"]) not in others)
+    # A new query: this service loads the model for it (seconds), in the command.
+    proc = subprocess.Popen(
+        [SCRIPT, "search", up, f"glaze kiln {time.time_ns()}", "--home", str(home), "--json"],
+        env=slow,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not [s for s in client.status(home) if int(s["pid"]) == pid and s["active"] > 0]:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 130 and out == b""
+    # The service interrupts the command and, since it may have left half-done state, exits after it.
+    deadline = time.monotonic() + 120
+    while pid in {int(s["pid"]) for s in client.status(home)} or _alive(pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    log = (home / "cli" / "service.log").read_text()
+    assert f"ranklock command service {pid}: stopped after " in log
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_db_stop_stops_every_command_service(up: str, home: Path, env: dict[str, str]) -> None:
     assert run(env, "search", up, "pump seals", "--home", str(home)).returncode == 0
     wait_for_service(home)

@@ -36,7 +36,6 @@ heartbeat every second, so a stopped service is noticed within :data:`SILENCE_TI
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -277,6 +276,8 @@ def _control(path: str, op: str, timeout: float = 5.0) -> dict[str, Any] | None:
 
 
 def _held(lock: str) -> bool:
+    import fcntl  # here: the entry point must import on any platform
+
     try:
         fh = open(lock, "a+")  # noqa: SIM115 - closed below, after the probe
     except OSError:
@@ -309,19 +310,26 @@ def status(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def stop(home: str | os.PathLike[str], timeout: float = 30.0) -> int:
     """Stop every command service of ``home`` and wait until each has exited; how many there were.
 
-    A socket nobody holds the lock of (its service was killed) is removed on the way.
+    By their locks, so a service still starting (it binds its socket once it has imported the CLI)
+    is waited for and stopped too.  A socket whose lock nobody holds (its service was killed) is
+    removed on the way.
     """
     paths = ServicePaths(home)
+    try:
+        locks = sorted(os.path.join(paths.dir, n) for n in os.listdir(paths.dir) if n.endswith(".lock"))
+    except OSError:
+        return 0
     stopped = 0
-    for path in paths.sockets():
-        lock = path.removesuffix(".sock") + ".lock"
+    for lock in locks:
+        sock = lock.removesuffix(".lock") + ".sock"
         if not _held(lock):
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(sock)
             continue
-        _control(path, "stop")
         deadline = time.monotonic() + timeout
+        asked = False
         while _held(lock) and time.monotonic() < deadline:
+            asked = asked or _control(sock, "stop") is not None
             time.sleep(0.02)
         stopped += 1
     return stopped
@@ -386,23 +394,30 @@ def run_served(argv: list[str]) -> int | None:
         return None
     if (os.environ.get(SERVICE_ENV) or "1") in ("0", "false", "no"):
         return None
+    # Nothing before the service has begun the command may fail it: whatever goes wrong (a deleted
+    # working folder, a closed or replaced stream, a platform without SCM_RIGHTS or SO_PEERCRED), the
+    # command runs in this process, as it would without the service.
     try:
         fp = fingerprint()
         paths = ServicePaths(_home(argv[2:]), fp)
+        umask = os.umask(0o022)
+        os.umask(umask)
         request = {
             "op": "run",
             "argv": list(argv),
             "prog_name": _program_name(),
             "cwd": os.getcwd(),
             "env": dict(os.environ),
+            "umask": umask,
             "fingerprint": fp,
             "streams": _streams(),
         }
-    except (OSError, ValueError, AttributeError):  # a deleted working folder, a closed or replaced stream
+        sock = connect(paths.socket)
+    except Exception:
         return None
-    sock = connect(paths.socket)
     if sock is None:
-        _start(paths, fp)
+        with contextlib.suppress(Exception):
+            _start(paths, fp)
         return None
     with sock:
         return _run(sock, request, paths)
@@ -417,7 +432,7 @@ def _run(sock: socket.socket, request: dict[str, Any], paths: ServicePaths) -> i
         if reply.get("status") != "ready":
             return None  # busy, stopping, or not this fingerprint's: run here
         write_message(sock, {"go": True})
-    except (OSError, ServiceBroke, struct.error):
+    except Exception:
         return None  # it had not begun: run here
     # From here the service runs the command and writes to our terminal: we wait for its status.
     sock.settimeout(SILENCE_TIMEOUT_S)
@@ -427,9 +442,10 @@ def _run(sock: socket.socket, request: dict[str, Any], paths: ServicePaths) -> i
             if msg.get("status") == "exit":
                 return int(msg["code"])
     except KeyboardInterrupt:
-        sys.stderr.write("\nAborted!\n")  # as click says it; the service finishes the (short) search
+        # The status typer gives a command stopped by Ctrl-C.  The service, in a session of its own,
+        # does not get the signal; it sees this end close and interrupts the command in turn.
         return 130
-    except (OSError, ServiceBroke, struct.error, KeyError, TypeError, ValueError) as exc:
+    except Exception as exc:
         sys.stderr.write(
             f"error: the ranklock command service stopped while it ran this command ({exc}); its output may be "
             f"incomplete. Run it again; RANKLOCK_CLI_SERVICE=0 runs commands in their own process. The service's "

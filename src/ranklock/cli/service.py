@@ -24,17 +24,21 @@ Lifecycle, as the embedding service's (ranklock.embed.service):
 
 Commands run one at a time: a command owns the process's descriptors 0-2, environment and working
 folder while it runs.  One that finds another running waits up to :data:`WAIT_FOR_TURN_S`, then runs
-in its own process instead.
+in its own process instead.  A client stopped by Ctrl-C closes its connection; the service then
+interrupts the command as Ctrl-C would have (KeyboardInterrupt: status 130) and exits after it,
+since an interrupted command may leave half-done state (an import cut short) behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import errno
 import fcntl
 import io
 import os
+import select
 import signal
 import socket
 import struct
@@ -54,8 +58,10 @@ __all__ = ["WAIT_FOR_TURN_S", "main", "serve"]
 WAIT_FOR_TURN_S = 1.0
 #: How long the service waits for a client's next message before a command has begun.
 GO_TIMEOUT_S = 5.0
-#: How often a running command tells its client it is alive.
+#: How often a running command tells its client it is alive, and how often the service looks
+#: whether that client has gone.
 HEARTBEAT_S = 1.0
+WATCH_S = 0.05
 #: How long a stopping service waits for a running command to finish.
 STOP_GRACE_S = 60.0
 
@@ -157,10 +163,13 @@ class _Service:
             return f"{argv[1]!r} is not a served command"
         if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
             return "env must map strings to strings"
-        if not (isinstance(streams, list) and len(streams) == 3 and all(isinstance(s, dict) for s in streams)):
-            return "streams must be three objects"
+        if not (isinstance(streams, list) and len(streams) == 3 and all(_stream_spec(s) for s in streams)):
+            return "streams must be three objects with an encoding and an error handler Python knows"
         if not isinstance(msg.get("cwd"), str) or not isinstance(msg.get("prog_name"), str):
             return "cwd and prog_name must be strings"
+        umask = msg.get("umask")
+        if not (isinstance(umask, int) and not isinstance(umask, bool) and 0 <= umask <= 0o777):
+            return "umask must be a permission mask"
         return None
 
     # -- one command ------------------------------------------------------------------------
@@ -170,8 +179,8 @@ class _Service:
         saved_fds = [os.dup(fd) for fd in range(3)]
         saved_streams = (sys.stdin, sys.stdout, sys.stderr)
         saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
-        sending = threading.Lock()
-        done = threading.Event()
+        saved_umask = os.umask(0o077)
+        os.umask(saved_umask)
         try:
             try:
                 os.chdir(msg["cwd"])
@@ -186,23 +195,23 @@ class _Service:
             sys.stdin, sys.stdout, sys.stderr = (_stream(fd, spec) for fd, spec in enumerate(msg["streams"]))
             os.environ.clear()
             os.environ.update(msg["env"])
+            os.umask(msg["umask"])
             sys.argv = list(msg["argv"])
             from ._common import reset_consoles
 
             reset_consoles()
-            beat = threading.Thread(target=_heartbeat, args=(conn, sending, done), daemon=True)
-            beat.start()
+            result: list[int] = []
+            command = threading.Thread(target=self._invoke, args=(msg, result), name="ranklock command", daemon=True)
             try:
-                with warnings.catch_warnings():  # fresh "once" registries and the filters back after
-                    code = self._invoke(msg)
+                with warnings.catch_warnings():  # fresh "once" registries, and the filters back after
+                    command.start()
+                    self._watch(conn, command)
             finally:
-                done.set()
-                beat.join()
                 for stream in (sys.stdout, sys.stderr):
                     with contextlib.suppress(Exception):
                         stream.flush()
-            with sending:
-                write_message(conn, {"status": "exit", "code": code})
+            # No status: the command thread was cut short by the client's Ctrl-C (typer's status for it).
+            write_message(conn, {"status": "exit", "code": result[0] if result else 130})
             with self.state:
                 self.served += 1
         finally:
@@ -213,18 +222,45 @@ class _Service:
             os.environ.clear()
             os.environ.update(saved_env)
             sys.argv = saved_argv
+            os.umask(saved_umask)
             os.chdir(saved_cwd)
 
-    def _invoke(self, msg: dict[str, Any]) -> int:
-        """The command's exit status, as its own process would have ended with it."""
+    def _watch(self, conn: socket.socket, command: threading.Thread) -> None:
+        """Wait for ``command``, telling the client every second that it runs, and stop it if the client goes.
+
+        A client that goes away mid-command was stopped (Ctrl-C; its terminal closed): the command is
+        interrupted as Ctrl-C interrupts a command in its own process (KeyboardInterrupt, which typer
+        turns into status 130), and the service serves no further command, because an interrupted
+        command may leave half-done state behind (an import cut short) that a new process never sees.
+        """
+        next_beat = time.monotonic() + HEARTBEAT_S
+        interrupted = False
+        while command.is_alive():
+            command.join(WATCH_S)
+            if not command.is_alive() or interrupted:
+                continue
+            gone = _hung_up(conn)
+            if not gone and time.monotonic() >= next_beat:
+                next_beat += HEARTBEAT_S
+                try:
+                    write_message(conn, {"status": "running"})
+                except OSError:
+                    gone = True
+            if gone:
+                interrupted = True
+                self.stopping.set()
+                _interrupt(command)
+
+    def _invoke(self, msg: dict[str, Any], result: list[int]) -> None:
+        """Run the command; its exit status, as its own process would have ended with it, into ``result``."""
         try:
             self.command.main(args=msg["argv"][1:], prog_name=msg["prog_name"], standalone_mode=True)
+            result.append(0)
         except SystemExit as exc:
-            return _exit_status(exc.code)
+            result.append(_exit_status(exc.code))
         except BaseException:  # what an uncaught exception does to a process: a traceback, status 1
             traceback.print_exc()
-            return 1
-        return 0
+            result.append(1)
 
     def idle(self) -> bool:
         with self.state:
@@ -240,6 +276,21 @@ def _exit_status(code: object) -> int:
         return code
     print(code, file=sys.stderr)
     return 1
+
+
+def _stream_spec(spec: object) -> bool:
+    if (
+        not isinstance(spec, dict)
+        or not isinstance(spec.get("encoding"), str)
+        or not isinstance(spec.get("errors"), str)
+    ):
+        return False
+    try:
+        codecs.lookup(spec["encoding"])
+        codecs.lookup_error(spec["errors"])
+    except LookupError:
+        return False
+    return True
 
 
 def _stream(fd: int, spec: dict[str, Any]) -> IO[str]:
@@ -259,13 +310,21 @@ def _stream(fd: int, spec: dict[str, Any]) -> IO[str]:
     )
 
 
-def _heartbeat(conn: socket.socket, sending: threading.Lock, done: threading.Event) -> None:
-    while not done.wait(HEARTBEAT_S):
-        with sending:
-            try:
-                write_message(conn, {"status": "running"})
-            except OSError:
-                return  # the client is gone; the command finishes anyway (it writes to its descriptors)
+def _hung_up(conn: socket.socket) -> bool:
+    """Whether the client has closed its end (it sends nothing while its command runs)."""
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+def _interrupt(thread: threading.Thread) -> None:
+    """Raise KeyboardInterrupt in ``thread`` at its next bytecode, as SIGINT does in a main thread."""
+    import ctypes
+
+    if thread.ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt))
 
 
 # -- the service ------------------------------------------------------------------------------
