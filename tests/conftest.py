@@ -18,6 +18,9 @@ from ranklock import Engine
 # they embed in-process.  tests/test_embed_service.py and the documentation runner
 # (tests/test_docs_run.py) start real `ranklock` processes with the embedding service turned on.
 os.environ.setdefault("RANKLOCK_EMBED_SERVICE", "0")
+# And a `ranklock search` a test starts as a process runs in that process, not in a command service
+# that would outlive the test: tests/test_cli_service.py and the documentation runner turn it on.
+os.environ.setdefault("RANKLOCK_CLI_SERVICE", "0")
 
 if TYPE_CHECKING:
     from ranklock.store.cluster import LocalCluster
@@ -27,8 +30,10 @@ if TYPE_CHECKING:
 def rl_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("ranklock-home")
     yield home
+    from ranklock.cli import client
     from ranklock.embed import service
 
+    client.stop(home)
     service.stop(home)
     if not os.environ.get("RANKLOCK_TEST_DSN"):
         from ranklock.store.server import EmbeddedServer

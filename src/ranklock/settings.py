@@ -148,6 +148,14 @@ ENV: tuple[EnvVar, ...] = (
         "loads the model in each command",
     ),
     EnvVar("RANKLOCK_EMBED_IDLE", "30m", "the embedding service exits after this long without a request (`0`: never)"),
+    EnvVar(
+        "RANKLOCK_CLI_SERVICE",
+        "1",
+        "`ranklock search` runs in the local command service (a process of the data directory with the CLI "
+        "imported, started by the first search, stopped by `ranklock db stop`; the same output, byte for byte); "
+        "`0` runs each command in its own process",
+    ),
+    EnvVar("RANKLOCK_CLI_IDLE", "30m", "the command service exits after this long without a command (`0`: never)"),
     EnvVar("RANKLOCK_TRACE", "0", "`1` prints every SQL statement with its timing on stderr"),
     EnvVar(
         "RANKLOCK_MAX_BODY_BYTES",
@@ -381,6 +389,13 @@ class Settings(BaseModel):
         ge=0,
         description="The embedding service exits after this many seconds without a request "
         "(RANKLOCK_EMBED_IDLE, e.g. 30m; 0: it runs until `ranklock db stop`).",
+    )
+    cli_idle: float = Field(
+        default_factory=lambda: parse_duration(env("RANKLOCK_CLI_IDLE"), what="RANKLOCK_CLI_IDLE"),
+        ge=0,
+        description="The command service (ranklock.cli.service) exits after this many seconds without a command "
+        "(RANKLOCK_CLI_IDLE, e.g. 30m; 0: it runs until `ranklock db stop`). RANKLOCK_CLI_SERVICE=0 turns the "
+        "service off; the entry point reads that one itself, before anything is imported.",
     )
     lock_wait: float = Field(
         default_factory=lambda: parse_duration(env("RANKLOCK_LOCK_WAIT"), what="RANKLOCK_LOCK_WAIT"),

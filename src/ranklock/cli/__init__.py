@@ -3,77 +3,40 @@
 Each command builds an engine, calls one method, and prints a readable table
 or (``--json``) one stable JSON object.  Domain errors become a one-paragraph
 message on stderr and exit code 2; nothing here knows SQL.
+
+This file is what the ``ranklock`` entry point imports, so it imports nothing but the
+standard library: :func:`main` first offers ``ranklock search`` to the command service of
+the data directory (ranklock.cli.client), a process that has the CLI imported already, and
+imports the Typer app (ranklock.cli.root: typer, rich, the engine) only when that service
+cannot run it.  ``app`` is that Typer app, imported on first use (PEP 562).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
-import typer
-from typer.core import TyperGroup
+if TYPE_CHECKING:
+    from .root import app
 
-from . import (
-    ask,
-    collection,
-    db,
-    demo,
-    documents,
-    eval,
-    ingest,
-    log,
-    mcp,
-    plan,
-    replica,
-    search,
-    serve,
-    snapshot,
-    token,
-)
-
-
-class _RootGroup(TyperGroup):
-    """Lists commands before groups, each in registration order, as the one-module CLI did."""
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        names = super().list_commands(ctx)
-        return [n for n in names if not hasattr(self.commands[n], "commands")] + [
-            n for n in names if hasattr(self.commands[n], "commands")
-        ]
-
-
-app = typer.Typer(
-    cls=_RootGroup,
-    name="ranklock",
-    help="Deterministic hybrid retrieval on PostgreSQL.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["app", "main"]
 
 
 def main() -> None:
+    """The ``ranklock`` command: through the command service when it can run it, else in this process."""
+    from .client import run_served
+
+    code = run_served(sys.argv)
+    if code is not None:
+        sys.exit(code)
+    from .root import app
+
     app()
 
 
-# One registration mechanism: every command module has its own Typer `app`, merged into the root
-# (add_typer without a name merges its commands and groups), in the order they were added before.
-for _module in (
-    db,
-    ingest,
-    documents,
-    search,
-    demo,
-    ask,
-    eval,
-    collection,
-    serve,
-    log,
-    mcp,
-    plan,
-    replica,
-    snapshot,
-    token,
-):
-    app.add_typer(_module.app)
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from .root import app
 
-__all__ = ["app", "main"]
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

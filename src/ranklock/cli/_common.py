@@ -31,6 +31,17 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def reset_consoles() -> None:
+    """Build :data:`console` and :data:`err_console` again, in place, from the current streams and environment.
+
+    A process builds them once, at import, from its terminal and its environment (colour, width,
+    ``NO_COLOR``).  The command service (ranklock.cli.service) runs many commands in one process, so
+    it calls this before each: every module that imported them sees that command's terminal.
+    """
+    Console.__init__(console)
+    Console.__init__(err_console, stderr=True)
+
+
 def env_default(name: str) -> str:
     """The declared default of environment variable ``name`` (settings.ENV), for help texts."""
     from ..settings import ENV

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, RerankerOpt, RerankOpt, console, engine, print_json
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["ask", "replay_answer_cli"]

@@ -1,4 +1,4 @@
-"""CLI commands for the filters area, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
+"""CLI commands for the filters area, merged into :data:`ranklock.cli.app` by ``cli/root.py``.
 
 ``ranklock collection create NAME --field years_exp:int! --field skills:keyword[] --index hnsw --m 16``
 declares a collection's typed fields and vector index up front (or from a
@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..settings import DEFAULT_EMBEDDER, search_param_help
 from ._common import DsnOpt, HomeOpt, JsonOpt, ShardsOpt, console, engine, fail, print_json
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["collection_app", "load_schema"]

@@ -11,7 +11,7 @@ import typer.core
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
 from .cluster import cluster_app
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 
@@ -24,30 +24,43 @@ db_app.add_typer(cluster_app, name="cluster")
 
 @db_app.command("stop")
 def db_stop(home: HomeOpt = None) -> None:
-    """Stop the embedded PostgreSQL server and the embedding service of the data directory."""
+    """Stop the embedded PostgreSQL server, the command service and the embedding service of the data directory."""
     from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
+    from . import client
 
     h = home or Settings().home
+    # The command services first: a search running in one finishes, and none starts the server again.
+    commands = client.stop(h)
     embedder = service.stop(h)
     stopped = EmbeddedServer(h).stop()
     console.print("stopped" if stopped else "not running")
     if embedder:
         console.print("embedding service stopped")
+    if commands:
+        console.print("command service stopped" if commands == 1 else f"{commands} command services stopped")
 
 
 @db_app.command("status")
 def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-    """Say whether the embedded server runs, and report both logs (size, oldest entry, retention)."""
+    """Say whether the embedded server runs, report both logs (size, oldest entry, retention) and the local services."""
     from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
+    from . import client
 
     h = home or Settings().home
     server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
     embedder = service.status(h)
-    status: dict[str, Any] = {"server": server, "embedding_service": embedder, "query_log": None, "answer_log": None}
+    commands = client.status(h)
+    status: dict[str, Any] = {
+        "server": server,
+        "embedding_service": embedder,
+        "command_services": commands,
+        "query_log": None,
+        "answer_log": None,
+    }
     logs = {}
     if server == "not running":
         # Never start a stopped server just to report on it; say why it stopped when its log knows.
@@ -69,6 +82,15 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
             f"{q.pruned_through} pruned ({q.pruned_rows} entries, last {q.last_pruned_at or 'never'})",
             highlight=False,
         )
+    if commands:
+        console.print(
+            "command service: "
+            + ", ".join(f"pid {c['pid']} ({c['served']} commands served)" for c in commands)
+            + (" (one per environment)" if len(commands) > 1 else ""),
+            highlight=False,
+        )
+    else:
+        console.print("command service: not running (the next search starts it)")
     if embedder is None:
         console.print("embedding service: not running (the next command that needs the model starts it)")
     else:

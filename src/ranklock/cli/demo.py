@@ -90,7 +90,7 @@ def _print_searches(eng: Any, console: Console, collection: str, queries: list[s
         console.print(table)
 
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 

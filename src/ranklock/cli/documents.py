@@ -8,7 +8,7 @@ import typer
 
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 CollArg = Annotated[str, typer.Argument(help="Collection name.")]

@@ -1,4 +1,4 @@
-"""CLI commands for the eval area, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
+"""CLI commands for the eval area, merged into :data:`ranklock.cli.app` by ``cli/root.py``.
 
 * ``ranklock eval COLLECTION --golden PATH`` (also ``ranklock eval run ...``)
 * ``ranklock eval compare BASE.json NEW.json``: the recall gate, exit 1 on a drop
@@ -20,7 +20,7 @@ from ..errors import InputError, RanklockError
 from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, console, engine, err_console, fail, print_json, progress_bar
 from .render import FORMATS, FormatOpt, clip, render_eval, resolve_format, table_box
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["eval_app"]

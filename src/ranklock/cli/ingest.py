@@ -16,7 +16,7 @@ from ._common import DsnOpt, HomeOpt, JsonOpt, ShardsOpt, console, engine, err_c
 
 __all__ = ["print_field_inference"]
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 

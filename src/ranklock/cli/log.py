@@ -9,7 +9,7 @@ import typer
 from ..errors import RanklockError
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["log_app", "log_prune"]

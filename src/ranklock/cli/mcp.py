@@ -6,7 +6,7 @@ import typer
 
 from ._common import DsnOpt, HomeOpt, engine
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["mcp"]

@@ -1,4 +1,4 @@
-"""CLI commands for structured search, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
+"""CLI commands for structured search, merged into :data:`ranklock.cli.app` by ``cli/root.py``.
 
 ``ranklock plan COLLECTION "request"`` shows the plan; ``ranklock search
 COLLECTION --request "..."`` runs it (see :func:`search_request_command`);
@@ -18,7 +18,7 @@ from rich.table import Table
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json, progress_bar
 from .render import clip
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["render_parts", "render_plan", "run_resume_demo", "search_request_cli", "search_request_command"]

@@ -11,7 +11,7 @@ from rich.table import Table
 from ..errors import RanklockError
 from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, console, engine, fail, print_json
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["replica_create", "replica_drop", "replica_list"]

@@ -26,7 +26,7 @@ from ._common import (
 )
 from .render import FormatOpt
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 

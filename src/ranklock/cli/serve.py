@@ -12,7 +12,7 @@ import typer
 from ..errors import RanklockError
 from ._common import DsnOpt, HomeOpt, ReadDsnOpt, engine, err_console, fail
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["serve"]

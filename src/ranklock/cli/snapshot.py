@@ -1,4 +1,4 @@
-"""CLI commands for the snapshot area, merged into :data:`ranklock.cli.app` by ``cli/__init__.py``.
+"""CLI commands for the snapshot area, merged into :data:`ranklock.cli.app` by ``cli/root.py``.
 
 ``ranklock snapshot list | show | activate | rollback | diff | drop | manifest``
 and ``ranklock replay QUERY_ID``.  Each is a thin shell over one Engine method.
@@ -19,7 +19,7 @@ from ..snapshot.info import GatedActivation
 from ._common import DsnOpt, HomeOpt, JsonOpt, RerankerOpt, console, engine, err_console, fail, print_json
 from .render import FormatOpt, clip, render_snapshots, resolve_format
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["snapshot_app"]

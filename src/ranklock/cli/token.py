@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
 
-#: This module's commands; cli/__init__.py merges them into the root app.
+#: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
 
 __all__ = ["token_app"]

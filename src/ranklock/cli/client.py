@@ -1,0 +1,499 @@
+"""The client side of the command service: hand ``ranklock search`` to a warm process, standard library only.
+
+A ``ranklock`` command is a new Python process, and importing typer, rich, psycopg and the engine
+costs several times what the search itself does (bench/cli_startup.py).  So the entry point
+(:func:`ranklock.cli.main`) first calls :func:`run_served`, which imports nothing beyond the
+standard library: when the data directory has a command service (ranklock.cli.service) for this
+very interpreter and environment, the command runs there, in a process that has the CLI imported
+already, and this process only waits for its exit status.
+
+What makes the output the in-process output, byte for byte:
+
+* the service receives this process's standard input, output and error as file descriptors
+  (SCM_RIGHTS) and puts them in place of its own for the command, so whatever the command writes
+  goes straight to the same terminal, pipe or file, ``isatty()`` and the terminal's width answer as
+  they would here, and stdout and stderr interleave as they would here;
+* it runs the command with this process's argv, program name, environment and working directory
+  (relative paths resolve as here), and text streams built as Python built ours (encoding, errors,
+  line buffering);
+* a service serves one *fingerprint* only (its socket is named for it): this interpreter, its
+  flags and ``sys.path``, every environment variable (less the few a shell changes per command:
+  ``_``, ``PWD``, ``OLDPWD``, ``SHLVL``), and the size and mtime of every file of the ranklock
+  package and of every ``sys.path`` folder.  Another environment, an edited checkout or an upgraded
+  package gets a service of its own, never a stale one.
+
+When no service answers, the command runs in this process as before (nothing is lost but the
+time) and a service is started in the background for the next command.  Once the service has
+begun a command, this process is committed to it: if the service dies before it reports the exit
+status (``kill -9``), the command fails with exit status 2 and says so, because rerunning it here
+could print part of its output twice.  Every wait has a timeout; a running command sends a
+heartbeat every second, so a stopped service is noticed within :data:`SILENCE_TIMEOUT_S`.
+
+    >>> run_served(["ranklock", "search", "docs", "pump seals"])   # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import stat
+import struct
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = [
+    "DEFAULT_HOME",
+    "SERVED_COMMANDS",
+    "ServiceBroke",
+    "ServicePaths",
+    "connect",
+    "fingerprint",
+    "peer_uid",
+    "read_message",
+    "run_served",
+    "running",
+    "status",
+    "stop",
+    "write_message",
+]
+
+#: The command service is used unless this is ``0`` (settings.ENV declares it).
+SERVICE_ENV = "RANKLOCK_CLI_SERVICE"
+#: ``RANKLOCK_HOME``'s default (settings.ENV; tests/test_cli_service.py pins that they agree).
+DEFAULT_HOME = ".ranklock"
+#: The commands the service runs.  A search is a read that takes milliseconds, so running it in a
+#: shared process costs nobody a wait; ingest, serve and the rest run in their own process.
+SERVED_COMMANDS = frozenset({"search"})
+#: Environment variables a shell sets per command or per folder; the command still gets their values.
+VOLATILE_ENV = frozenset({"_", "PWD", "OLDPWD", "SHLVL"})
+#: Seconds to connect, and to hear whether the service takes the command (it waits up to 1 s for
+#: a command that runs before it).
+CONNECT_TIMEOUT_S = 1.0
+READY_TIMEOUT_S = 5.0
+#: Longest silence from a service that runs our command (it sends a heartbeat every second).
+SILENCE_TIMEOUT_S = 15.0
+#: The largest message either side accepts (a request carries the environment).
+MAX_MESSAGE_BYTES = 16 * 2**20
+#: The first byte of a connection: a command with its three descriptors, or a control request.
+RUN, CONTROL = b"R", b"C"
+
+
+class ServiceBroke(Exception):
+    """The command service closed the connection or sent something that is not a message."""
+
+
+class ServicePaths:
+    """Where the command services of one data directory keep their sockets, locks and log."""
+
+    def __init__(self, home: str | os.PathLike[str], fingerprint: str = "") -> None:
+        #: ``<home>/cli``: mode 0700, so only the owner of the data directory can reach a socket in it.
+        self.dir = os.path.join(os.path.realpath(os.path.expanduser(os.fspath(home))), "cli")
+        self.name = fingerprint[:16]
+
+    @property
+    def home(self) -> str:
+        return os.path.dirname(self.dir)
+
+    @property
+    def socket(self) -> str:
+        return os.path.join(self.dir, f"{self.name}.sock")
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.dir, f"{self.name}.lock")
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.dir, "service.log")
+
+    def sockets(self) -> list[str]:
+        """Every service socket in the folder (each fingerprint has its own)."""
+        try:
+            names = sorted(os.listdir(self.dir))
+        except OSError:
+            return []
+        return [os.path.join(self.dir, n) for n in names if n.endswith(".sock")]
+
+
+# -- the fingerprint --------------------------------------------------------------------------
+
+
+def _package_stamp() -> list[Any]:
+    """(path, size, mtime) of every file of the ranklock package: a changed checkout changes it."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out: list[Any] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            with contextlib.suppress(OSError):
+                st = os.stat(os.path.join(folder, name))
+                out.append([os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns])
+    return [root, out]
+
+
+def _path_stamp(entry: str, cwd: str) -> int | None:
+    """A ``sys.path`` folder's mtime, which moves when pip adds or removes a package in it.
+
+    Not the working folder's (``python -m`` puts it first): every file a command writes there
+    would move it.
+    """
+    try:
+        if not entry or os.path.realpath(entry) == cwd:
+            return None
+        return os.stat(entry).st_mtime_ns
+    except OSError:
+        return None
+
+
+def fingerprint() -> str:
+    """What a command's output may depend on besides its arguments, its streams and its folder (sha256 hex)."""
+    xoptions = sorted((str(k), str(v)) for k, v in sys._xoptions.items())
+    cwd = os.path.realpath(os.getcwd())
+    facts = {
+        "executable": sys.executable,
+        "version": sys.version,
+        "flags": repr(sys.flags),
+        "xoptions": xoptions,
+        "warnoptions": list(sys.warnoptions),
+        "path": list(sys.path),
+        "path_mtimes": [_path_stamp(p, cwd) for p in sys.path],
+        "package": _package_stamp(),
+        "env": sorted((k, v) for k, v in os.environ.items() if k not in VOLATILE_ENV),
+        "uid": os.geteuid(),
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+def write_message(sock: socket.socket, msg: dict[str, Any]) -> None:
+    body = json.dumps(msg, ensure_ascii=True).encode("ascii")
+    sock.sendall(struct.pack(">I", len(body)) + body)
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    chunks: list[bytes] = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise ServiceBroke("the command service closed the connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(sock: socket.socket) -> dict[str, Any]:
+    (size,) = struct.unpack(">I", _read_exact(sock, 4))
+    if size > MAX_MESSAGE_BYTES:
+        raise ServiceBroke(f"a message of {size:,} bytes is over the {MAX_MESSAGE_BYTES:,}-byte limit")
+    try:
+        msg = json.loads(_read_exact(sock, size))
+    except ValueError as exc:
+        raise ServiceBroke(f"not a JSON message ({exc})") from None
+    if not isinstance(msg, dict):
+        raise ServiceBroke("a message must be a JSON object")
+    return msg
+
+
+# -- connecting -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _address(path: str) -> Iterator[str]:
+    """An address for ``path`` that fits AF_UNIX's 107 bytes (a deep folder: through ``/proc/self/fd``)."""
+    if len(os.fsencode(path)) < 100:
+        yield path
+        return
+    fd = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{os.path.basename(path)}"
+    finally:
+        os.close(fd)
+
+
+def private_dir(path: str) -> bool:
+    """Whether ``path`` is a real folder of this user that nobody else may enter (mode 0700 or stricter)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The user id of the process at the other end of a connected Unix socket (SO_PEERCRED)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def connect(path: str, timeout: float = CONNECT_TIMEOUT_S) -> socket.socket | None:
+    """A connection to the service listening on ``path``, or None.
+
+    None also when the folder or the socket is not this user's: a socket planted by someone else
+    would receive our environment and our terminal.  The peer's user id is checked after
+    connecting too (SO_PEERCRED), which no renaming between the checks can fool.
+    """
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not private_dir(os.path.dirname(path)) or not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        with _address(path) as addr:
+            sock.connect(addr)
+        if peer_uid(sock) != os.geteuid():
+            raise OSError("the service runs as another user")
+    except OSError:  # a stale socket (ECONNREFUSED), a full backlog, another user's service
+        sock.close()
+        return None
+    return sock
+
+
+# -- control ----------------------------------------------------------------------------------
+
+
+def _control(path: str, op: str, timeout: float = 5.0) -> dict[str, Any] | None:
+    sock = connect(path, timeout)
+    if sock is None:
+        return None
+    with sock:
+        try:
+            socket.send_fds(sock, [CONTROL], [])
+            write_message(sock, {"op": op})
+            return read_message(sock)
+        except (OSError, ServiceBroke, struct.error):
+            return None
+
+
+def _held(lock: str) -> bool:
+    import fcntl  # here: the entry point must import on any platform
+
+    try:
+        fh = open(lock, "a+")  # noqa: SIM115 - closed below, after the probe
+    except OSError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return False
+
+
+def running(home: str | os.PathLike[str]) -> bool:
+    """Whether a command service of ``home`` is alive (serving, or starting)."""
+    paths = ServicePaths(home)
+    try:
+        locks = [os.path.join(paths.dir, n) for n in os.listdir(paths.dir) if n.endswith(".lock")]
+    except OSError:
+        return False
+    return any(_held(lock) for lock in locks)
+
+
+def status(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """What each running command service of ``home`` says of itself (pid, commands served), by fingerprint."""
+    replies = (_control(path, "status") for path in ServicePaths(home).sockets())
+    return [r for r in replies if r is not None and r.get("ok")]
+
+
+def stop(home: str | os.PathLike[str], timeout: float = 30.0) -> int:
+    """Stop every command service of ``home`` and wait until each has exited; how many there were.
+
+    By their locks, so a service still starting (it binds its socket once it has imported the CLI)
+    is waited for and stopped too.  A socket whose lock nobody holds (its service was killed) is
+    removed on the way.
+    """
+    paths = ServicePaths(home)
+    try:
+        locks = sorted(os.path.join(paths.dir, n) for n in os.listdir(paths.dir) if n.endswith(".lock"))
+    except OSError:
+        return 0
+    stopped = 0
+    for lock in locks:
+        sock = lock.removesuffix(".lock") + ".sock"
+        if not _held(lock):
+            with contextlib.suppress(OSError):
+                os.unlink(sock)
+            continue
+        deadline = time.monotonic() + timeout
+        asked = False
+        while _held(lock) and time.monotonic() < deadline:
+            asked = asked or _control(sock, "stop") is not None
+            time.sleep(0.02)
+        stopped += 1
+    return stopped
+
+
+# -- running a command ------------------------------------------------------------------------
+
+
+def _home(args: list[str]) -> str:
+    """The data directory the command names: its last ``--home``, else RANKLOCK_HOME, else the default.
+
+    Only where the service is looked for: a misread (a ``--home`` that is the value of another
+    option) finds another folder's service or none, and the command, which the service parses with
+    the real parser, reads its own ``--home`` either way.
+    """
+    home = None
+    i = 0
+    while i < len(args) and args[i] != "--":
+        if args[i] == "--home" and i + 1 < len(args):
+            home = args[i + 1]
+            i += 1
+        elif args[i].startswith("--home="):
+            home = args[i].removeprefix("--home=")
+        i += 1
+    return home or os.environ.get("RANKLOCK_HOME") or DEFAULT_HOME
+
+
+def _program_name() -> str:
+    """The program name click would give this process in usage lines (typer's ``_detect_program_name``)."""
+    main = sys.modules.get("__main__")
+    path = sys.argv[0]
+    package = getattr(main, "__package__", None)
+    if package in (None, ""):
+        return os.path.basename(path)
+    module = str(package)
+    name = os.path.splitext(os.path.basename(path))[0]
+    if name != "__main__":
+        module = f"{module}.{name}"
+    return f"python -m {module.lstrip('.')}"
+
+
+def _streams() -> list[dict[str, Any]]:
+    """How Python built this process's text streams, for the service to build the same over our descriptors."""
+    out = []
+    for fd, stream in enumerate((sys.stdin, sys.stdout, sys.stderr)):
+        if stream is None or stream.fileno() != fd:
+            raise ValueError(f"standard stream {fd} is not descriptor {fd}")
+        out.append(
+            {
+                "encoding": stream.encoding,
+                "errors": stream.errors,
+                "line_buffering": stream.line_buffering,
+                "write_through": getattr(stream, "write_through", False),
+            }
+        )
+    return out
+
+
+def run_served(argv: list[str]) -> int | None:
+    """Run ``argv`` in the command service; its exit status, or None: run it in this process."""
+    if len(argv) < 2 or argv[1] not in SERVED_COMMANDS:
+        return None
+    if (os.environ.get(SERVICE_ENV) or "1") in ("0", "false", "no"):
+        return None
+    # Nothing before the service has begun the command may fail it: whatever goes wrong (a deleted
+    # working folder, a closed or replaced stream, a platform without SCM_RIGHTS or SO_PEERCRED), the
+    # command runs in this process, as it would without the service.
+    try:
+        fp = fingerprint()
+        paths = ServicePaths(_home(argv[2:]), fp)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        request = {
+            "op": "run",
+            "argv": list(argv),
+            "prog_name": _program_name(),
+            "cwd": os.getcwd(),
+            "env": dict(os.environ),
+            "umask": umask,
+            "fingerprint": fp,
+            "streams": _streams(),
+        }
+        sock = connect(paths.socket)
+    except Exception:
+        return None
+    if sock is None:
+        with contextlib.suppress(Exception):
+            _start(paths, fp)
+        return None
+    with sock:
+        return _run(sock, request, paths)
+
+
+def _run(sock: socket.socket, request: dict[str, Any], paths: ServicePaths) -> int | None:
+    try:
+        sock.settimeout(READY_TIMEOUT_S)
+        socket.send_fds(sock, [RUN], [0, 1, 2])
+        write_message(sock, request)
+        reply = read_message(sock)
+        if reply.get("status") != "ready":
+            return None  # busy, stopping, or not this fingerprint's: run here
+        write_message(sock, {"go": True})
+    except Exception:
+        return None  # it had not begun: run here
+    # From here the service runs the command and writes to our terminal: we wait for its status.
+    sock.settimeout(SILENCE_TIMEOUT_S)
+    try:
+        while True:
+            msg = read_message(sock)
+            if msg.get("status") == "exit":
+                return int(msg["code"])
+    except KeyboardInterrupt:
+        # The status typer gives a command stopped by Ctrl-C.  The service, in a session of its own,
+        # does not get the signal; it sees this end close and interrupts the command in turn.
+        return 130
+    except Exception as exc:
+        sys.stderr.write(
+            f"error: the ranklock command service stopped while it ran this command ({exc}); its output may be "
+            f"incomplete. Run it again; RANKLOCK_CLI_SERVICE=0 runs commands in their own process. The service's "
+            f"log: {paths.log}\n"
+        )
+        return 2
+
+
+def _start(paths: ServicePaths, fp: str) -> None:
+    """Start this fingerprint's service in the background, for the next command; never fails the command.
+
+    Only in a data directory that exists (a first command creates it) and is this user's.  The
+    service is spawned in a session of its own: no terminal's Ctrl-C reaches it, and it outlives us.
+    """
+    if not os.path.isdir(paths.home):
+        return
+    with contextlib.suppress(FileExistsError, OSError):
+        os.mkdir(paths.dir, 0o700)
+    if not private_dir(paths.dir):
+        return
+    import subprocess  # only here: a served command never needs it
+
+    flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()
+    code = (
+        "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+        "from ranklock.cli.service import main; sys.exit(main(sys.argv[2:]))"
+    )
+    args = [sys.executable, *flags, "-c", code, json.dumps(sys.path), "--home", paths.home, "--fingerprint", fp]
+    try:
+        with contextlib.suppress(OSError):
+            if os.path.getsize(paths.log) > 2**20:
+                os.truncate(paths.log, 0)
+        log = os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.posix_spawn(
+                sys.executable,
+                args,
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, null, 0),
+                    (os.POSIX_SPAWN_DUP2, log, 1),
+                    (os.POSIX_SPAWN_DUP2, log, 2),
+                ],
+                setsid=True,
+            )
+        finally:
+            os.close(log)
+            os.close(null)
+    except OSError:
+        pass  # a full disk, a read-only folder: the next command tries again
