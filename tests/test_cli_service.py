@@ -273,6 +273,12 @@ def test_ctrl_c_stops_the_command_in_the_service_too(up: str, home: Path, env: d
     assert run(slow, *lexical).returncode == 0
     wait_for_service(home, len(others) + 1)
     pid = next(int(s["pid"]) for s in client.status(home) if int(s["pid"]) not in others)
+    # Idle first: a service still finishing the command above is busy, and a busy service's client
+    # runs the command in its own process (importing torch there, where Ctrl-C waits for the import).
+    deadline = time.monotonic() + 60
+    while [s for s in client.status(home) if int(s["pid"]) == pid and s["active"] > 0]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     # A new query: this service loads the model for it (seconds), in the command.
     proc = subprocess.Popen(
         [SCRIPT, "search", up, f"glaze kiln {time.time_ns()}", "--home", str(home), "--json"],
