@@ -156,6 +156,7 @@ def main() -> None:
     ap.add_argument("--home", default="/tmp/cluster-bench")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
     ap.add_argument("--name", help="collection name prefix (default bench_<corpus>); a new one builds anew")
+    ap.add_argument("--reuse", action="store_true", help="search the collections an earlier run built (no build)")
     args = ap.parse_args()
     load = os.getloadavg()
     cluster = LocalCluster(Path(args.home))
@@ -176,7 +177,7 @@ def main() -> None:
     sides = {"one": (f"{name}_one", 0), "sharded": (f"{name}_sharded", SHARDS)}
     builds: dict[str, list[dict[str, float]]] = {}
     # The sharded side first: it pays for embedding, which the embedding cache then spares the other.
-    for side in ("sharded", "one"):
+    for side in ("sharded", "one") if not args.reuse else ():
         coll, shards = sides[side]
         builds[side] = []
         for i, batch in enumerate((docs, second_write(docs))):

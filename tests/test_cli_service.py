@@ -279,20 +279,28 @@ def test_ctrl_c_stops_the_command_in_the_service_too(up: str, home: Path, env: d
     while [s for s in client.status(home) if int(s["pid"]) == pid and s["active"] > 0]:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    # A new query: this service loads the model for it (seconds), in the command.
-    proc = subprocess.Popen(
-        [SCRIPT, "search", up, f"glaze kiln {time.time_ns()}", "--home", str(home), "--json"],
-        env=slow,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while not [s for s in client.status(home) if int(s["pid"]) == pid and s["active"] > 0]:
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=10)
-    assert proc.returncode == 130 and out == b""
+    # A new query: this service loads the model for it (seconds), in the command.  The signal must
+    # arrive while the command runs; on a loaded machine the command can win that race and finish
+    # first (exit 0, its answer printed): then it is tried again with another new query.
+    for _attempt in range(3):
+        proc = subprocess.Popen(
+            [SCRIPT, "search", up, f"glaze kiln {time.time_ns()}", "--home", str(home), "--json"],
+            env=slow,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while not [s for s in client.status(home) if int(s["pid"]) == pid and s["active"] > 0]:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        if proc.returncode == 0 and out:
+            continue
+        assert proc.returncode == 130 and out == b""
+        break
+    else:
+        pytest.fail("three commands in a row finished before Ctrl-C reached them")
     # The service interrupts the command and, since it may have left half-done state, exits after it.
     deadline = time.monotonic() + 120
     while pid in {int(s["pid"]) for s in client.status(home)} or _alive(pid):

@@ -158,6 +158,15 @@ class SemanticBranch:
                 "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
                 "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint"
             ).format(table=spec.table, where=where_sql(spec))
+            if spec.layout.distributed:
+                # On shards the fence is a subquery Citus must collect whole: every chunk's distance
+                # went to the coordinator (4 MB a query at 200k chunks).  Without it the sort and the
+                # LIMIT run on every shard and the coordinator merges their tops; the same values.
+                cand = sql.SQL(
+                    "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
+                    "WHERE {where} ORDER BY (c.embedding <=> %(qvec)s)::float8 + 0, c.doc_id, c.chunk "
+                    "LIMIT %(sem_exact_fetch)s::bigint"
+                ).format(table=spec.table, where=where_sql(spec))
         else:
             # ORDER BY the bare distance so the planner can use the ANN index; the
             # over-fetch leaves room for several chunks of one document.  Ties
