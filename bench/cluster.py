@@ -23,7 +23,6 @@ Prints a table and writes bench/out/cluster_<corpus>.json; state the load averag
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import os
@@ -74,16 +73,9 @@ def scifact() -> tuple[list[Document], list[str], dict[str, Any]]:
         for line in fh:
             rec = json.loads(line)
             docs.append(Document(str(rec["_id"]), rec.get("title", ""), rec["text"], _fields(str(rec["_id"]))))
-    texts: dict[str, str] = {}
-    with open(SCIFACT / "queries.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            texts[str(rec["_id"])] = rec["text"]
-    with open(SCIFACT / "qrels" / "test.tsv", encoding="utf-8") as fh:
-        reader = csv.reader(fh, delimiter="\t")
-        next(reader)
-        qids = sorted({row[0] for row in reader if row[0] in texts}, key=int)
-    return docs, [texts[q] for q in qids], {"index": "exact"}
+    from identical import load_queries  # the SciFact test queries, in query-id order
+
+    return docs, [text for _, text in load_queries(10**6)], {"index": "exact"}
 
 
 def generated(n: int, n_queries: int) -> tuple[list[Document], list[str], dict[str, Any]]:

@@ -47,6 +47,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .. import framing
+
 __all__ = [
     "DEFAULT_HOME",
     "SERVED_COMMANDS",
@@ -174,32 +176,11 @@ def fingerprint() -> str:
 
 
 def write_message(sock: socket.socket, msg: dict[str, Any]) -> None:
-    body = json.dumps(msg, ensure_ascii=True).encode("ascii")
-    sock.sendall(struct.pack(">I", len(body)) + body)
-
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    chunks: list[bytes] = []
-    while n:
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
-            raise ServiceBroke("the command service closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+    framing.write_message(sock, msg)
 
 
 def read_message(sock: socket.socket) -> dict[str, Any]:
-    (size,) = struct.unpack(">I", _read_exact(sock, 4))
-    if size > MAX_MESSAGE_BYTES:
-        raise ServiceBroke(f"a message of {size:,} bytes is over the {MAX_MESSAGE_BYTES:,}-byte limit")
-    try:
-        msg = json.loads(_read_exact(sock, size))
-    except ValueError as exc:
-        raise ServiceBroke(f"not a JSON message ({exc})") from None
-    if not isinstance(msg, dict):
-        raise ServiceBroke("a message must be a JSON object")
-    return msg
+    return framing.read_message(sock, limit=MAX_MESSAGE_BYTES, error=ServiceBroke, peer="the command service")
 
 
 # -- connecting -------------------------------------------------------------------------------

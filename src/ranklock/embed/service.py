@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import signal
 import socket
@@ -49,6 +48,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .. import framing
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -128,38 +129,17 @@ def _address(path: Path) -> Iterator[str]:
 
 
 def write_message(sock: socket.socket, header: dict[str, Any], payload: bytes = b"") -> None:
-    body = json.dumps(header, ensure_ascii=False).encode("utf-8")
-    sock.sendall(struct.pack(">I", len(body)) + body + payload)
-
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    chunks: list[bytes] = []
-    while n:
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
-            raise ServiceError("the embedding service closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+    framing.write_message(sock, header, payload)
 
 
 def read_message(sock: socket.socket) -> dict[str, Any]:
-    (size,) = struct.unpack(">I", _read_exact(sock, 4))
-    if size > MAX_MESSAGE_BYTES:
-        raise ServiceError(f"message of {size:,} bytes is over the {MAX_MESSAGE_BYTES:,}-byte limit")
-    try:
-        msg = json.loads(_read_exact(sock, size))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ServiceError(f"not a JSON message ({exc})") from None
-    if not isinstance(msg, dict):
-        raise ServiceError("a message must be a JSON object")
-    return msg
+    return framing.read_message(sock, limit=MAX_MESSAGE_BYTES, error=ServiceError, peer="the embedding service")
 
 
 def read_payload(sock: socket.socket, size: int) -> bytes:
     if not 0 <= size <= MAX_MESSAGE_BYTES:
         raise ServiceError(f"payload of {size:,} bytes is out of bounds")
-    return _read_exact(sock, size)
+    return framing.read_exact(sock, size, error=ServiceError, peer="the embedding service")
 
 
 # -- client -----------------------------------------------------------------------------------
