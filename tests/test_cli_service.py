@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from typer.testing import CliRunner
 
@@ -279,28 +280,22 @@ def test_ctrl_c_stops_the_command_in_the_service_too(up: str, home: Path, env: d
     while [s for s in client.status(home) if int(s["pid"]) == pid and s["active"] > 0]:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    # A new query: this service loads the model for it (seconds), in the command.  The signal must
-    # arrive while the command runs; on a loaded machine the command can win that race and finish
-    # first (exit 0, its answer printed): then it is tried again with another new query.
-    for _attempt in range(3):
-        proc = subprocess.Popen(
-            [SCRIPT, "search", up, f"glaze kiln {time.time_ns()}", "--home", str(home), "--json"],
-            env=slow,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+    # The command must be running in the service when Ctrl-C comes: it is held on a lock of the
+    # collections table (its first read), so it cannot finish first, however fast the machine.
+    with psycopg.connect(env["RANKLOCK_DSN"]) as blocker:
+        blocker.execute("LOCK TABLE ranklock.collections IN ACCESS EXCLUSIVE MODE")
+        proc = subprocess.Popen([SCRIPT, *lexical], env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while not [s for s in client.status(home) if int(s["pid"]) == pid and s["active"] > 0]:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.02)
+        time.sleep(0.5)  # past the hand-over: the service has begun the command, which waits on the lock
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-        if proc.returncode == 0 and out:
-            continue
-        assert proc.returncode == 130 and out == b""
-        break
-    else:
-        pytest.fail("three commands in a row finished before Ctrl-C reached them")
+        assert proc.wait(timeout=60) == 130  # at once, while the command still waits on the lock
+        blocker.rollback()  # the command's read returns, and the interrupt reaches it
+    # The service holds the client's stdout until its command ends: then the pipe closes, empty.
+    out, _ = proc.communicate(timeout=60)
+    assert out == b""
     # The service interrupts the command and, since it may have left half-done state, exits after it.
     deadline = time.monotonic() + 120
     while pid in {int(s["pid"]) for s in client.status(home)} or _alive(pid):
