@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=1_000_000)
     ap.add_argument("--home", default="/work/bench-home")
     ap.add_argument("--collection", default=COLLECTION)
+    # exact: no vector index, for lexical benchmarks (HNSW over 1M vectors is most of a 50-minute build).
+    ap.add_argument("--index", choices=("hnsw", "ivfflat", "exact"), default="hnsw")
     args = ap.parse_args()
     t0 = time.perf_counter()
     docs = generate(args.docs)
@@ -148,7 +150,7 @@ def main() -> None:
         docs,
         replace=True,
         progress=progress,
-        create={"fields": FIELDS, "index": "hnsw", "embedder": emb.id},
+        create={"fields": FIELDS, "index": args.index, "embedder": emb.id},
     )
     out = {
         "collection": args.collection,
