@@ -73,7 +73,9 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("the playwright package is missing; install the dev extra: make test-deps (pip install -e '.[dev]').")
+        pytest.fail(
+            "the playwright package is missing; install the dev extra: make test-deps (pip install -e '.[dev]')."
+        )
 
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
