@@ -18,7 +18,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from fakes import HashEmbedder
 from ranklock import Document, Engine, QueryTimeout
 from ranklock.snapshot.build import chunk_table
 from ranklock.store.server import EmbeddedServer
+from ranklock.store.steps import Fetch
 
 STATEMENT_TIMEOUT_S = 5.0  # the serving process's RANKLOCK_STATEMENT_TIMEOUT in these tests
 POOL_TIMEOUT_S = 2.0
@@ -184,6 +185,44 @@ def test_external_server_is_reached_again_after_a_restart(own_home: Path) -> Non
         db.close()
 
 
+def test_a_server_that_cannot_come_back_is_reported_with_its_own_diagnosis(own_home: Path) -> None:
+    """A recovery that fails leads with what the server says is wrong (a full disk names the disk).
+
+    The embedded server's diagnosis reads its log (ranklock.store.server); here the hooks stand in
+    for a restart that leaves the server down and a log that names the cause.
+    """
+    import asyncio
+
+    from ranklock import DatabaseUnavailable
+    from ranklock.store.async_database import AsyncDatabase
+    from ranklock.store.database import Database
+
+    server = EmbeddedServer(own_home)
+    dsn = server.uri()
+    cause = "no space left on device: The disk holding /somewhere is full."
+    db = Database(dsn, pool_timeout=1.0, restart=lambda _wait: dsn, diagnose=lambda: cause)
+    adb = AsyncDatabase(dsn, pool_timeout=1.0, restart=lambda _wait: dsn, diagnose=lambda: cause)
+    try:
+        assert db.fetchone("SELECT 1 AS ok") == {"ok": 1}
+        server.stop()  # and the "restart" leaves it stopped
+        with pytest.raises(DatabaseUnavailable) as exc:
+            db.fetchone("SELECT 1 AS ok")
+        assert str(exc.value).startswith(cause + " (lost the database connection (")
+
+        async def query() -> Any:
+            try:
+                return await adb.run(_select_one())
+            finally:
+                await adb.close()
+
+        with pytest.raises(DatabaseUnavailable) as aexc:
+            asyncio.run(query())
+        assert str(aexc.value).startswith(cause + " (lost the database connection (")
+    finally:
+        db.close()
+        server.uri()
+
+
 def test_terminated_connections_are_replaced_without_an_error(engine: Engine) -> None:
     """An administrator (or an idle timeout) ends every pooled connection: the next search still works."""
     from ranklock.store.database import Database
@@ -329,3 +368,8 @@ def test_a_connection_lost_mid_request_is_a_clear_503_and_the_next_request_works
         assert db.fetchone("SELECT 3 AS three") == {"three": 3}
     finally:
         db.close()
+
+
+def _select_one() -> Generator[Fetch, Any, Any]:
+    rows = yield Fetch("SELECT 1 AS ok")
+    return rows

@@ -112,14 +112,15 @@ class AsyncEngine:
         settings = engine.settings
         # The sync Engine started (and migrated) the server; this pool only connects to it, and
         # restarts the embedded one the same way when it dies.
-        restart = None if settings.dsn else EmbeddedServer(settings.home).uri
+        server = None if settings.dsn else EmbeddedServer(settings.home)
         return AsyncDatabase(
             engine.db.dsn,
             tracer=engine.db.tracer,
             timer=stderr_timer if settings.trace else None,
             max_size=engine.db.max_size,
             pool_timeout=settings.pool_timeout,
-            restart=restart,
+            restart=None if server is None else server.uri,
+            diagnose=None if server is None else server.diagnose,
             data_directory=engine.db.data_directory,
         )
 

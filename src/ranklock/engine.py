@@ -151,7 +151,7 @@ class Engine:
         if log_queries is not None:
             settings.log_queries = log_queries
         self.settings = settings
-        restart = None
+        restart = diagnose = None
         if settings.dsn:
             uri = settings.dsn
         else:
@@ -160,10 +160,13 @@ class Engine:
             server = EmbeddedServer(settings.home)
             uri = server.uri()
             restart = server.uri  # starts the server again if it died, within the seconds it is given
+            diagnose = server.diagnose
         from .store.trace import stderr_timer
 
         timer = stderr_timer if settings.trace else None
-        self.db = Database(uri, tracer=tracer, timer=timer, pool_timeout=settings.pool_timeout, restart=restart)
+        self.db = Database(
+            uri, tracer=tracer, timer=timer, pool_timeout=settings.pool_timeout, restart=restart, diagnose=diagnose
+        )
         # Searches go to streaming replicas when there are any (ranklock.store.replicas); writes never do.
         from .store.replicas import open_router
 

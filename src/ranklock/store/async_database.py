@@ -48,7 +48,16 @@ from .checkout import (
 from .database import _redact
 from .errors import first_line, map_data_errors
 from .ops import adrive
-from .recovery import RESTART_WAIT_S, Pause, Probe, RecoveryOp, Restart, recovery_pending, recovery_steps
+from .recovery import (
+    RESTART_WAIT_S,
+    Pause,
+    Probe,
+    RecoveryOp,
+    Restart,
+    diagnosed,
+    recovery_pending,
+    recovery_steps,
+)
 from .steps import Block, Fetch, Offload, Step, Steps
 from .timeout import SET_TIMEOUT, timeout_error, timeout_value
 from .trace import Hooks, Timer, Tracer, async_cursor_class
@@ -84,7 +93,7 @@ class AsyncDatabase:
     """An ``AsyncConnectionPool`` on ``dsn``; reads run as steps (:meth:`run`).
 
     ``restart`` (the embedded server's) brings a server that died back and returns
-    the DSN; ``pool_timeout`` bounds the wait for a connection, as in ``Database``.
+    the DSN, ``diagnose`` says why it could not; ``pool_timeout`` bounds the wait for a connection, as in ``Database``.
     """
 
     def __init__(
@@ -97,6 +106,7 @@ class AsyncDatabase:
         max_size: int = 8,
         pool_timeout: float = 5.0,
         restart: Callable[[float], str] | None = None,
+        diagnose: Callable[[], str | None] | None = None,
         data_directory: str | None = None,
     ) -> None:
         self.dsn = dsn
@@ -104,7 +114,7 @@ class AsyncDatabase:
         self.cursor_factory = async_cursor_class(Hooks(tracer=tracer, timer=timer))
         self.min_size, self.max_size = min_size, max_size
         self.pool_timeout = pool_timeout
-        self._restart = restart
+        self._restart, self._diagnose = restart, diagnose
         #: Why the last recovery failed, until one succeeds (as Database.down).
         self.down: str | None = None
         self._current: _LoopPool | None = None
@@ -255,8 +265,8 @@ class AsyncDatabase:
         try:
             new = await adrive(recovery_steps(reason, how, restart=self._restart is not None), self._recovery_op)
         except DatabaseUnavailable as exc:
-            self.down = str(exc)
-            raise
+            self.down = diagnosed(str(exc), self._diagnose)
+            raise DatabaseUnavailable(self.down) from exc
         finally:
             lp.job = None
         self.down = None

@@ -48,7 +48,16 @@ from .checkout import (
 from .errors import first_line, map_data_errors
 from .migrate import MIN_PGVECTOR, MIN_POSTGRES, check_server, migrate, migrations
 from .ops import drive
-from .recovery import RESTART_WAIT_S, Pause, Probe, RecoveryOp, Restart, recovery_pending, recovery_steps
+from .recovery import (
+    RESTART_WAIT_S,
+    Pause,
+    Probe,
+    RecoveryOp,
+    Restart,
+    diagnosed,
+    recovery_pending,
+    recovery_steps,
+)
 from .trace import Hooks, Timer, Tracer, cursor_class
 
 __all__ = [
@@ -87,7 +96,8 @@ class Database:
     """A pool of connections to one PostgreSQL database, migrated on open.
 
     ``restart`` (the embedded server's) is called with the seconds it may take
-    to bring a server that died back; it returns the DSN to use.  ``pool_timeout`` bounds how long a
+    to bring a server that died back; it returns the DSN to use, and ``diagnose`` says why it could
+    not (ranklock.store.server), or None.  ``pool_timeout`` bounds how long a
     caller waits for a connection before the server is checked.  Every
     statement on its connections goes through one traced cursor
     (ranklock.store.trace): ``tracer`` hears it before it runs, ``timer``
@@ -104,13 +114,14 @@ class Database:
         max_size: int = 8,
         pool_timeout: float = 5.0,
         restart: Callable[[float], str] | None = None,
+        diagnose: Callable[[], str | None] | None = None,
     ) -> None:
         self.dsn = dsn
         self.tracer = tracer
         self.cursor_factory = cursor_class(Hooks(tracer=tracer, timer=timer))
         self.min_size, self.max_size = min_size, max_size
         self.pool_timeout = pool_timeout
-        self._restart = restart
+        self._restart, self._diagnose = restart, diagnose
         # One recovery at a time (self._job); the generation tells a waiting caller
         # that another thread already replaced the pool it saw fail.
         self._recover_lock = threading.Lock()
@@ -242,7 +253,7 @@ class Database:
         try:
             new = drive(recovery_steps(reason, how, restart=self._restart is not None), self._recovery_op)
         except DatabaseUnavailable as exc:
-            job.error = self.down = str(exc)
+            job.error = self.down = diagnosed(str(exc), self._diagnose)
         else:
             with self._recover_lock:
                 self.down = None

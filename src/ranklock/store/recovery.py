@@ -14,7 +14,7 @@ and an event, a task per event loop) and how the old pool is closed.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,16 @@ def recovery_failure(reason: str, exc: BaseException, how: str) -> str:
         "ranklock tries again on every request; start the server or fix the DSN "
         "(`ranklock db status` says whether the embedded server runs, and why not)."
     )
+
+
+def diagnosed(message: str, diagnose: Callable[[], str | None] | None) -> str:
+    """``message`` led by the server's own diagnosis (a full disk, named), when it has one.
+
+    A server that PANICs on a full WAL disk restarts into crash recovery, which can outlast the
+    wait: the failure the probe sees ("the database system is in recovery mode") does not say why.
+    """
+    found = diagnose() if diagnose is not None else None
+    return message if found is None else f"{found} ({message})"
 
 
 def recovery_steps(reason: str, how: str, *, restart: bool) -> Generator[RecoveryOp, Any, Any]:
