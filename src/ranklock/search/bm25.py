@@ -489,16 +489,23 @@ def _forward_score(alias: str = "f", ids: str = "q") -> sql.Composable:
     The weights are computed from the chunk's term frequencies and length
     with the snapshot's statistics, by the builder's expression, and summed
     in lexeme order: the same bits as :func:`_score` and every other plan,
-    in whatever segment the chunk is.
+    in whatever segment the chunk is.  Each query term's place in the chunk
+    is searched once (``OFFSET 0`` keeps the planner from pasting the search
+    into both uses of ``tf`` in the expression) and the terms the chunk lacks
+    are dropped before the weights: the same additions in the same order as
+    summing their NULLs, at two thirds of the cost.
     """
     k1, b, avgdl = _k1_b_avgdl()
     f = sql.Identifier(alias)
-    tf = sql.SQL("{f}.tfs[array_position({f}.tids, x.tid)]").format(f=f)
-    weight = weight_sql(sql.SQL("x.idf"), tf, sql.SQL("{}.len").format(f), k1, b, avgdl)
+    weight = weight_sql(
+        sql.SQL("x.idf"), sql.SQL("{f}.tfs[x.at]").format(f=f), sql.SQL("{}.len").format(f), k1, b, avgdl
+    )
     return sql.SQL(
-        "(SELECT coalesce(sum(x.qtf * {weight} ORDER BY x.n), 0) "
-        "FROM unnest({q}.ids, {q}.qtfs, {q}.idfs) WITH ORDINALITY AS x(tid, qtf, idf, n))"
-    ).format(weight=weight, q=sql.Identifier(ids))
+        "(SELECT coalesce(sum(x.qtf * {weight} ORDER BY x.n), 0) FROM ("
+        "SELECT y.qtf, y.idf, y.n, array_position({f}.tids, y.tid) AS at "
+        "FROM unnest({q}.ids, {q}.qtfs, {q}.idfs) WITH ORDINALITY AS y(tid, qtf, idf, n) OFFSET 0) AS x "
+        "WHERE x.at IS NOT NULL)"
+    ).format(weight=weight, f=f, q=sql.Identifier(ids))
 
 
 def _forward(spec: SearchSpec) -> sql.Composable:
