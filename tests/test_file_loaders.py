@@ -329,12 +329,14 @@ def test_a_page_with_no_main_text_is_unreadable(tmp_path: Path) -> None:
         "<li><a href='/b/2'>Kiln repairs</a></li></ul></main><footer>Copyright 2026</footer></body></html>",
         encoding="utf-8",
     )
+    # A page that is its menu alone: trafilatura, with nothing else to choose, returns the menu's links.
+    (tmp_path / "menu.html").write_text(
+        '<html><head><title>Home</title></head><body><nav><a href="/">Home</a> <a href="/x">About</a></nav>'
+        "<footer>Copyright 2026</footer></body></html>",
+        encoding="utf-8",
+    )
     (tmp_path / "ok.txt").write_text("a real note", encoding="utf-8")
     loaded = load_files(tmp_path, skip_unreadable=True)
     assert [d.doc_id for d in loaded.documents] == ["ok.txt"]
-    assert [(u.path, u.reason) for u in loaded.unreadable] == [
-        (
-            "index.html",
-            "no main text found (only navigation, boilerplate or a heading); check the page has an article body",
-        )
-    ]
+    reason = "no main text found (only navigation, boilerplate or a heading); check the page has an article body"
+    assert [(u.path, u.reason) for u in loaded.unreadable] == [("index.html", reason), ("menu.html", reason)]
