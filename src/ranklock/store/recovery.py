@@ -99,7 +99,8 @@ def diagnosed(message: str, diagnose: Callable[[], str | None] | None) -> str:
     wait: the failure the probe sees ("the database system is in recovery mode") does not say why.
     """
     found = diagnose() if diagnose is not None else None
-    return message if found is None else f"{found} ({message})"
+    # A restart that failed on its own already says it (EmbeddedServer's failure leads with it).
+    return message if found is None or found in message else f"{found} ({message})"
 
 
 def recovery_steps(reason: str, how: str, *, restart: bool) -> Generator[RecoveryOp, Any, Any]:
