@@ -45,7 +45,7 @@ TREE_ORDER = (
     ("_extras", "_version"),
     ("limits",),
     ("errors",),
-    ("framing",),
+    ("framing", "service_lock"),
 )
 
 

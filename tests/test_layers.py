@@ -104,9 +104,9 @@ LAYERS: list[Layer] = [
     # Input limits (constants only): below settings, whose SearchParams bounds `depth` by MAX_K.
     Layer("limits", ("limits",)),
     Layer("errors", ("errors",)),
-    # The wire format of the local services (standard library only): the embedding service and
-    # the command client both speak it, and the client imports nothing else.
-    Layer("framing", ("framing",)),
+    # The wire format of the local services and their lock probe (standard library only): the
+    # embedding service and the command client both use them, and the client imports nothing else.
+    Layer("local services", ("framing", "service_lock"), independent=True),
 ]
 
 #: Count imports under ``if TYPE_CHECKING:`` (see the module docstring for why).

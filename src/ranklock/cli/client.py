@@ -47,7 +47,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .. import framing
+from .. import framing, service_lock
 
 __all__ = [
     "DEFAULT_HOME",
@@ -256,22 +256,6 @@ def _control(path: str, op: str, timeout: float = 5.0) -> dict[str, Any] | None:
             return None
 
 
-def _held(lock: str) -> bool:
-    import fcntl  # here: the entry point must import on any platform
-
-    try:
-        fh = open(lock, "a+")  # noqa: SIM115 - closed below, after the probe
-    except OSError:
-        return False
-    with fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    return False
-
-
 def running(home: str | os.PathLike[str]) -> bool:
     """Whether a command service of ``home`` is alive (serving, or starting)."""
     paths = ServicePaths(home)
@@ -279,7 +263,7 @@ def running(home: str | os.PathLike[str]) -> bool:
         locks = [os.path.join(paths.dir, n) for n in os.listdir(paths.dir) if n.endswith(".lock")]
     except OSError:
         return False
-    return any(_held(lock) for lock in locks)
+    return any(service_lock.held(lock) for lock in locks)
 
 
 def status(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -303,13 +287,13 @@ def stop(home: str | os.PathLike[str], timeout: float = 30.0) -> int:
     stopped = 0
     for lock in locks:
         sock = lock.removesuffix(".lock") + ".sock"
-        if not _held(lock):
+        if not service_lock.held(lock):
             with contextlib.suppress(OSError):
                 os.unlink(sock)
             continue
         deadline = time.monotonic() + timeout
         asked = False
-        while _held(lock) and time.monotonic() < deadline:
+        while service_lock.held(lock) and time.monotonic() < deadline:
             asked = asked or _control(sock, "stop") is not None
             time.sleep(0.02)
         stopped += 1

@@ -35,7 +35,6 @@ import argparse
 import codecs
 import contextlib
 import errno
-import fcntl
 import io
 import os
 import select
@@ -49,6 +48,7 @@ import traceback
 import warnings
 from typing import IO, Any
 
+from .. import service_lock
 from . import client
 from .client import RUN, SERVED_COMMANDS, ServiceBroke, ServicePaths, read_message, write_message
 
@@ -342,17 +342,6 @@ def _interrupt(thread: threading.Thread) -> None:
 # -- the service ------------------------------------------------------------------------------
 
 
-def _take_lock(fd: int) -> bool:
-    # A few tries: running() and stop() take the lock for a moment to probe it.
-    for _ in range(25):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            time.sleep(0.02)
-    return False
-
-
 def _log(message: str) -> None:
     print(f"ranklock command service {os.getpid()}: {message}", flush=True)
 
@@ -366,7 +355,7 @@ def serve(home: str | os.PathLike[str], fingerprint: str, idle_s: float) -> int:
         _log(f"{paths.dir} is not a folder of this user with mode 0700; not serving")
         return 1
     lock = open(paths.lock, "a+")  # noqa: SIM115 - held, and its flock with it, for the life of the process
-    if not _take_lock(lock.fileno()):
+    if not service_lock.take(lock.fileno()):
         return 0  # another service of this fingerprint runs or is starting
     if client.fingerprint() != fingerprint:
         _log("this process's fingerprint is not the one it was started for; not serving")

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import fcntl
 import os
 import signal
 import socket
@@ -49,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import framing
+from .. import framing, service_lock
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -176,15 +175,7 @@ def request(home: Path, header: dict[str, Any], *, timeout: float = REQUEST_TIME
 def running(home: Path) -> bool:
     """Whether a service holds the lock of ``home`` (running, or loading its model)."""
     paths = ServicePaths(home)
-    if not paths.lock.exists():
-        return False
-    with open(paths.lock, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    return False
+    return paths.lock.exists() and service_lock.held(paths.lock)
 
 
 def start(home: Path, model_dir: str, model_id: str, expected_sha256: str | None, idle_s: float) -> socket.socket:
@@ -339,27 +330,12 @@ class _Service:
             return self.idle_s > 0 and self.active == 0 and quiet > self.idle_s
 
 
-def _take_lock(fd: int) -> bool:
-    """The service's lock, or False when another service holds it.
-
-    A few tries: :func:`running` takes the lock for a moment to probe it, and a service
-    started in that moment must not take the probe for a rival and exit.
-    """
-    for _ in range(25):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            time.sleep(0.02)
-    return False
-
-
 def serve(home: Path, model_dir: str, model_id: str, expected_sha256: str | None, idle_s: float) -> int:
     """Run the service of ``home`` until it is stopped or idle; 0 also when another one holds the lock."""
     paths = ServicePaths(home)
     paths.make_dir()
     lock = open(paths.lock, "a+")  # noqa: SIM115 - held, and its flock with it, for the life of the process
-    if not _take_lock(lock.fileno()):
+    if not service_lock.take(lock.fileno()):
         return 0  # another service runs or is loading: the command that started this one uses it
     from .sentence import SentenceTransformerEmbedder
 
