@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -309,3 +310,29 @@ def test_phone_width_has_no_horizontal_scroll(browser: Any, base_url: str) -> No
         assert p.errors == []
     finally:
         p.close()
+
+
+def test_a_slow_answer_for_a_collection_no_longer_chosen_does_not_replace_the_chosen_ones(
+    page: Page, engine: Engine
+) -> None:
+    # The first collection of the list loads when the page opens, and choosing another loads that: an
+    # answer that comes back after the choice changed used to overwrite the fields (seen in CI).
+    other = "t_browser_other"
+    engine.create_collection(other, fields=["colour:keyword"], embedder=use_bow_embedder(engine))
+    engine.ingest(other, [Document("o1", "", "a red kettle", {"colour": "red"})], replace=True)
+    pg = page.open()
+    held: list[Any] = []
+    pg.route(f"**/api/collections/{other}", lambda route: held.append(route))  # answered when released below
+    pg.select_option("#collection", other)
+    deadline = time.monotonic() + 30
+    while not held:
+        assert time.monotonic() < deadline
+        pg.wait_for_timeout(20)
+    pg.select_option("#collection", COLL)
+    pg.wait_for_selector("#fields button")
+    with pg.expect_response(lambda r: r.url.endswith(f"/api/collections/{other}")):
+        held[0].continue_()
+    pg.wait_for_timeout(200)  # the stale answer has been handled by now
+    fields = pg.eval_on_selector_all("#fields button", "bs => bs.map(b => b.textContent)")
+    assert fields == ["lang keyword", "year int"]
+    assert page.errors == []
