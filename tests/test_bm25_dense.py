@@ -237,7 +237,7 @@ def test_dense_blocks_hold_the_postings_weights_as_float4(engine: Engine, dense:
         want[r["row_id"]] = np.float32(r["w"])
     got = np.zeros(rows, dtype=np.float32)
     blocks = engine.db.fetchall(
-        f"SELECT blk, v::real[] AS v FROM ranklock_data.dense_{sid} WHERE term_id = %s ORDER BY blk", [term["term_id"]]
+        f"SELECT blk, v::vector::real[] AS v FROM ranklock_data.dense_{sid} WHERE term_id = %s ORDER BY blk", [term["term_id"]]
     )
     for b in blocks:
         v = np.asarray(b["v"], dtype=np.float32)

@@ -66,7 +66,8 @@ more chunks, so float rounding in the bounds cannot drop a document.
 no impact bound falls below theta and ~400k chunks were scored one by one).
 Taken instead of the impact plan when the snapshot has dense blocks
 (ranklock.snapshot.lexical_stats: the weights of every term in at least
-1/64 of the chunks as float4 pgvector blocks of 16,000 row ids), 1 to
+1/1024 of the chunks as pgvector sparsevec blocks of 16,000 row ids, each
+made a dense float4 vector at query time), 1 to
 ``DENSE_MAX_TERMS`` query terms have them (D) and the others (R) have at
 most ``DENSE_REST_POSTINGS`` postings.  theta as above (seeds: a budget of
 ``DENSE_SEEDS`` shared by the terms).  Then every chunk gets a tight bound:
@@ -766,6 +767,7 @@ def _dense_ctes(spec: SearchSpec) -> sql.Composable:
 ),
 blocks AS MATERIALIZED (
     -- S per segment and block of row ids, summed by pgvector (float4); a term the query repeats, times its qtf.
+    -- Each block is stored as a sparsevec (its postings only) and made a dense vector here.
     SELECT qt.seg, d.blk, sum(CASE WHEN qt.qtf = 1 THEN d.v
                                    ELSE d.v * array_fill(qt.qtf::real, ARRAY[vector_dims(d.v)])::vector END) AS s
     FROM qt CROSS JOIN LATERAL (
@@ -842,7 +844,7 @@ cand AS MATERIALIZED (
     GROUP BY x.seg, x.row_id
     HAVING max(x.bound) >= (SELECT cut FROM theta)
 )"""
-    ).format(dense=_union(spec, "dense", "t.term_id, t.blk, t.v"), postings=_postings(spec))
+    ).format(dense=_union(spec, "dense", "t.term_id, t.blk, t.v::vector AS v"), postings=_postings(spec))
 
 
 def _summed_ctes(spec: SearchSpec, where: sql.Composable, *, when: sql.Composable, impact: bool) -> sql.Composable:

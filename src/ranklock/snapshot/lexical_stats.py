@@ -40,25 +40,26 @@ proportion to it), which is what the query side prunes with.
 
 ``ranklock_data.dense_<id>``
     ``(term_id, blk, v)``: the weights of the terms in at least
-    ``DENSE_SHARE`` of the chunks (``df >= min_df``), stored densely as
-    pgvector vectors of ``DENSE_BLOCK`` float4: one row per (term, block of
-    row ids), element ``row_id % block`` (0-based) the chunk's weight rounded
-    to float4, 0 when the chunk lacks the term.  pgvector's C code sums a
-    query's frequent terms over every chunk in milliseconds, an upper bound
-    used to prune (never to score: see ranklock.search.bm25, plan "dense").
-    Why the share: a posting costs ~90 bytes (heap tuple and impact-index
-    entry, measured at 1M chunks), a dense weight 4 bytes per chunk, so a
-    term with ``df >= N / 64`` costs at most ~2.8 times its postings densely,
-    and all dense blocks together at most 256 bytes per posting of the
-    snapshot (the dense terms' df sum to at most the postings); in practice
-    far less, since few terms are that frequent: 216 terms, 0.9 GB, a third
-    of the postings table at 1M generated chunks.  Summing a dense term
-    costs ~1 ms per million chunks, reading postings ~0.5 us each, so any
-    term past ~2,000 postings is cheaper dense; storage sets the limit, and
-    N / 64 measured better than N / 32 on long queries (p95 91 against
-    141 ms of backend CPU at 1M chunks, under load).  Optional: absent
-    (older snapshots, or built with ``dense=False``), the query side keeps
-    its other plans.
+    ``DENSE_SHARE`` of the chunks (``df >= min_df``) in blocks of
+    ``DENSE_BLOCK`` row ids: one row per (term, block), a pgvector sparsevec
+    whose element ``row_id % block`` (0-based) is the chunk's weight rounded
+    to float4; no row where the block has none of the term's postings.  The
+    query turns each block into a dense float4 vector and pgvector's C code
+    sums a query's terms over every chunk in milliseconds, an upper bound used
+    to prune (never to score: see ranklock.search.bm25, plan "dense").
+    Storage: 8 bytes a posting plus a row per block, against ~90 bytes a
+    posting for the postings themselves (heap tuple and impact-index entry,
+    measured at 1M chunks), so the blocks never cost more than a tenth of the
+    postings; segments built before issue 22 stored the terms in 1/64 of the
+    chunks as vectors, 4 bytes a row id.  Why the share: the query pays a
+    block of a term about 20 us (a 64 kB vector made and added: 1.3 ms per
+    term per million chunks), and the dense plan pays a posting of a term
+    without blocks about 2 us (read whole, summed per chunk, looked up in the
+    sum of the others), so a term is cheaper in blocks from about 10 postings
+    a block on average: ``df >= N / 1600``.  N / 1024 (16 postings a block)
+    keeps a margin for the terms whose postings bunch in few blocks.
+    Optional: absent (older snapshots, or built with ``dense=False``), the
+    query side keeps its other plans.
 
 Dropping or reaping a segment drops these with it: their names come from
 ranklock.store.tables, which lists every table a segment owns.
@@ -103,7 +104,7 @@ BM25_STATS_VERSION = 4
 #: Rank of a term's first impact quantile; the next ones double it (a power of two).
 LEVEL_BASE = 256
 #: Terms in at least this share of the chunks get dense blocks (see the module docstring for why).
-DENSE_SHARE = 1 / 64
+DENSE_SHARE = 1 / 1024
 #: Row ids per dense block: pgvector's largest vector has 16,000 dimensions.
 DENSE_BLOCK = 16000
 
@@ -157,24 +158,27 @@ def _build_dense(
     row = conn.execute(sql.SQL("SELECT coalesce(max(row_id) + 1, 0) FROM {}").format(chunks)).fetchone()
     rows = int(row[0]) if row else 0
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(dense))
-    # vector without a dimension: the last block is only as long as the row ids
-    # need (a 300-chunk test corpus must not cost 64 kB a term).  EXTERNAL:
-    # float weights do not compress, and trying costs every read.
+    # sparsevec, not vector: a block stores the term's postings in it (8 bytes
+    # each), not 4 bytes for every row id, so a term costs less stored this way
+    # than its postings do.  Without a dimension: the last block is only as
+    # long as the row ids need.  EXTERNAL: float weights do not compress, and
+    # trying costs every read.
     conn.execute(
         sql.SQL(
-            "CREATE TABLE {} (term_id int NOT NULL, blk int NOT NULL, v vector NOT NULL, PRIMARY KEY (term_id, blk))"
+            "CREATE TABLE {} (term_id int NOT NULL, blk int NOT NULL, v sparsevec NOT NULL, PRIMARY KEY (term_id, blk))"
         ).format(dense)
     )
     conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN v SET STORAGE EXTERNAL").format(dense))
     # Built through sparsevec's text form: "{pos:weight,...}/dims", 1-based,
     # each float8 weight rounded to the nearest float4 (the query side's margin
     # covers that rounding).  A block where the term has no posting has no row:
-    # the query reads it as zeros.
+    # the query reads it as zeros.  (Segments built before sparsevec blocks hold
+    # vectors; the query casts either to vector, so both search alike.)
     conn.execute(
         sql.SQL(
             "INSERT INTO {dense} "
             "SELECT e.term_id, e.blk, ('{{' || string_agg(e.pos::text || ':' || e.w::float4::text, ',' ORDER BY e.pos) "
-            "       || '}}/' || max(e.dims)::text)::sparsevec::vector "
+            "       || '}}/' || max(e.dims)::text)::sparsevec "
             "FROM (SELECT p.term_id, (p.row_id / %(block)s::bigint)::int AS blk, "
             "             (p.row_id %% %(block)s::bigint)::int + 1 AS pos, p.w, "
             "             least(%(block)s::bigint, %(rows)s::bigint - (p.row_id / %(block)s::bigint) * %(block)s::bigint) AS dims "

@@ -11,7 +11,7 @@ that did not know about it::
     terms         BM25 terms: df, idf, impact quantiles (ranklock.snapshot.lexical_stats)
     forward       BM25 forward index: each chunk's terms, term frequencies and weights
     postings      BM25 postings in impact order
-    dense         BM25 weights of the most frequent terms as float4 vector blocks (made by lexical stats)
+    dense         BM25 weights of the frequent terms as float4 sparsevec blocks (made by lexical stats)
 
     valuecounts   per snapshot: per-value document counts of typed fields, made on first use
                   (ranklock.search.scope)
