@@ -18,7 +18,7 @@ import pytest
 from lexical_helpers import ingest_bucketed, lexical, reference_bm25, use_hash_embedder
 from ranklock import Document, Engine
 from ranklock.search import bm25 as bm25_module
-from ranklock.snapshot.lexical_stats import DENSE_BLOCK, build_lexical_stats
+from ranklock.snapshot.lexical_stats import DENSE_BLOCK, DENSE_SHARE, build_lexical_stats, dense_min_df
 from test_bm25 import VOCAB, assert_same, zipf_docs
 
 #: A block size that does not divide the chunk count: several blocks, the last one short.
@@ -237,7 +237,8 @@ def test_dense_blocks_hold_the_postings_weights_as_float4(engine: Engine, dense:
         want[r["row_id"]] = np.float32(r["w"])
     got = np.zeros(rows, dtype=np.float32)
     blocks = engine.db.fetchall(
-        f"SELECT blk, v::vector::real[] AS v FROM ranklock_data.dense_{sid} WHERE term_id = %s ORDER BY blk", [term["term_id"]]
+        f"SELECT blk, v::vector::real[] AS v FROM ranklock_data.dense_{sid} WHERE term_id = %s ORDER BY blk",
+        [term["term_id"]],
     )
     for b in blocks:
         v = np.asarray(b["v"], dtype=np.float32)
@@ -286,6 +287,51 @@ def test_default_block_size_and_an_upgrade_of_a_snapshot_without_dense_blocks(
     r = CliRunner().invoke(app, ["snapshot", "lexical-stats", cname, "--home", str(rl_home), *dsn])
     assert r.exit_code == 0, r.output
     assert f"{added['terms']:,} dense terms" in r.output
+
+
+def test_blocks_of_before_issue_22_are_rebuilt_as_sparsevec_with_the_same_results(
+    engine: Engine, cname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks stored as vectors for the terms in 1/64 of the chunks search as before; lexical stats rebuilds them."""
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, zipf_docs(300, seed=7), replace=True, create={"embedder": emb, "index": "exact"})
+    sid = engine.collection(cname).active_snapshot_id
+    assert sid is not None
+    force_dense_plan(monkeypatch)
+    queries = ["alpha bravo zephyr", "canyon delta", "kettle alpha alpha umber"]
+    now = {q: lexical(engine, cname, q, depth=10) for q in queries}
+    # What a snapshot built before issue 22 holds: vectors, and only for the terms in 1/64 of the chunks.
+    old_min_df = dense_min_df(sid_chunks(engine, sid), 1 / 64)
+    engine.db.execute(
+        f"DELETE FROM ranklock_data.dense_{sid} AS d USING ranklock_data.terms_{sid} AS t "
+        "WHERE t.term_id = d.term_id AND t.df < %s",
+        [old_min_df],
+    )
+    engine.db.execute(f"ALTER TABLE ranklock_data.dense_{sid} ALTER COLUMN v TYPE vector USING v::vector")
+    engine.db.execute(
+        "UPDATE ranklock.segments SET stats = jsonb_set(jsonb_set(stats, '{bm25,dense,share}', to_jsonb(%s::float8)), "
+        "'{bm25,dense,min_df}', to_jsonb(%s::int)) WHERE id = %s",
+        [1 / 64, old_min_df, sid],
+    )
+    for q in queries:
+        assert plan_of(engine, cname, q) == "dense"
+        assert lexical(engine, cname, q, depth=10) == now[q]
+        assert_same(now[q], reference_bm25(engine, cname, q, depth=10))
+    entry = engine.lexical_stats(cname).bm25["dense"]
+    assert (entry["share"], entry["min_df"]) == (DENSE_SHARE, dense_min_df(sid_chunks(engine, sid), DENSE_SHARE))
+    kind = engine.db.fetchone(
+        "SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'v'",
+        [f"ranklock_data.dense_{sid}"],
+    )
+    assert kind == {"t": "sparsevec"}
+    for q in queries:
+        assert lexical(engine, cname, q, depth=10) == now[q]
+
+
+def sid_chunks(engine: Engine, sid: int) -> int:
+    row = engine.db.fetchone(f"SELECT count(*) AS n FROM ranklock_data.chunks_{sid}")
+    assert row is not None
+    return int(row["n"])
 
 
 def test_builder_refuses_impossible_dense_parameters(engine: Engine, dense: str) -> None:

@@ -149,6 +149,51 @@ def test_every_bm25_plan_is_exact_over_segments(
                 assert a["hits"] == b["hits"], (q, depth, flt)
 
 
+def test_segments_with_blocks_stored_as_vectors_search_alike(
+    engine: Engine, corpora: tuple[str, str, list[Document]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments built before issue 22 hold their dense blocks as vectors: next to sparsevec ones, the same hits."""
+    import ranklock.search.bm25 as bm25_module
+
+    once, cut, _ = corpora
+    monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)
+    sid = engine.collection(cut).active_snapshot_id
+    segs = [
+        int(r["segment_id"])
+        for r in engine.db.fetchall(
+            "SELECT segment_id FROM ranklock.snapshot_segments WHERE snapshot_id = %s ORDER BY segment_id", [sid]
+        )
+    ]
+    assert len(segs) > 1
+    older = segs[::2]  # every other segment, so the snapshot mixes both kinds
+
+    def retype(to: str) -> None:
+        for g in older:
+            engine.db.execute(f"ALTER TABLE ranklock_data.dense_{g} ALTER COLUMN v TYPE {to} USING v::{to}")
+
+    retype("vector")
+    try:
+        kinds = {
+            r["t"]
+            for r in engine.db.fetchall(
+                "SELECT format_type(a.atttypid, a.atttypmod) AS t FROM pg_attribute AS a "
+                "WHERE a.attname = 'v' AND a.attrelid = ANY (%s::regclass[])",
+                [[f"ranklock_data.dense_{g}" for g in segs]],
+            )
+        }
+        assert kinds == {"vector", "sparsevec"}
+        for q in QUERIES:
+            for depth in (1, 30):
+                _, params = engine.search_sql(cut, q, mode="lexical", depth=depth)
+                assert params["bm25_plan"] == "dense", q
+                a = json.loads(engine.search(once, q, k=depth, mode="lexical", depth=depth).to_json())
+                b = json.loads(engine.search(cut, q, k=depth, mode="lexical", depth=depth).to_json())
+                assert a["hits"] == b["hits"], (q, depth)
+    finally:
+        retype("sparsevec")
+
+
 def test_the_admitted_plan_is_exact_over_segments(
     engine: Engine, corpora: tuple[str, str, list[Document]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -800,41 +800,28 @@ rest AS MATERIALIZED (
     WHERE qt.df < qt.min_df AND (SELECT theta FROM theta) > 0
     GROUP BY qt.seg, p.row_id
 ),
-need AS MATERIALIZED (
-    -- Blocks of the chunks of other terms whose bound can reach theta even with every dense
-    -- term at its maximum contribution: found once, not once per block (a subquery correlated
-    -- with the block rescanned rest for every block, 6 ms each where the planner misjudged rest).
-    SELECT DISTINCT r.seg, (r.row_id / %(bm25_dense_block)s::bigint)::int AS blk
-    FROM rest AS r JOIN dcut AS dc ON dc.seg = r.seg
-    WHERE r.r + dc.dmax >= (SELECT cut FROM theta)
-),
-barr AS MATERIALIZED (
-    -- S as real[] (subscripted below) and the bits as text, only for the blocks that need them:
-    -- turning 16,000 floats into either costs ~0.1 ms a block.
-    SELECT q.seg, q.blk, q.n,
-           CASE WHEN bit_count(q.bits) > 0 OR (q.seg, q.blk) IN (SELECT n.seg, n.blk FROM need AS n)
-                THEN q.s::real[] END AS a,
-           CASE WHEN bit_count(q.bits) > 0 THEN q.bits::text END AS bits
-    FROM bq AS q
-),
 hits AS (
     -- Positions of the set bits: the bit string split on '1', the pieces' lengths summed
-    -- (octet_length: length() would count the UTF-8 characters of each piece).
-    SELECT b.seg, b.blk::bigint * %(bm25_dense_block)s::bigint + p.pos - 1 AS row_id, b.a[p.pos::int]::float8 AS s
-    FROM barr AS b CROSS JOIN LATERAL (
+    -- (octet_length: length() would count the UTF-8 characters of each piece).  S of each read
+    -- from its block alone (subvector): turning a whole block into real[] cost ~0.15 ms, more than
+    -- the few chunks of a block that need it.
+    SELECT b.seg, b.blk::bigint * %(bm25_dense_block)s::bigint + p.pos - 1 AS row_id,
+           (subvector(b.s, p.pos::int, 1)::real[])[1]::float8 AS s
+    FROM bq AS b CROSS JOIN LATERAL (
         SELECT sum(octet_length(z.piece) + 1) OVER (ORDER BY z.k) AS pos
-        FROM unnest(string_to_array(b.bits, '1')) WITH ORDINALITY AS z(piece, k)) AS p
-    WHERE b.bits IS NOT NULL AND p.pos <= b.n
+        FROM unnest(string_to_array(b.bits::text, '1')) WITH ORDINALITY AS z(piece, k)) AS p
+    WHERE bit_count(b.bits) > 0 AND p.pos <= b.n
 ),
 cand AS MATERIALIZED (
     -- A chunk both in rest and among the hits keeps its larger bound, rest's (r >= 0).
     SELECT x.seg, x.row_id, max(x.bound) AS bound FROM (
         SELECT y.seg, y.row_id, y.bound FROM (
             SELECT r.seg, r.row_id,
-                   r.r + coalesce(b.a[mod(r.row_id, %(bm25_dense_block)s::bigint)::int + 1], 0)::float8
+                   r.r + coalesce((subvector(b.s, mod(r.row_id, %(bm25_dense_block)s::bigint)::int + 1, 1)::real[])[1],
+                                  0)::float8
                          * coalesce(dc.m, 0) * (1 + %(bm25_dense_rel)s::float8) + %(bm25_dense_abs)s::float8 AS bound
             FROM rest AS r LEFT JOIN dcut AS dc ON dc.seg = r.seg
-            LEFT JOIN barr AS b ON b.seg = r.seg AND b.blk = (r.row_id / %(bm25_dense_block)s::bigint)::int
+            LEFT JOIN bq AS b ON b.seg = r.seg AND b.blk = (r.row_id / %(bm25_dense_block)s::bigint)::int
             WHERE r.r + coalesce(dc.dmax, 0) >= (SELECT cut FROM theta)) AS y
         WHERE y.bound >= (SELECT cut FROM theta)
         UNION ALL
