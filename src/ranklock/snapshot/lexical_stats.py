@@ -49,15 +49,20 @@ proportion to it), which is what the query side prunes with.
     to prune (never to score: see ranklock.search.bm25, plan "dense").
     Storage: 8 bytes a posting plus a row per block, against ~90 bytes a
     posting for the postings themselves (heap tuple and impact-index entry,
-    measured at 1M chunks), so the blocks never cost more than a tenth of the
-    postings; segments built before issue 22 stored the terms in 1/64 of the
-    chunks as vectors, 4 bytes a row id.  Why the share: the query pays a
-    block of a term about 20 us (a 64 kB vector made and added: 1.3 ms per
-    term per million chunks), and the dense plan pays a posting of a term
-    without blocks about 2 us (read whole, summed per chunk, looked up in the
-    sum of the others), so a term is cheaper in blocks from about 10 postings
-    a block on average: ``df >= N / 1600``.  N / 1024 (16 postings a block)
-    keeps a margin for the terms whose postings bunch in few blocks.
+    measured at 1M chunks): 215 MB against 3.25 GB of postings at 1M
+    generated chunks, and about half the postings' size at worst (a block of
+    one posting); segments built before issue 22 stored the terms in 1/64 of
+    the chunks as vectors, 4 bytes a row id (857 MB there).  Why the share: the query pays a
+    block of a term 15-25 us (the block made a 64 kB vector and added: ~1.3 ms
+    per term per million chunks, measured at 1M), and the dense plan pays a
+    posting of a term without blocks 1-2 us (read whole, summed per chunk, its
+    chunk looked up in the sum of the others), so a term costs the same either
+    way at about 15 postings a block: ``df ~ N / 1024``, the share.  Above it
+    blocks are cheaper, below it the postings.  At 1M chunks the long
+    questions' p95 was the same at N / 1024, N / 512 and N / 256 and a third
+    higher at N / 64 (docs/benchmarks.md).  Terms in more than about half the
+    chunks sum slower as sparsevec than as vectors (4.4 against 2.8 ms at 1M:
+    8 bytes a posting against 4 a row id); one column holds one type.
     Optional: absent (older snapshots, or built with ``dense=False``), the
     query side keeps its other plans.
 
