@@ -1,4 +1,4 @@
-"""BM25's dense plan: frequent terms summed as float4 vector blocks, only to prune; scores stay exact.
+"""BM25's dense plan: frequent terms summed as float4 blocks (sparsevec, made vectors), only to prune; scores stay exact.
 
 Every result is compared with the exhaustive Python reference and, bit for
 bit, with the plans that do not use the dense blocks (impact plan, full sum).

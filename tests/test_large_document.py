@@ -140,7 +140,7 @@ def test_common_words_take_a_pruned_plan(engine: Engine, large: tuple[str, str])
     name, _ = large
     text, params = engine.search_sql(name, " ".join(vocabulary(30_000, 11)[:10]), mode="lexical", depth=1000)
     assert "theta2 AS MATERIALIZED" in text
-    assert params["bm25_plan"] == "dense"  # every one of them is in more than 1/64 of the chunks
+    assert params["bm25_plan"] == "dense"  # every one of them is in more than 1/1024 of the chunks
 
 
 @pytest.mark.parametrize("mode", MODES)
