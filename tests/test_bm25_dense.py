@@ -274,9 +274,7 @@ def test_default_block_size_and_an_upgrade_of_a_snapshot_without_dense_blocks(
     r = CliRunner().invoke(app, ["snapshot", "lexical-stats", cname, "--json", "--home", str(rl_home), *dsn])
     assert r.exit_code == 0, r.output
     added = json.loads(r.output)["bm25"]["dense"]
-    chunks = engine.db.fetchone(f"SELECT count(*) AS n FROM ranklock_data.chunks_{sid}")
-    assert chunks is not None
-    assert added["block"] == DENSE_BLOCK and added["rows"] == chunks["n"] < DENSE_BLOCK
+    assert added["block"] == DENSE_BLOCK and added["rows"] == sid_chunks(engine, sid) < DENSE_BLOCK
     assert added["terms"] > 0 and added["blocks"] == added["terms"]  # one (short) block per dense term
     assert engine.db.fetchone(f"SELECT count(*) AS n, sum(w) AS s FROM ranklock_data.postings_{sid}") == postings
     assert plan_of(engine, cname, q) == "dense"
