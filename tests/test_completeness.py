@@ -159,13 +159,14 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
         q, p = count_matching_sql(spec, {})
         row = engine.db.fetchone(q, p)
         assert row is not None and res.matching_count == row["documents"], flt
-    # single-field filters were answered from the snapshot's value counts, built once per field
+    # single-field filters were answered from the segment's value counts, built once per field
+    # (a value a row, and the marker row saying they were made)
     counted = engine.db.fetchall(
         sql.SQL('SELECT "#field" AS f, count(*) AS n FROM {} GROUP BY 1 ORDER BY 1').format(
-            sql.Identifier("ranklock_data", f"valuecounts_{sid}")
+            sql.Identifier("ranklock_data", f"counts_{sid}")
         )
     )
-    assert counted == [{"f": "n", "n": 120}, {"f": "tag", "n": 2}]
+    assert counted == [{"f": "n", "n": 121}, {"f": "tag", "n": 3}]
 
 
 def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engine, cname: str) -> None:
@@ -186,7 +187,7 @@ def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engi
         return int(row["n"])
 
     def counts_table() -> str | None:
-        row = engine.db.fetchone("SELECT to_regclass(%s)::text AS t", [f"ranklock_data.valuecounts_{sid}"])
+        row = engine.db.fetchone("SELECT to_regclass(%s)::text AS t", [f"ranklock_data.counts_{sid}"])
         assert row is not None
         return row["t"]
 
@@ -213,3 +214,88 @@ def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engi
     assert again_params.keys() == params.keys()
     assert [v for k, v in again_params.items() if k != "qvec"] == [v for k, v in params.items() if k != "qvec"]
     assert list(again_params["qvec"]) == list(params["qvec"])
+
+
+def test_value_counts_are_per_segment_and_a_write_counts_only_what_it_wrote(engine: Engine, cname: str) -> None:
+    """A snapshot's counts are its segments' summed, less its dead rows': the first filtered search after a
+    write counts the new segment and the new dead rows, and no row of a segment it left unchanged."""
+    from ranklock.search.filters import compile_filter
+    from ranklock.search.scope import count_matching_sql
+    from ranklock.search.spec import SearchSpec
+    from ranklock.snapshot.segments import read_layout
+
+    emb = use_hash_embedder(engine)
+    engine.create_collection(
+        cname, fields=["n:int!", "tag:keyword"], embedder=emb, chunker=ChunkerParams(window=16, overlap=0)
+    )
+
+    def doc(i: int, tag: str, version: int = 0) -> Document:
+        # Several chunks each (window 16), so documents and chunks are counted apart.
+        return Document(f"d{i:03d}", "", " ".join(f"w{j} v{version}" for j in range(5 + i % 20)), {"n": i, "tag": tag})
+
+    engine.ingest(cname, [doc(i, "odd" if i % 2 else "even") for i in range(60)] + [doc(2, "x")])
+    first = int(engine.collection(cname).active_snapshot_id or 0)
+    flts = ['tag = "odd"', 'tag in ("x", "new")', "tag is null", "n < 30", "not (n between 3 and 50)"]
+    for flt in flts:
+        engine.search(cname, "w1", k=3, mode="semantic", filter=flt)
+    # Writes: a tag changed, a document deleted, two added; then d002 changed twice with its tag kept, so
+    # its two dead versions (two segments) hold one value: two documents to take off, not one.
+    engine.ingest(cname, [doc(1, "even", 1), doc(100, "odd"), doc(101, "new"), doc(2, "x", 1)])
+    engine.delete(cname, ["d003"])
+    engine.ingest(cname, [doc(2, "x", 2)])
+    sid = int(engine.collection(cname).active_snapshot_id or 0)
+    layout = read_layout(engine.db, sid)
+    assert layout.ids[0] == first and len(layout.ids) == 3 and layout.dead_rows > 0
+
+    seen: list[str] = []
+    traced = Engine(dsn=engine.db.dsn, tracer=lambda q, _p: seen.append(q), log_queries=False)
+    try:
+        use_hash_embedder(traced)
+        coll = traced.collection(cname)
+        for flt in flts:
+            res = traced.search(cname, "w1", k=3, mode="semantic", filter=flt)
+            f = compile_filter(coll, flt)
+            spec = SearchSpec(
+                layout=layout,
+                mode="semantic",
+                k=1,
+                depth=1,
+                rrf_k=60,
+                query="",
+                language="",
+                accent="",
+                filter_sql=f.sql,
+                filter_params=f.params,
+            )
+            q, p = count_matching_sql(spec, {"max_chunks_per_doc": 2})
+            row = traced.db.fetchone(q, p)
+            assert row is not None
+            assert (res.matching_count, res.params["matching_chunks"]) == (row["documents"], row["chunks"]), flt
+    finally:
+        traced.close()
+    made = [q for q in seen if q.startswith('INSERT INTO "ranklock_data".')]
+    # Per field: the marker row and the counts of each new segment, and of the new snapshot's dead rows.
+    assert {q.split('"')[3] for q in made} == {f"counts_{s}" for s in layout.ids[1:]} | {f"valuecounts_{sid}"}
+    # A new segment's counts read its own chunk table; the dead rows' read only the dead rows (a join
+    # from snapshot_dead_rows), never the whole of the first segment.
+    counted = [q for q in made if "GROUP BY" in q]
+    for q in counted:
+        table = q.split('"')[3]
+        if table.startswith("counts_"):
+            assert f'FROM "ranklock_data"."chunks_{table.removeprefix("counts_")}" AS c GROUP BY' in q
+        else:
+            assert "JOIN ranklock.snapshot_dead_rows AS x" in q and "count(DISTINCT (c.seg, c.doc_id))" in q
+
+
+def test_a_purge_recounts_the_segments_it_edits(engine: Engine, hnsw_coll: str) -> None:
+    """A purge edits a segment in place: its counts are dropped, and a process that had seen them made
+    counts rows (then makes them anew) instead of summing a table that is gone or stale."""
+    flt = 'tag = "odd"'
+    assert engine.search(hnsw_coll, "item", k=3, mode="semantic", filter=flt).matching_count == 60
+    engine.purge(hnsw_coll, ["d001", "d003", "d004"])
+    sid = engine.collection(hnsw_coll).active_snapshot_id
+    assert engine.db.fetchone("SELECT to_regclass(%s)::text AS t", [f"ranklock_data.counts_{sid}"]) == {"t": None}
+    for _ in range(2):  # the first search counts rows, the second sums the counts it made anew
+        assert engine.search(hnsw_coll, "item", k=3, mode="semantic", filter=flt).matching_count == 58
+        assert engine.search(hnsw_coll, "item", k=3, mode="semantic", filter='tag = "even"').matching_count == 59
+    assert engine.db.fetchone("SELECT to_regclass(%s)::text AS t", [f"ranklock_data.counts_{sid}"]) is not None

@@ -485,15 +485,21 @@ def test_drop_removes_every_per_snapshot_table_including_value_counts(engine: En
     sid = r1.snapshot_id
     present = tables_of(engine, sid)
     assert set(present) <= {*tables.segment_table_names(sid), tables.snapshot_table_name(sid)}
-    assert {f"chunks_{sid}", tables.snapshot_table_name(sid)} <= set(present)
+    # The segment's value counts; the snapshot has no dead row, so no counts of its own.
+    assert {f"chunks_{sid}", f"counts_{sid}"} <= set(present)
     # Six of nine documents dead: the merge policy folds the segment into a new one right away.
     r2 = engine.ingest(cname, docs[:3], replace=True)
     assert r2.merged is not None
+    # The replacing snapshot has dead rows: a filtered search of it counts them in a table of its own.
+    res = engine.search(cname, "orbits tides", k=5, mode="lexical", filter="year >= 2001", snapshot=r2.snapshot_id)
+    assert res.matching_count == 2
+    dead_counts = tables.snapshot_table_name(r2.snapshot_id)
+    assert dead_counts in tables_of(engine, r2.snapshot_id)
     out = engine.drop_snapshot(cname, sid)
-    assert out.tables == (tables.snapshot_table_name(sid),)  # its segment is still read by r2
+    assert out.tables == ()  # its segment is still read by r2
     out = engine.drop_snapshot(cname, r2.snapshot_id)
-    assert set(present) - {tables.snapshot_table_name(sid)} <= set(out.tables)
-    assert tables_of(engine, sid) == []
+    assert set(present) | {dead_counts} <= set(out.tables)
+    assert tables_of(engine, sid) == [] and tables_of(engine, r2.snapshot_id) == []
 
 
 def test_lexical_stats_racing_a_drop_fail_clearly_and_leave_no_table(engine: Engine, cname: str) -> None:

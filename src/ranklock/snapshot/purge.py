@@ -180,6 +180,8 @@ def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
     )
     for table in (forward, postings, chunks):
         conn.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY (%s)").format(table), [row_ids])
+    # Its per-value counts counted the purged rows: recounted by the next search that needs them.
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(segment_table("counts", seg)))
     # Terms only the purged documents held: their lexemes are words of the text.
     gone = [int(r[0]) for r in conn.execute(sql.SQL("DELETE FROM {} WHERE df <= 0 RETURNING term_id").format(terms))]
     if gone and conn.execute("SELECT to_regclass(%s)", [dense.as_string(None)]).fetchone()[0]:
@@ -215,7 +217,7 @@ def _fix_snapshots(conn: Any, segments: list[int], ids: list[str]) -> list[int]:
     ]
     for sid in touched:
         conn.execute("DELETE FROM ranklock.snapshot_dead WHERE snapshot_id = %s AND doc_id = ANY (%s)", [sid, ids])
-        drop_snapshot_tables(conn, sid)  # its value counts: recounted on the next search
+        drop_snapshot_tables(conn, sid)  # its dead rows' value counts: recounted on the next search
         _recount(conn, sid)
     return touched
 

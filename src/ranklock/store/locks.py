@@ -10,7 +10,8 @@ that two concepts never share one::
     BUILD          snapshot     its builder, from the INSERT of its row until it is ready or failed
     VERSIONS       collection   every ingest (shared) while its versions are unreferenced;
                                 garbage collection of versions (exclusive)
-    VALUE_COUNTS   snapshot     the search computing a snapshot's per-value counts
+    VALUE_COUNTS   snapshot     the search computing a snapshot's per-value counts of its dead rows
+    SEGMENT_COUNTS segment      the search computing a segment's per-value counts
     LOG_PRUNE      (nothing)    the process pruning the query log (one prune at a time per database)
     ANSWER_LOG_PRUNE (nothing)  the process pruning the answer log
     WRITER         collection   a writer (ingest, activate, rollback, drop) from reading
@@ -23,7 +24,17 @@ Example::
 
 from __future__ import annotations
 
-__all__ = ["ALL", "ANSWER_LOG_PRUNE", "BUILD", "LOG_PRUNE", "MIGRATIONS", "VALUE_COUNTS", "VERSIONS", "WRITER"]
+__all__ = [
+    "ALL",
+    "ANSWER_LOG_PRUNE",
+    "BUILD",
+    "LOG_PRUNE",
+    "MIGRATIONS",
+    "SEGMENT_COUNTS",
+    "VALUE_COUNTS",
+    "VERSIONS",
+    "WRITER",
+]
 
 MIGRATIONS = 7_142_001
 BUILD = 7_142_002
@@ -32,6 +43,7 @@ VALUE_COUNTS = 7_142_004
 LOG_PRUNE = 7_142_005
 WRITER = 7_142_006
 ANSWER_LOG_PRUNE = 7_142_007
+SEGMENT_COUNTS = 7_142_008
 
 #: Every namespace by name (a test checks they are distinct and that no module spells one itself).
 ALL = {
@@ -42,4 +54,5 @@ ALL = {
     "LOG_PRUNE": LOG_PRUNE,
     "WRITER": WRITER,
     "ANSWER_LOG_PRUNE": ANSWER_LOG_PRUNE,
+    "SEGMENT_COUNTS": SEGMENT_COUNTS,
 }

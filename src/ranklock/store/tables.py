@@ -12,9 +12,11 @@ that did not know about it::
     forward       BM25 forward index: each chunk's terms, term frequencies and weights
     postings      BM25 postings in impact order
     dense         BM25 weights of the frequent terms as float4 sparsevec blocks (made by lexical stats)
-
-    valuecounts   per snapshot: per-value document counts of typed fields, made on first use
+    counts        per-value document and chunk counts of typed fields, made on first use
                   (ranklock.search.scope)
+
+    valuecounts   per snapshot: the same counts of its dead rows only, subtracted from its
+                  segments' (ranklock.search.scope)
 
 Example::
 
@@ -48,9 +50,9 @@ SCHEMA = "ranklock_data"
 #: On a Citus cluster, the column a partitioned collection's segment tables are distributed by: the
 #: segment's partition value in every row (ranklock.snapshot.shards).
 SHARD_KEY = "shard_key"
-SegmentKind = Literal["chunks", "terms", "forward", "postings", "dense"]
+SegmentKind = Literal["chunks", "terms", "forward", "postings", "dense", "counts"]
 #: Every kind of table a segment owns.
-SEGMENT_KINDS: tuple[SegmentKind, ...] = ("chunks", "terms", "forward", "postings", "dense")
+SEGMENT_KINDS: tuple[SegmentKind, ...] = ("chunks", "terms", "forward", "postings", "dense", "counts")
 
 
 def segment_table_name(kind: SegmentKind, segment_id: int) -> str:
@@ -71,12 +73,12 @@ def segment_table_names(segment_id: int) -> list[str]:
 
 
 def snapshot_table_name(snapshot_id: int) -> str:
-    """The unqualified name of the one table a snapshot owns: its value counts."""
+    """The unqualified name of the one table a snapshot owns: its dead rows' value counts."""
     return f"valuecounts_{int(snapshot_id)}"
 
 
 def snapshot_table(snapshot_id: int) -> sql.Identifier:
-    """The schema-qualified identifier of a snapshot's value-counts table."""
+    """The schema-qualified identifier of a snapshot's (dead rows') value-counts table."""
     return sql.Identifier(SCHEMA, snapshot_table_name(snapshot_id))
 
 
