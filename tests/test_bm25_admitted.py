@@ -82,7 +82,7 @@ def test_admitted_plan_reads_no_postings(engine: Engine, buckets: str) -> None:
     text, params = engine.search_sql(buckets, "alpha bravo", mode="lexical", filter="bucket < 1")
     sid = engine.collection(buckets).active_snapshot_id
     assert params["bm25_plan"] == "admitted"
-    assert "admitted AS MATERIALIZED" in text and f'"postings_{sid}"' not in text
+    assert "adm AS MATERIALIZED" in text and f'"postings_{sid}"' not in text
 
 
 @pytest.mark.usefixtures("no_full_sum")

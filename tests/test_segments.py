@@ -120,6 +120,9 @@ def test_scores_equal_the_exhaustive_reference_over_segments(
         ("impact", {"SEED_PER_TERM": 100, "PROBE": 5, "DEEPER": 3, "SKIP_LEVEL": 0}),
         ("dense", {"DENSE_SEEDS": 40, "DENSE_PROBE": 0}),
         ("dense", {"DENSE_SEEDS": 1024, "DENSE_PROBE": 250}),
+        # The filter's admitted chunks listed once and looked up (not probed row by row).
+        ("impact", {"SEED_PER_TERM": 15, "PROBE": 1, "DEEPER": 0, "SKIP_LEVEL": 1, "ADMIT_SET_SHARE": 1.0}),
+        ("dense", {"DENSE_SEEDS": 40, "DENSE_PROBE": 5, "ADMIT_SET_SHARE": 1.0}),
     ],
 )
 def test_every_bm25_plan_is_exact_over_segments(

@@ -403,7 +403,9 @@ def test_a_build_that_is_finishing_is_never_reaped(engine: Engine, cname: str) -
     row = engine.db.fetchone("SELECT status FROM ranklock.snapshots WHERE id = %s", [report.snapshot_id])
     assert row == {"status": "ready"}
     sid = report.snapshot_id
-    assert tables_of(engine, sid) == sorted(f"{k}_{sid}" for k in ("chunks", "dense", "forward", "postings", "terms"))
+    assert tables_of(engine, sid) == sorted(
+        f"{k}_{sid}" for k in ("chunks", "dense", "fields", "forward", "postings", "terms")
+    )
     hits = engine.search(cname, "orbits tides bread", k=20, mode="lexical").hits
     assert {h.doc_id for h in hits} == {d.doc_id for d in hash_docs("base", 4) + hash_docs("new", 6)}
 
@@ -462,7 +464,9 @@ def test_reaping_a_dead_build_drops_every_table_it_made(engine: Engine, cname: s
     )
     assert row is not None and row["status"] == "building"
     sid = int(row["id"])
-    assert tables_of(engine, sid) == sorted(f"{k}_{sid}" for k in ("chunks", "dense", "forward", "postings", "terms"))
+    assert tables_of(engine, sid) == sorted(
+        f"{k}_{sid}" for k in ("chunks", "dense", "fields", "forward", "postings", "terms")
+    )
     # The dead backend releases the build lock once PostgreSQL notices the closed socket.
     reaped: list[int] = []
     deadline = time.monotonic() + 30

@@ -534,11 +534,13 @@ class Engine:
     def lexical_stats(self, name: str, snapshot_id: int | None = None, *, force: bool = False) -> LexicalStatsReport:
         """Build, complete or (``force``) rebuild the BM25 tables of a snapshot's segments (default: the active one).
 
+        Segments without a filter table (ranklock.snapshot.filter_table) get one.
         The tables are derived from each segment's immutable chunk table alone:
         building them changes no score (scores use the snapshot's statistics,
         see ranklock.snapshot.lexical_stats).  A segment of an older layout is
         rebuilt.
         """
+        from .snapshot.filter_table import build_filter_table
         from .snapshot.lexical_stats import build_lexical_stats
         from .snapshot.lifecycle import resolve
         from .snapshot.segments import Layout
@@ -546,6 +548,8 @@ class Engine:
         snap = resolve(self.db, self.collection(name), snapshot_id)
         t = time.perf_counter()
         entries = {g.id: build_lexical_stats(self.db, g.id, force=force) for g in Layout.of(snap).segments}
+        for g in Layout.of(snap).segments:
+            build_filter_table(self.db, g.id)  # the lexical plans check constraints there (none before it)
         largest = max(Layout.of(snap).segments, key=lambda g: g.chunks).id
         return LexicalStatsReport(name, int(snap["id"]), time.perf_counter() - t, entries[largest], entries)
 

@@ -111,14 +111,16 @@ from psycopg import sql
 
 from ..errors import SnapshotError
 from ..snapshot.lexical_stats import BM25_STATS_VERSION, terms_table, weight_sql
-from ..snapshot.segments import Layout, live_sql, union_sql
+from ..snapshot.segments import Layout, has_filter_tables, live_sql, union_sql
 from ..store.tables import SegmentKind, segment_table
+from .spec import where_sql
 from .tsquery import tsquery_sql
 
 if TYPE_CHECKING:
     from .spec import SearchSpec
 
 __all__ = [
+    "ADMIT_SET_SHARE",
     "CHUNK_POSTINGS",
     "DEEPER",
     "DENSE_ABS",
@@ -172,6 +174,9 @@ DENSE_MAX_TERMS = 64
 #: Admitted plan: scoring one chunk from the forward table costs about this many postings read
 #: (~3 us against ~0.3 us at 1M chunks); the plan is taken only when it reads less.
 CHUNK_POSTINGS = 10
+#: Under a constraint admitting at most this share of the chunks, the impact and dense plans list the
+#: admitted chunks once and look their candidates up there, instead of probing each candidate's row.
+ADMIT_SET_SHARE = 0.1
 
 
 class LexicalQuery(Protocol):
@@ -363,7 +368,7 @@ def _avgdl(n: int, total_len: int) -> float:
 
 
 def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int, exact_threshold: int) -> Bm25Plan:
-    """Score the chunks a hard constraint admits instead of the query's postings, when they are few.
+    """Under a hard constraint: score the chunks it admits when they are few, and say how the others check it.
 
     Called once the completeness count knows ``admitted_chunks`` (before the
     statement is built, so ``search_sql`` shows the same plan).  Only the
@@ -373,16 +378,22 @@ def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int,
     theta: about ``DENSE_SEEDS * admitted / N`` seed chunks pass the
     constraint, and under ``2 * depth`` of them theta stays 0 or weak (at 1M
     chunks a 3 % filter took 3.3 s p50 that way).
+
+    The impact and dense plans that stay check the constraint on the rows that
+    can reach the top (:func:`_admits`): in a set of the admitted chunks listed
+    once (``bm25_admit = set``) when they are at most ``ADMIT_SET_SHARE`` of
+    the chunks and the segments have filter tables, else by probing each row.
     """
     lp = bm25.params
     if bm25.strategy not in ("impact", "dense") or not _constrained(spec):
         return bm25
-    if admitted_chunks * CHUNK_POSTINGS >= int(lp.get("bm25_postings") or 0):
-        return bm25
     chunks = max(1, int(lp.get("bm25_chunks") or 1))
-    if admitted_chunks <= exact_threshold or DENSE_SEEDS * admitted_chunks < 2 * spec.depth * chunks:
+    if admitted_chunks * CHUNK_POSTINGS < int(lp.get("bm25_postings") or 0) and (
+        admitted_chunks <= exact_threshold or DENSE_SEEDS * admitted_chunks < 2 * spec.depth * chunks
+    ):
         return dataclasses.replace(bm25, params={**lp, "bm25_plan": "admitted"})
-    return bm25
+    listed = admitted_chunks <= ADMIT_SET_SHARE * chunks and has_filter_tables(spec.layout)
+    return dataclasses.replace(bm25, params={**lp, "bm25_admit": "set" if listed else "probe"})
 
 
 def _constrained(spec: SearchSpec) -> bool:
@@ -529,43 +540,71 @@ def _rows_of(cte: str) -> sql.Composable:
     return sql.SQL("f.row_id = ANY (ARRAY(SELECT {c}.row_id FROM {c} WHERE {c}.seg = f.seg))").format(c=c)
 
 
-def _doc_best(spec: SearchSpec, rows: str, where: sql.Composable) -> sql.Composable:
-    """(doc, best): each document's exact best score over the chunks in CTE ``rows`` passing ``where``."""
-    if not _constrained(spec):
-        # doc_no orders like doc_id within a segment, and a live document lives in one: no need to read the
-        # chunk rows.  Dead rows are masked on the forward row's (seg, row_id): joining the union of chunk
-        # tables instead probed every segment's index for each chunk (4 probes a seed at 4 segments).
-        live = sql.SQL("") if _unfiltered(spec) else sql.SQL(" AND {}").format(live_sql(spec.layout, "f"))
-        return sql.SQL(
-            "SELECT f.seg, f.doc_no AS doc, max({score}) AS best FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg "
-            "WHERE {rows}{live} GROUP BY f.seg, f.doc_no"
-        ).format(score=_forward_score(), forward=_forward(spec), rows=_rows_of(rows), live=live)
+def _doc_best(spec: SearchSpec, rows: str) -> sql.Composable:
+    """(seg, doc, best): each document's exact best score over the chunks in CTE ``rows``, all admitted (:func:`_admits`).
+
+    doc_no orders like doc_id within a segment, and a live document lives in
+    one: the chunk rows need not be read.  (Dead rows were masked by
+    joining the union of chunk tables once: it probed every segment's index
+    for each chunk, 4 probes a seed at 4 segments.)
+    """
     return sql.SQL(
-        "SELECT c.doc_id AS doc, max({score}) AS best FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg "
-        "JOIN {table} AS c ON c.seg = f.seg AND c.row_id = f.row_id "
-        "WHERE {rows} AND {where} GROUP BY c.doc_id"
-    ).format(score=_forward_score(), forward=_forward(spec), rows=_rows_of(rows), table=spec.table, where=where)
+        "SELECT f.seg, f.doc_no AS doc, max({score}) AS best FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg "
+        "WHERE {rows} GROUP BY f.seg, f.doc_no"
+    ).format(score=_forward_score(), forward=_forward(spec), rows=_rows_of(rows))
 
 
-def _admitted_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
-    """The admitted plan: every chunk passing ``where`` that holds a query term, scored exactly."""
+def _admits(spec: SearchSpec, bm25: Bm25Plan, alias: str) -> sql.Composable:
+    """Whether the row ``alias`` (its ``seg`` and ``row_id``) is live and passes the hard constraints.
+
+    Checked once per row that can reach the top, where the plan first meets
+    it (a seed, a candidate, a summed chunk), so nothing after that checks
+    again.  On the snapshot's filter tables (ranklock.snapshot.filter_table):
+    a probe of the row's narrow row (``probe``), or, where the constraint
+    admits few enough chunks that listing them costs less than probing the
+    candidates (``bm25_admit = set``, see :func:`constrain_plan`), a lookup in
+    the admitted set listed once (CTE ``adm``).
+    """
+    a = sql.Identifier(alias)
+    if _unfiltered(spec):
+        return sql.SQL("TRUE")
+    if not _constrained(spec):
+        return live_sql(spec.layout, alias)
+    if bm25.params.get("bm25_admit") == "set":
+        return sql.SQL("({a}.seg, {a}.row_id) IN (SELECT adm.seg, adm.row_id FROM adm)").format(a=a)
+    return sql.SQL(
+        "EXISTS (SELECT 1 FROM {rows} AS c WHERE c.seg = {a}.seg AND c.row_id = {a}.row_id AND {where})"
+    ).format(rows=spec.filter_rows, a=a, where=where_sql(spec))
+
+
+def _adm(spec: SearchSpec, bm25: Bm25Plan) -> sql.Composable:
+    """CTE ``adm`` (with its leading comma) when the plan looks rows up in the admitted set, else nothing."""
+    if bm25.params.get("bm25_admit") != "set" or not _constrained(spec):
+        return sql.SQL("")
+    return sql.SQL(",\nadm AS MATERIALIZED (SELECT c.seg, c.row_id FROM {rows} AS c WHERE {where})").format(
+        rows=spec.filter_rows, where=where_sql(spec)
+    )
+
+
+def _admitted_sql(spec: SearchSpec) -> sql.Composable:
+    """The admitted plan: every chunk the constraints admit (CTE ``adm``) that holds a query term, scored exactly."""
     return sql.SQL(
         """WITH {qt},
-admitted AS MATERIALIZED (SELECT c.seg, c.row_id FROM {table} AS c WHERE {where}),
+adm AS MATERIALIZED (SELECT c.seg, c.row_id FROM {rows} AS c WHERE {where}),
 scored AS MATERIALIZED (
     -- && keeps the chunks holding a query term.
     SELECT f.seg, f.row_id, {score} AS score FROM {forward} AS f JOIN qids AS q ON q.seg = f.seg
-    WHERE {rows} AND f.tids && q.ids
+    WHERE {adm} AND f.tids && q.ids
 )
 {top}"""
     ).format(
         qt=_query_terms(spec),
-        table=spec.table,
-        where=where,
+        rows=spec.filter_rows,
+        where=where_sql(spec),
         score=_forward_score(),
         forward=_forward(spec),
-        rows=_rows_of("admitted"),
-        top=_top(spec, where),
+        adm=_rows_of("adm"),
+        top=_top(spec),
     )
 
 
@@ -584,33 +623,40 @@ def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sq
         # Few postings: sum them all; nothing to prune.
         return sql.SQL("WITH {qt},\n{summed}\n{top}").format(
             qt=_query_terms(spec),
-            summed=_summed_ctes(spec, where, when=sql.SQL("TRUE"), impact=False),
-            top=_top(spec, where),
+            summed=_summed_ctes(spec, bm25, when=sql.SQL("TRUE"), impact=False),
+            top=_top(spec),
         )
     if bm25.strategy == "admitted":
-        return _admitted_sql(spec, where)
+        return _admitted_sql(spec)
     if bm25.strategy == "sharded":
         return _sharded_sql(spec, where)
     dense = bm25.strategy == "dense"
-    middle = _dense_ctes(spec) if dense else _impact_ctes(spec)
+    # Under a constraint the plan's candidates are checked once (_admits), then only admitted rows go on.
+    checked = not _unfiltered(spec)
+    middle = (_dense_ctes if dense else _impact_ctes)(spec, "cand_all" if checked else "cand")
+    if checked:
+        middle = sql.SQL(
+            "{middle},\ncand AS MATERIALIZED (SELECT k.seg, k.row_id, k.bound FROM cand_all AS k WHERE {admits})"
+        ).format(middle=middle, admits=_admits(spec, bm25, "k"))
     seeds = (
         sql.SQL("greatest(32, %(bm25_dense_seeds)s::bigint / (SELECT count(DISTINCT ord) FROM qt))")
         if dense
         else sql.SQL("%(bm25_seed)s::bigint")
     )
     return sql.SQL(
-        """WITH {qt},
+        """WITH {qt}{adm},
 seed AS MATERIALIZED (
     -- A term's top postings, the budget shared by the segments in proportion to their chunks: a
     -- small new segment seeds a few (seeding every segment in full cost 4x the seeds at 4 segments).
-    -- Any seed set gives a valid theta (real scores of real documents); fewer only loosen it.
+    -- Any seed set gives a valid theta (real scores of real documents); fewer only loosen it.  Under a
+    -- constraint, the top postings of admitted chunks: read in impact order until enough pass.
     SELECT DISTINCT qt.seg, s.row_id FROM qt CROSS JOIN LATERAL (
-        SELECT p.row_id FROM {postings} AS p WHERE p.seg = qt.seg AND p.term_id = qt.term_id
+        SELECT p.row_id FROM {postings} AS p WHERE p.seg = qt.seg AND p.term_id = qt.term_id AND {seed_admits}
         ORDER BY p.w DESC, p.row_id LIMIT ceil({seeds} * qt.share)::bigint) AS s
 ),
 seed_docs AS MATERIALIZED ({seed_docs}),
 theta AS MATERIALIZED (
-    -- Fewer than depth seed documents pass the filter: theta = 0, every posting is summed.
+    -- Fewer than depth seed documents: theta = 0, every posting is summed.
     SELECT th.theta, th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
         SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0)
                AS theta) AS th
@@ -628,13 +674,15 @@ theta2 AS MATERIALIZED (
 {top}"""
     ).format(
         qt=_query_terms(spec),
+        adm=_adm(spec, bm25),
         postings=_postings(spec),
+        seed_admits=_admits(spec, bm25, "p"),
         seeds=seeds,
         middle=middle,
-        seed_docs=_doc_best(spec, "seed", where),
-        probe_docs=_doc_best(spec, "probe", where),
-        summed=_summed_ctes(spec, where, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
-        top=_top(spec, where),
+        seed_docs=_doc_best(spec, "seed"),
+        probe_docs=_doc_best(spec, "probe"),
+        summed=_summed_ctes(spec, bm25, when=sql.SQL("(SELECT theta FROM theta) = 0"), impact=True),
+        top=_top(spec),
     )
 
 
@@ -684,8 +732,8 @@ def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     ).format(qt=_query_terms(spec), arms=sql.SQL("\nUNION ALL\n").join(arms))
 
 
-def _impact_ctes(spec: SearchSpec) -> sql.Composable:
-    """The impact plan's CTEs from read depths to ``cand`` (seg, row_id, bound): steps 2 and 3, per segment.
+def _impact_ctes(spec: SearchSpec, name: str) -> sql.Composable:
+    """The impact plan's CTEs from read depths to ``name`` (seg, row_id, bound): steps 2 and 3, per segment.
 
     A chunk lives in one segment, so its bound only involves its segment's
     read depths: each segment picks its own (the cheapest whose unread bound
@@ -732,7 +780,7 @@ thr AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT CASE WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ l.lvl THEN 0::float8 ELSE r.wq[l.lvl + 1] END AS f) AS t
 ),
-cand AS MATERIALIZED (
+{name} AS MATERIALIZED (
     -- Upper bound of each chunk read: its contributions read, plus scale * f for the terms it was not seen in.
     SELECT thr.seg, e.row_id, fs.fsum + sum(thr.scale * e.w - thr.fq) AS bound
     FROM thr CROSS JOIN LATERAL (
@@ -742,11 +790,11 @@ cand AS MATERIALIZED (
     GROUP BY thr.seg, e.row_id, fs.fsum
     HAVING fs.fsum + sum(thr.scale * e.w - thr.fq) >= (SELECT cut FROM theta)
 )"""
-    ).format(postings=_postings(spec))
+    ).format(postings=_postings(spec), name=sql.Identifier(name))
 
 
-def _dense_ctes(spec: SearchSpec) -> sql.Composable:
-    """The dense plan's CTEs: ``cand`` (seg, row_id, bound) from the dense terms' summed blocks and the others' postings.
+def _dense_ctes(spec: SearchSpec, name: str) -> sql.Composable:
+    """The dense plan's CTEs: ``name`` (seg, row_id, bound) from the dense terms' summed blocks and the others' postings.
 
     Per segment: a chunk's bound is ``m * (r + S * (1 + DENSE_REL)) +
     DENSE_ABS``-like: S the float4 sum of qtf times its weights of the
@@ -820,7 +868,7 @@ hits AS (
         FROM unnest(string_to_array(b.bits::text, '1')) WITH ORDINALITY AS z(piece, k)) AS p
     WHERE bit_count(b.bits) > 0 AND p.pos <= b.n
 ),
-cand AS MATERIALIZED (
+{name} AS MATERIALIZED (
     -- A chunk both in rest and among the hits keeps its larger bound, rest's (r >= 0).
     SELECT x.seg, x.row_id, max(x.bound) AS bound FROM (
         SELECT y.seg, y.row_id, y.bound FROM (
@@ -839,10 +887,14 @@ cand AS MATERIALIZED (
     GROUP BY x.seg, x.row_id
     HAVING max(x.bound) >= (SELECT cut FROM theta)
 )"""
-    ).format(dense=_union(spec, "dense", "t.term_id, t.blk, t.v::vector AS v"), postings=_postings(spec))
+    ).format(
+        dense=_union(spec, "dense", "t.term_id, t.blk, t.v::vector AS v"),
+        postings=_postings(spec),
+        name=sql.Identifier(name),
+    )
 
 
-def _summed_ctes(spec: SearchSpec, where: sql.Composable, *, when: sql.Composable, impact: bool) -> sql.Composable:
+def _summed_ctes(spec: SearchSpec, bm25: Bm25Plan, *, when: sql.Composable, impact: bool) -> sql.Composable:
     """CTEs ``summed``, ``summed_cut`` and ``scored``: every posting of the query's terms summed (when ``when``).
 
     The full plan (not ``impact``) sums every posting exactly, in lexeme order
@@ -854,17 +906,13 @@ def _summed_ctes(spec: SearchSpec, where: sql.Composable, *, when: sql.Composabl
     """
     k1, b, avgdl = _k1_b_avgdl()
     weight = weight_sql(sql.SQL("qt.idf"), sql.SQL("p.tf"), sql.SQL("p.len"), k1, b, avgdl)
-    unfiltered = _unfiltered(spec)
     parts = {
         "weight": weight,
         "postings": _postings(spec),
         "when": when,
-        "summed_top": _summed_top(spec, where),
+        "summed_top": _summed_top(spec, bm25),
         # Filtered: only chunks passing it are worth scoring exactly.
-        "summed_filter": sql.SQL("")
-        if unfiltered
-        else sql.SQL("JOIN {} AS c ON c.seg = summed.seg AND c.row_id = summed.row_id").format(spec.table),
-        "summed_where": sql.SQL("") if unfiltered else sql.SQL("AND {}").format(where),
+        "summed_where": sql.SQL("") if _unfiltered(spec) else sql.SQL("AND {}").format(_admits(spec, bm25, "summed")),
     }
     # One posting read for both: exact and in lexeme order for the full plan, order-free for the fallback.
     comment, order = (
@@ -902,7 +950,7 @@ summed_cut AS MATERIALIZED (
             + """
 scored AS MATERIALIZED (
     -- The chunks that can reach the top, with the exact scores summed above.
-    SELECT summed.seg, summed.row_id, summed.s AS score FROM summed {summed_filter}
+    SELECT summed.seg, summed.row_id, summed.s AS score FROM summed
     WHERE summed.s >= (SELECT cut FROM summed_cut) {summed_where}
 )"""
         ).format(**parts)
@@ -910,8 +958,8 @@ scored AS MATERIALIZED (
         summed
         + """
 survivors AS MATERIALIZED (
-    SELECT cand.seg, cand.row_id FROM cand WHERE cand.bound >= (SELECT cut FROM theta2) UNION SELECT summed.seg, summed.row_id FROM summed {summed_filter}
-    WHERE summed.s >= (SELECT cut FROM summed_cut) {summed_where}
+    SELECT cand.seg, cand.row_id FROM cand WHERE cand.bound >= (SELECT cut FROM theta2)
+    UNION SELECT summed.seg, summed.row_id FROM summed WHERE summed.s >= (SELECT cut FROM summed_cut) {summed_where}
 ),
 scored AS MATERIALIZED (
     -- Scored exactly from the forward table, in lexeme order: the same last bit as every other plan.
@@ -921,35 +969,28 @@ scored AS MATERIALIZED (
     ).format(**parts, score=_forward_score(), forward=_forward(spec), rows=_rows_of("survivors"))
 
 
-def _summed_top(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
-    """The float sums of the top ``depth * max_chunks_per_doc`` summed chunks passing the filter."""
-    if _unfiltered(spec):
-        return sql.SQL("SELECT s FROM summed ORDER BY s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint")
+def _summed_top(spec: SearchSpec, bm25: Bm25Plan) -> sql.Composable:
+    """The float sums of the top ``depth * max_chunks_per_doc`` summed chunks passing the constraints."""
+    admits = sql.SQL("") if _unfiltered(spec) else sql.SQL(" WHERE {}").format(_admits(spec, bm25, "m"))
     return sql.SQL(
-        "SELECT m.s FROM summed AS m JOIN {table} AS c ON c.seg = m.seg AND c.row_id = m.row_id WHERE {where} "
-        "ORDER BY m.s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
-    ).format(table=spec.table, where=where)
+        "SELECT m.s FROM summed AS m{admits} ORDER BY m.s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
+    ).format(admits=admits)
 
 
-def _top(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
-    """The top ``depth * max_chunks_per_doc`` scored chunks passing the filter, ties by (doc_id, chunk).
+def _top(spec: SearchSpec) -> sql.Composable:
+    """The top ``depth * max_chunks_per_doc`` scored chunks, ties by (doc_id, chunk); every one is admitted.
 
     They hold the best chunk of every top-``depth`` document.  Chunks tied
     with the last of them are all read before the doc-id tie-break cuts:
-    row ids order like (doc_id, chunk) within a segment, never across.
+    row ids order like (doc_id, chunk) within a segment, never across.  Every
+    plan scores admitted chunks only (:func:`_admits`), so the top scores
+    come first (and ties with the last), then only those rows are read for
+    their ids, from the narrow filter table where the segments have one.
     """
-    if _unfiltered(spec):
-        # Nothing to filter: the top scores (and ties with the last), then only those chunks are read.
-        return sql.SQL(
-            "SELECT c.doc_id, c.chunk, s.score FROM ("
-            "SELECT seg, row_id, score FROM scored WHERE score >= coalesce((SELECT score FROM scored ORDER BY score "
-            "DESC LIMIT 1 OFFSET (%(depth)s::bigint * %(bm25_max_chunks)s::bigint - 1)), '-Infinity'::float8)"
-            ") AS s JOIN {table} AS c ON c.seg = s.seg AND c.row_id = s.row_id "
-            "ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
-        ).format(table=spec.table)
-    # Chunks read in score order until enough pass the filter.
     return sql.SQL(
-        "SELECT c.doc_id, c.chunk, s.score FROM scored AS s "
-        "JOIN {table} AS c ON c.seg = s.seg AND c.row_id = s.row_id WHERE {where} "
+        "SELECT c.doc_id, c.chunk, s.score FROM ("
+        "SELECT seg, row_id, score FROM scored WHERE score >= coalesce((SELECT score FROM scored ORDER BY score "
+        "DESC LIMIT 1 OFFSET (%(depth)s::bigint * %(bm25_max_chunks)s::bigint - 1)), '-Infinity'::float8)"
+        ") AS s JOIN {table} AS c ON c.seg = s.seg AND c.row_id = s.row_id "
         "ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
-    ).format(table=spec.table, where=where)
+    ).format(table=spec.filter_rows)

@@ -41,7 +41,7 @@ def count_matching_sql(spec: SearchSpec, snap_stats: dict[str, Any]) -> tuple[sq
     one_chunk = int(snap_stats.get("max_chunks_per_doc", 2) or 2) <= 1
     docs = sql.SQL("count(*)") if one_chunk else sql.SQL("count(DISTINCT c.doc_id)")
     q = sql.SQL("SELECT {docs} AS documents, count(*) AS chunks FROM {table} AS c WHERE {where}").format(
-        docs=docs, table=spec.table, where=where_sql(spec)
+        docs=docs, table=spec.filter_rows, where=where_sql(spec)
     )
     params = dict(spec.filter_params)
     if spec.as_of is not None:

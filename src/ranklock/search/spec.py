@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from psycopg import sql
 
 from ..snapshot.rules import CURRENT_RULES, RankingRules
-from ..snapshot.segments import Layout, chunks_sql, live_sql
+from ..snapshot.segments import Layout, chunks_sql, filter_rows_sql, live_sql
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -163,6 +163,12 @@ class SearchSpec:
         """The snapshot's chunk rows: its segments' chunk tables as one relation, with ``seg``; mask with
         :func:`where_sql` (or :func:`live_sql`), which drops the dead rows."""
         return chunks_sql(self.layout)
+
+    @property
+    def filter_rows(self) -> sql.Composable:
+        """What a hard constraint is checked on, with ``seg``, ``row_id``, ``doc_id`` and ``chunk``: the segments'
+        narrow filter tables where they have them (ranklock.snapshot.filter_table), else their chunk tables."""
+        return filter_rows_sql(self.layout)
 
     def branch(self, name: str) -> Branch | None:
         """The branch called ``name``, or None when it does not run."""

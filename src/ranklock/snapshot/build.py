@@ -617,6 +617,7 @@ def _index_segment(
     held: Callable[[], None],
 ) -> dict[str, Any]:
     """Segment ``sid``'s indexes and BM25 tables, built once its rows are written; returns the vector index build."""
+    from .filter_table import build_filter_table
     from .lexical_stats import build_lexical_stats
 
     t2 = time.perf_counter()
@@ -629,6 +630,12 @@ def _index_segment(
     build_lexical_stats(db, sid)
     seconds["lexical_stats"] = time.perf_counter() - t3
     held()
+    if not coll.shards:
+        # A placed segment's statements join co-located tables only: its chunk table serves constraints.
+        t5 = time.perf_counter()
+        build_filter_table(db, sid)
+        seconds["filter_table"] = time.perf_counter() - t5
+        held()
     if coll.shards:
         from .shards import distribute_segment
 

@@ -180,6 +180,9 @@ def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
     )
     for table in (forward, postings, chunks):
         conn.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY (%s)").format(table), [row_ids])
+    fields = segment_table("fields", seg)
+    if conn.execute("SELECT to_regclass(%s)", [fields.as_string(None)]).fetchone()[0]:
+        conn.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY (%s)").format(fields), [row_ids])
     # Its per-value counts counted the purged rows: recounted by the next search that needs them.
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(segment_table("counts", seg)))
     # Terms only the purged documents held: their lexemes are words of the text.

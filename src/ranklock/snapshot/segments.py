@@ -29,12 +29,15 @@ from psycopg import sql
 
 from ..store.database import Database
 from ..store.tables import SHARD_KEY, SegmentKind, segment_table
+from .filter_table import FILTER_TABLE_VERSION
 
 __all__ = [
     "Layout",
     "SegmentInfo",
     "chunks_sql",
     "collect_segments",
+    "filter_rows_sql",
+    "has_filter_tables",
     "live_count",
     "live_documents",
     "live_documents_sql",
@@ -64,6 +67,8 @@ class SegmentInfo:
     shards: int | None = None
     #: The column its tables are distributed by there: ``doc_id``, or ``shard_key`` (its partition value).
     distribution: str | None = None
+    #: Its filter table (ranklock.snapshot.filter_table), as built; None: its chunk table serves constraints.
+    filter: Mapping[str, Any] | None = None
 
     def key_sql(self, alias: str) -> sql.Composable:
         """``alias.shard_key = '<its partition value>'`` when placed by it, else TRUE.
@@ -91,6 +96,7 @@ class SegmentInfo:
             bm25=row.get("bm25"),
             shards=None if row.get("shards") is None else int(row["shards"]),
             distribution=row.get("distribution"),
+            filter=row.get("filter"),
         )
 
 
@@ -190,6 +196,21 @@ def union_sql(layout: Layout, kind: SegmentKind, columns: sql.Composable = sql.S
     return sql.SQL("({})").format(sql.SQL(" UNION ALL ").join(arms))
 
 
+def filter_rows_sql(layout: Layout) -> sql.Composable:
+    """The rows a hard constraint is checked on: the segments' filter tables, or their chunk tables.
+
+    The same columns by the same names either way (ranklock.snapshot.filter_table),
+    with ``seg``: the filter tables when every segment read has a current one,
+    since a union is one relation; dead rows masked by :func:`live_sql` as on the chunks.
+    """
+    return union_sql(layout, "fields") if has_filter_tables(layout) else chunks_sql(layout)
+
+
+def has_filter_tables(layout: Layout) -> bool:
+    """Every segment read has a current filter table (ranklock.snapshot.filter_table)."""
+    return all(g.filter and g.filter.get("version") == FILTER_TABLE_VERSION for g in layout.segments)
+
+
 def chunks_sql(layout: Layout) -> sql.Composable:
     """Every chunk row of the snapshot's segments, dead ones included (mask them with :func:`live_sql`)."""
     return union_sql(layout, "chunks")
@@ -209,9 +230,10 @@ def live_sql(layout: Layout, alias: str = "c") -> sql.Composable:
             "({a}.seg, {a}.row_id) NOT IN (SELECT x.seg, x.row_id FROM ranklock.snapshot_dead_rows AS x "
             "WHERE x.snapshot_id = {sid})"
         ).format(sid=sql.Literal(layout.snapshot_id), a=sql.Identifier(alias))
+    # Correlated: its alias must be one no caller names (a caller's row called x was shadowed by it once).
     return sql.SQL(
-        "NOT EXISTS (SELECT 1 FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = {sid} "
-        "AND x.seg = {a}.seg AND x.row_id = {a}.row_id)"
+        "NOT EXISTS (SELECT 1 FROM ranklock.snapshot_dead_rows AS dead_row WHERE dead_row.snapshot_id = {sid} "
+        "AND dead_row.seg = {a}.seg AND dead_row.row_id = {a}.row_id)"
     ).format(sid=sql.Literal(layout.snapshot_id), a=sql.Identifier(alias))
 
 
@@ -221,7 +243,8 @@ def segments_sql(snapshot: sql.Composable) -> sql.Composable:
         "(SELECT coalesce(json_agg(json_build_object('id', g.id, 'documents', g.documents, 'chunks', g.chunks, "
         "'total_len', g.total_len, 'max_chunks', g.max_chunks, 'window_start', g.window_start, "
         "'window_end', g.window_end, 'partition_key', g.partition_key, 'bm25', g.stats -> 'bm25', "
-        "'shards', g.stats -> 'shards', 'distribution', g.stats ->> 'distribution') ORDER BY g.id), "
+        "'shards', g.stats -> 'shards', 'distribution', g.stats ->> 'distribution', 'filter', g.stats -> 'filter') "
+        "ORDER BY g.id), "
         "'[]'::json) FROM ranklock.snapshot_segments AS ss JOIN ranklock.segments AS g ON g.id = ss.segment_id "
         "WHERE ss.snapshot_id = {})"
     ).format(snapshot)

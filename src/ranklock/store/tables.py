@@ -12,6 +12,8 @@ that did not know about it::
     forward       BM25 forward index: each chunk's terms, term frequencies and weights
     postings      BM25 postings in impact order
     dense         BM25 weights of the frequent terms as float4 sparsevec blocks (made by lexical stats)
+    fields        what a hard constraint reads of each chunk: typed fields, effective dates
+                  (ranklock.snapshot.filter_table)
     counts        per-value document and chunk counts of typed fields, made on first use
                   (ranklock.search.scope)
 
@@ -50,9 +52,9 @@ SCHEMA = "ranklock_data"
 #: On a Citus cluster, the column a partitioned collection's segment tables are distributed by: the
 #: segment's partition value in every row (ranklock.snapshot.shards).
 SHARD_KEY = "shard_key"
-SegmentKind = Literal["chunks", "terms", "forward", "postings", "dense", "counts"]
+SegmentKind = Literal["chunks", "terms", "forward", "postings", "dense", "fields", "counts"]
 #: Every kind of table a segment owns.
-SEGMENT_KINDS: tuple[SegmentKind, ...] = ("chunks", "terms", "forward", "postings", "dense", "counts")
+SEGMENT_KINDS: tuple[SegmentKind, ...] = ("chunks", "terms", "forward", "postings", "dense", "fields", "counts")
 
 
 def segment_table_name(kind: SegmentKind, segment_id: int) -> str:
