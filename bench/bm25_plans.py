@@ -91,7 +91,7 @@ def main() -> None:
     off: dict[str, list[float]] = {}
     plans: dict[str, dict[str, int]] = {}
     diffs: list[str] = []
-    knob, off_value = ("DENSE_MAX_TERMS", 0) if args.off == "dense" else ("CHUNK_POSTINGS", 10**12)
+    knob, off_value = ("DENSE_MAX_TERMS", 0) if args.off == "dense" else ("CONSTRAINED_WAYS", ("set", "probe"))
     saved = getattr(bm25, knob)
     for kind, text in qs:
         ms, hits, plan = run(eng, args.collection, text, args.depth, args.filter, args.snapshot)

@@ -84,7 +84,9 @@ def zipf_levels(engine: Engine) -> str:
 def force_impact_plan(monkeypatch: pytest.MonkeyPatch, *, seed: int, probe: int, deeper: int, skip: int) -> None:
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
     monkeypatch.setattr(bm25_module, "DENSE_MAX_TERMS", 0)  # the dense plan has its own tests (test_bm25_dense)
-    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)  # and so has the admitted plan (test_bm25_admitted)
+    monkeypatch.setattr(
+        bm25_module, "CONSTRAINED_WAYS", ("set", "probe")
+    )  # and so has the admitted plan (test_bm25_admitted)
     monkeypatch.setattr(bm25_module, "SEED_PER_TERM", seed)
     monkeypatch.setattr(bm25_module, "PROBE", probe)
     monkeypatch.setattr(bm25_module, "DEEPER", deeper)

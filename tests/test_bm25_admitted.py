@@ -47,34 +47,38 @@ def no_full_sum(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def force_admitted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Take the admitted plan under any constraint within the threshold (rare words have few postings)."""
-    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 0)
+    """Take the admitted plan under any constraint."""
+    monkeypatch.setattr(bm25_module, "CONSTRAINED_WAYS", ("admitted",))
+
+
+def way_of(engine: Engine, collection: str, query: str, **kw: Any) -> str:
+    """The plan a constrained search takes: ``admitted``, or the pruning plans' way of checking (``set``, ``probe``)."""
+    _, params = engine.search_sql(collection, query, mode="lexical", **kw)
+    return str(params["bm25_plan"] if params["bm25_plan"] == "admitted" else params.get("bm25_admit"))
 
 
 @pytest.mark.usefixtures("no_full_sum")
-def test_a_selective_constraint_takes_the_admitted_plan(
-    engine: Engine, buckets: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 1") == "admitted"
+def test_a_constraint_takes_the_cheapest_way(engine: Engine, buckets: str, monkeypatch: pytest.MonkeyPatch) -> None:
     when = datetime(2024, 1, 1, tzinfo=UTC)
-    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 1", as_of=when) == "admitted"
-    # No constraint, or one admitting 6 chunks in 7 (as_of alone): the postings' plans.
+    # No constraint: the postings' plans, nothing to check.
     assert plan_of(engine, buckets, "alpha bravo") in ("impact", "dense")
-    assert plan_of(engine, buckets, "alpha bravo", as_of=when) in ("impact", "dense")
-    # More admitted chunks than the exact threshold (half the corpus), and enough for the seeds: the
-    # postings' plans ... (the cost rule is set aside here: scoring half the chunks reads more than these postings)
+    assert way_of(engine, buckets, "alpha bravo") == "None"
+    # On a corpus this small, scoring what a constraint admits costs less than the pruning plans' seeds and
+    # probes alone (1,274 chunks scored): the admitted plan, under a filter or as_of alone.
+    assert way_of(engine, buckets, "alpha bravo", filter="bucket < 1") == "admitted"
+    assert way_of(engine, buckets, "alpha bravo", filter="bucket < 1", as_of=when) == "admitted"
+    assert way_of(engine, buckets, "alpha bravo", as_of=when) == "admitted"
+    # With a seed and a probe each, pruning costs less, and its seeds read so few postings that probing
+    # each costs less than listing the admitted set ...
+    for knob in ("DENSE_SEEDS", "SEED_PER_TERM", "DENSE_PROBE", "PROBE"):
+        monkeypatch.setattr(bm25_module, knob, 1)
+    assert way_of(engine, buckets, "alpha bravo", filter="bucket < 5") == "probe"
+    # ... unless probes cost more than listing it once (the segments have filter tables).
+    monkeypatch.setattr(bm25_module, "PROBE_POSTINGS", 10**6)
+    assert way_of(engine, buckets, "alpha bravo", filter="bucket < 5") == "set"
+    # A chunk scored for nothing: the admitted plan again.
     monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 0)
-    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 5", exact_threshold=10) in ("impact", "dense")
-    # ... unless too few seeds would pass the filter to bound theta at this depth.
-    monkeypatch.setattr(bm25_module, "DENSE_SEEDS", 40)
-    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 5", exact_threshold=10) == "admitted"
-    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 5", exact_threshold=10, depth=5) in (
-        "impact",
-        "dense",
-    )
-    # Scoring the admitted chunks would read more than the postings: the postings' plans.
-    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)
-    assert plan_of(engine, buckets, "alpha bravo", filter="bucket < 1") in ("impact", "dense")
+    assert way_of(engine, buckets, "alpha bravo", filter="bucket < 5") == "admitted"
 
 
 @pytest.mark.usefixtures("no_full_sum")
@@ -98,7 +102,7 @@ def test_admitted_plan_equals_the_reference_and_the_other_plans(
         everything = reference_bm25(engine, buckets, q, depth=1000)
         assert_same(got, [h for h in everything if in_bucket(h[0], expr)][:depth])
         with monkeypatch.context() as m:
-            m.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)
+            m.setattr(bm25_module, "CONSTRAINED_WAYS", ("set", "probe"))
             assert plan_of(engine, buckets, q, filter=expr) != "admitted"
             assert got == lexical(engine, buckets, q, depth=depth, filter=expr)  # bit for bit
 

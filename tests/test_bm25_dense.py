@@ -56,7 +56,7 @@ def force_dense_plan(monkeypatch: pytest.MonkeyPatch, *, seeds: int = 1024, prob
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
     monkeypatch.setattr(bm25_module, "DENSE_SEEDS", seeds)
     monkeypatch.setattr(bm25_module, "DENSE_PROBE", probe)
-    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)  # filtered tests keep the dense plan
+    monkeypatch.setattr(bm25_module, "CONSTRAINED_WAYS", ("set", "probe"))  # filtered tests keep the dense plan
 
 
 def other_plans(

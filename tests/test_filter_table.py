@@ -87,11 +87,11 @@ def test_every_plan_checks_constraints_on_it_and_matches_the_reference(
     if plan == "impact":
         monkeypatch.setattr(bm25_module, "DENSE_MAX_TERMS", 0)
     if plan in ("impact", "dense"):
-        monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)
+        monkeypatch.setattr(bm25_module, "CONSTRAINED_WAYS", ("set", "probe"))
         # The admitted set listed once (set), or each candidate's row probed (probe).
-        monkeypatch.setattr(bm25_module, "ADMIT_SET_SHARE", 1.0 if admit == "set" else 0.0)
+        monkeypatch.setattr(bm25_module, "CONSTRAINED_WAYS", (admit,))
     if plan == "admitted":
-        monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 0)
+        monkeypatch.setattr(bm25_module, "CONSTRAINED_WAYS", ("admitted",))
     taken = set()
     for flt in FILTERS:
         for q in QUERIES:

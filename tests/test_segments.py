@@ -121,8 +121,8 @@ def test_scores_equal_the_exhaustive_reference_over_segments(
         ("dense", {"DENSE_SEEDS": 40, "DENSE_PROBE": 0}),
         ("dense", {"DENSE_SEEDS": 1024, "DENSE_PROBE": 250}),
         # The filter's admitted chunks listed once and looked up (not probed row by row).
-        ("impact", {"SEED_PER_TERM": 15, "PROBE": 1, "DEEPER": 0, "SKIP_LEVEL": 1, "ADMIT_SET_SHARE": 1.0}),
-        ("dense", {"DENSE_SEEDS": 40, "DENSE_PROBE": 5, "ADMIT_SET_SHARE": 1.0}),
+        ("impact", {"SEED_PER_TERM": 15, "PROBE": 1, "DEEPER": 0, "SKIP_LEVEL": 1, "CONSTRAINED_WAYS": ("set",)}),
+        ("dense", {"DENSE_SEEDS": 40, "DENSE_PROBE": 5, "CONSTRAINED_WAYS": ("set",)}),
     ],
 )
 def test_every_bm25_plan_is_exact_over_segments(
@@ -137,7 +137,7 @@ def test_every_bm25_plan_is_exact_over_segments(
 
     once, cut, _ = corpora
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
-    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)
+    monkeypatch.setattr(bm25_module, "CONSTRAINED_WAYS", ("set", "probe"))
     if plan == "impact":
         monkeypatch.setattr(bm25_module, "DENSE_MAX_TERMS", 0)
     for name, value in knobs.items():
@@ -160,7 +160,7 @@ def test_segments_with_blocks_stored_as_vectors_search_alike(
 
     once, cut, _ = corpora
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
-    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 10**12)
+    monkeypatch.setattr(bm25_module, "CONSTRAINED_WAYS", ("set", "probe"))
     sid = engine.collection(cut).active_snapshot_id
     segs = [
         int(r["segment_id"])
@@ -204,7 +204,7 @@ def test_the_admitted_plan_is_exact_over_segments(
 
     once, cut, _ = corpora
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
-    monkeypatch.setattr(bm25_module, "CHUNK_POSTINGS", 0)  # scoring the admitted chunks always "reads less"
+    monkeypatch.setattr(bm25_module, "CONSTRAINED_WAYS", ("admitted",))  # the admitted plan under any constraint
     for q in QUERIES:
         _, params = engine.search_sql(cut, q, mode="lexical", filter="bucket = 3")
         assert params["bm25_plan"] == "admitted"

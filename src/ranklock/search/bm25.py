@@ -120,8 +120,8 @@ if TYPE_CHECKING:
     from .spec import SearchSpec
 
 __all__ = [
-    "ADMIT_SET_SHARE",
     "CHUNK_POSTINGS",
+    "CONSTRAINED_WAYS",
     "DEEPER",
     "DENSE_ABS",
     "DENSE_MAX_TERMS",
@@ -130,7 +130,9 @@ __all__ = [
     "DENSE_REST_POSTINGS",
     "DENSE_SEEDS",
     "FULL_SCAN_POSTINGS",
+    "LIST_POSTINGS",
     "PROBE",
+    "PROBE_POSTINGS",
     "SEED_PER_TERM",
     "SKIP_LEVEL",
     "Bm25Plan",
@@ -139,6 +141,8 @@ __all__ = [
     "choose_admitted_plan",
     "prepare_bm25",
     "query_postings_sql",
+    "sharded_terms_sql",
+    "with_sharded_terms",
 ]
 
 #: Below this many postings for all query terms together, score them all.
@@ -171,12 +175,15 @@ DENSE_REL = 2e-5
 DENSE_ABS = 1e-6
 #: Dense plan: at most this many dense terms in a query (DENSE_REL's limit, with room); more take the impact plan.
 DENSE_MAX_TERMS = 64
-#: Admitted plan: scoring one chunk from the forward table costs about this many postings read
-#: (~3 us against ~0.3 us at 1M chunks); the plan is taken only when it reads less.
+#: Under a constraint (:func:`choose_admitted_plan`), in posting reads (one read in impact order, ~0.3 us at
+#: 1M chunks): scoring one chunk exactly from the forward table ...
 CHUNK_POSTINGS = 10
-#: Under a constraint admitting at most this share of the chunks, the impact and dense plans list the
-#: admitted chunks once and look their candidates up there, instead of probing each candidate's row.
-ADMIT_SET_SHARE = 0.1
+#: ... probing one row of the filter table for the constraint ...
+PROBE_POSTINGS = 8
+#: ... and listing one admitted chunk in the admitted set (its index entry read, hashed).
+LIST_POSTINGS = 1
+#: The ways a constrained search may take, the cheapest chosen (tests and benchmarks pin one).
+CONSTRAINED_WAYS: tuple[str, ...] = ("admitted", "set", "probe")
 
 
 class LexicalQuery(Protocol):
@@ -286,6 +293,7 @@ def prepare_bm25(
     totals: tuple[int, int, int],
     postings: int | Sequence[int] | None,
     *,
+    terms: int = 1,
     collection: str = "COLLECTION",
 ) -> Bm25Plan:
     """The BM25 plan of ``lex`` on the snapshot ``layout``, or an error saying why it has none.
@@ -313,8 +321,9 @@ def prepare_bm25(
     lp: dict[str, Any] = {}
     if impact:
         lp["bm25_postings"] = total
+        lp["bm25_terms"] = terms
         if layout.distributed:
-            lp["bm25_plan"] = "sharded"
+            lp["bm25_plan"] = "sharded" if total <= FULL_SCAN_POSTINGS else "sharded_impact"
         elif total <= FULL_SCAN_POSTINGS:
             lp["bm25_plan"] = "full"
         elif dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS:
@@ -336,6 +345,7 @@ def prepare_bm25(
             # Each segment's share of the chunks read: its part of the seed budget (below).
             "bm25_share": [g.chunks / (read_chunks or 1) for g in layout.segments],
             "bm25_seed": SEED_PER_TERM,
+            "bm25_seed_reads": SEED_PER_TERM,
             "bm25_full": FULL_SCAN_POSTINGS,
             "bm25_probe": PROBE,
             "bm25_deeper": DEEPER,
@@ -367,33 +377,49 @@ def _avgdl(n: int, total_len: int) -> float:
     return total_len / n if n else 1.0
 
 
-def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int, exact_threshold: int) -> Bm25Plan:
-    """Under a hard constraint: score the chunks it admits when they are few, and say how the others check it.
+def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int) -> Bm25Plan:
+    """Under a hard constraint: the cheapest of scoring the admitted chunks, or pruning with a set or probes.
 
     Called once the completeness count knows ``admitted_chunks`` (before the
     statement is built, so ``search_sql`` shows the same plan).  Only the
-    impact and dense plans are replaced, and only under a filter or ``as_of``,
-    when scoring the admitted chunks reads less than the postings and either
-    they are at most ``exact_threshold`` or the seeds are unlikely to bound
-    theta: about ``DENSE_SEEDS * admitted / N`` seed chunks pass the
-    constraint, and under ``2 * depth`` of them theta stays 0 or weak (at 1M
-    chunks a 3 % filter took 3.3 s p50 that way).
+    impact and dense plans, and only under a filter or ``as_of``.  Each way's
+    cost is estimated in posting reads (a posting read in impact order, about
+    0.3 us at 1M chunks, is the unit):
 
-    The impact and dense plans that stay check the constraint on the rows that
-    can reach the top (:func:`_admits`): in a set of the admitted chunks listed
-    once (``bm25_admit = set``) when they are at most ``ADMIT_SET_SHARE`` of
-    the chunks and the segments have filter tables, else by probing each row.
+    * the admitted plan scores every admitted chunk (``CHUNK_POSTINGS``
+      each);
+    * the pruning plans read each term's postings in impact order until its
+      seeds pass the constraint, about ``seeds / s`` of them at a selectivity
+      ``s`` (never more than the terms hold), score their seeds and probes
+      exactly, and check what they read: in the admitted set, listed once
+      (``LIST_POSTINGS`` an admitted chunk, then about one posting read a
+      lookup: ``bm25_admit = set``, on filter tables only), or by probing each
+      row (``PROBE_POSTINGS`` each: ``probe``).
+
+    The constants are measured (docs/benchmarks.md, bench/filtered_plans.py);
+    the shape holds on any corpus: the admitted plan grows with what the
+    constraint admits, the set with it too but 10 times more slowly, the
+    probes with the inverse of the selectivity.
     """
     lp = bm25.params
+    chunks = max(1, int(lp.get("bm25_chunks") or 1))
+    admitted = max(1, admitted_chunks)
+    if bm25.strategy == "sharded_impact" and _constrained(spec):
+        # Its seeds are read down to a weight, not until enough pass: read as many more as the filter rejects.
+        return dataclasses.replace(bm25, params={**lp, "bm25_seed_reads": SEED_PER_TERM * chunks / admitted})
     if bm25.strategy not in ("impact", "dense") or not _constrained(spec):
         return bm25
-    chunks = max(1, int(lp.get("bm25_chunks") or 1))
-    if admitted_chunks * CHUNK_POSTINGS < int(lp.get("bm25_postings") or 0) and (
-        admitted_chunks <= exact_threshold or DENSE_SEEDS * admitted_chunks < 2 * spec.depth * chunks
-    ):
+    dense = bm25.strategy == "dense"
+    seeds = DENSE_SEEDS if dense else SEED_PER_TERM * max(1, int(lp.get("bm25_terms") or 1))
+    scored = (seeds + (DENSE_PROBE if dense else PROBE)) * CHUNK_POSTINGS
+    reads = min(int(lp.get("bm25_postings") or 0), seeds * chunks / admitted)
+    costs = {"probe": scored + reads * PROBE_POSTINGS, "admitted": admitted * CHUNK_POSTINGS}
+    if has_filter_tables(spec.layout):
+        costs["set"] = scored + reads + admitted * LIST_POSTINGS
+    way = min((w for w in costs if w in CONSTRAINED_WAYS), key=lambda w: (costs[w], w), default="probe")
+    if way == "admitted":
         return dataclasses.replace(bm25, params={**lp, "bm25_plan": "admitted"})
-    listed = admitted_chunks <= ADMIT_SET_SHARE * chunks and has_filter_tables(spec.layout)
-    return dataclasses.replace(bm25, params={**lp, "bm25_admit": "set" if listed else "probe"})
+    return dataclasses.replace(bm25, params={**lp, "bm25_admit": way})
 
 
 def _constrained(spec: SearchSpec) -> bool:
@@ -670,6 +696,8 @@ def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sq
         return _admitted_sql(spec)
     if bm25.strategy == "sharded":
         return _sharded_sql(spec, where)
+    if bm25.strategy == "sharded_impact":
+        return _sharded_impact_sql(spec, where)
     dense = bm25.strategy == "dense"
     # Under a constraint the plan's candidates are checked once (_admits), then only admitted rows go on.
     checked = not _unfiltered(spec)
@@ -739,17 +767,25 @@ def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     with (a join with the broadcast ``qt`` alone read every posting of the
     shard: the planner cannot see how few rows ``qt`` holds).  A segment placed by its partition value is one shard: its arm names it
     (``shard_key = '<value>'``), and a search routed to one tenant runs on
-    that tenant's node alone.  The impact and dense plans cannot run there: their theta is one scalar over
-    every shard's seeds (docs/scaling.md).
+    that tenant's node alone.  Taken for few postings, and by
+    :func:`_sharded_impact_sql` when its seeds cannot bound theta.
     """
+    return sql.SQL(
+        "WITH {qt}\nSELECT h.doc_id, h.chunk, h.score FROM ({arms}) AS h "
+        "ORDER BY h.score DESC, h.doc_id, h.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
+    ).format(qt=_query_terms(spec), arms=sql.SQL("\nUNION ALL\n").join(_summed_arms(spec, where, sql.SQL("TRUE"))))
+
+
+def _summed_arms(spec: SearchSpec, where: sql.Composable, when: sql.Composable) -> list[sql.Composable]:
+    """The sharded plan's arm of each segment (:func:`_sharded_sql`), run only ``when``."""
     k1, b, avgdl = _k1_b_avgdl()
     weight = weight_sql(sql.SQL("qt.idf"), sql.SQL("p.tf"), sql.SQL("p.len"), k1, b, avgdl)
-    arms = [
+    return [
         sql.SQL(
             """(SELECT c.doc_id, c.chunk, s.score FROM (
         SELECT p.{dist}, p.row_id, sum(qt.qtf * {weight} ORDER BY qt.ord) AS score
         FROM {postings} AS p JOIN qt ON qt.seg = {seg} AND qt.term_id = p.term_id
-        WHERE p.term_id = ANY (ARRAY(SELECT qt.term_id FROM qt WHERE qt.seg = {seg})) AND {pkey}
+        WHERE p.term_id = ANY (ARRAY(SELECT qt.term_id FROM qt WHERE qt.seg = {seg})) AND {pkey} AND {when}
         GROUP BY p.{dist}, p.row_id) AS s
     JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t WHERE {tkey}) AS c ON c.{dist} = s.{dist} AND c.row_id = s.row_id
     WHERE {where}
@@ -760,16 +796,158 @@ def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
             postings=segment_table("postings", g.id),
             seg=sql.SQL("{}::bigint").format(sql.Literal(g.id)),
             pkey=g.key_sql("p"),
+            when=when,
             chunks=segment_table("chunks", g.id),
             tkey=g.key_sql("t"),
             where=where,
         )
         for g in spec.layout.segments
     ]
+
+
+def _sharded_impact_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
+    """The impact plan on shards: a global theta first, then every shard reads only what can still reach it.
+
+    One statement, which Citus runs as a few steps (docs/scaling.md):
+
+    1. Seeds, on every shard: each term's postings down to the weight of its
+       ``bm25_seed_reads``-th posting in impact order (read off the terms'
+       quantiles: a range of the impact index, as ``LATERAL ... LIMIT`` over
+       the query's terms cannot be pushed down), scored exactly from the
+       forward table, filtered, each shard's best ``depth`` documents.
+    2. theta, on the coordinator: the ``depth``-th best of those (a real score
+       of real documents, so a lower bound of the branch's last); then each
+       term's read depth, by the impact plan's own rule (:func:`_read_depths_ctes`).
+    3. Every shard: each term's postings down to its depth, each chunk's
+       bound (as in the impact plan), those reaching theta scored exactly
+       and filtered, its top ``depth * max_chunks``; the coordinator merges.
+
+    The exact score is the forward table's, by the one expression every plan
+    uses, with the query's term ids, frequencies and idfs bound as arrays
+    (``bm25_ids_<segment>``: Citus pushes down no subquery correlated with a
+    relation of the coordinator), so each chunk gets the bits it gets on one
+    node.  When the seeds cannot bound theta (fewer than ``depth`` documents
+    pass the filter), step 3 is the sharded plan's full sum instead.
+    """
+    unfiltered = _unfiltered(spec)
+    seeds, seed_docs, pruned = [], [], []
+    for g in spec.layout.segments:
+        seg, dist = sql.SQL("{}::bigint").format(sql.Literal(g.id)), sql.Identifier(g.distribution or "doc_id")
+        chunks, tkey = segment_table("chunks", g.id), g.key_sql("t")
+        # The filter reads the chunk row (co-located with the forward row); nothing to read unfiltered.
+        rows = (
+            sql.SQL("")
+            if unfiltered
+            else sql.SQL(
+                " JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t WHERE {tkey}) AS c "
+                "ON c.{dist} = f.{dist} AND c.row_id = f.row_id"
+            ).format(seg=seg, chunks=chunks, tkey=tkey, dist=dist)
+        )
+        parts = {
+            "seg": seg,
+            "dist": dist,
+            "postings": segment_table("postings", g.id),
+            "forward": segment_table("forward", g.id),
+            "chunks": chunks,
+            "xkey": g.key_sql("x"),
+            "fkey": g.key_sql("f"),
+            "tkey": tkey,
+            "score": _bound_forward_score(g.id),
+            "where": where,
+            "rows": rows,
+        }
+        seeds.append(
+            sql.SQL(
+                "SELECT {seg} AS seg, e.{dist} AS dk, e.row_id FROM seedw CROSS JOIN LATERAL ("
+                "SELECT x.{dist}, x.row_id FROM {postings} AS x WHERE x.term_id = seedw.term_id AND x.w >= seedw.f "
+                "AND {xkey}) AS e WHERE seedw.seg = {seg}"
+            ).format(**parts)
+        )
+        seed_docs.append(
+            sql.SQL(
+                "(SELECT max({score}) AS best FROM {forward} AS f{rows} "
+                "WHERE (f.{dist}, f.row_id) IN (SELECT s.dk, s.row_id FROM seed AS s WHERE s.seg = {seg}) AND {fkey} "
+                "AND {where} GROUP BY f.{dist}, f.doc_id ORDER BY best DESC LIMIT %(depth)s::bigint)"
+            ).format(**parts)
+        )
+        pruned.append(
+            sql.SQL(
+                """(SELECT c.doc_id, c.chunk, s.score FROM (
+        SELECT f.{dist}, f.row_id, {score} AS score FROM {forward} AS f
+        WHERE (f.{dist}, f.row_id) IN (
+            SELECT e.{dist}, e.row_id FROM thr CROSS JOIN LATERAL (
+                SELECT x.{dist}, x.row_id, x.w FROM {postings} AS x
+                WHERE x.term_id = thr.term_id AND x.w >= thr.f AND {xkey}) AS e
+            WHERE thr.seg = {seg}
+            GROUP BY e.{dist}, e.row_id
+            HAVING (SELECT fs.fsum FROM fs WHERE fs.seg = {seg}) + sum(thr.scale * e.w - thr.fq) >= (SELECT cut FROM theta))
+          AND {fkey}) AS s
+    JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t WHERE {tkey}) AS c ON c.{dist} = s.{dist} AND c.row_id = s.row_id
+    WHERE {where}
+    ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint)"""
+            ).format(**parts)
+        )
+    full = _summed_arms(spec, where, sql.SQL("(SELECT theta FROM theta) = 0"))
     return sql.SQL(
-        "WITH {qt}\nSELECT h.doc_id, h.chunk, h.score FROM ({arms}) AS h "
-        "ORDER BY h.score DESC, h.doc_id, h.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
-    ).format(qt=_query_terms(spec), arms=sql.SQL("\nUNION ALL\n").join(arms))
+        """WITH {qt},
+seedw AS MATERIALIZED (
+    -- Per segment and term: the weight its seeds are read down to, its bm25_seed_reads-th posting's
+    -- (the quantile at or past it; everything when the term has no more, or no quantile).
+    SELECT qt.seg, qt.term_id,
+           CASE WHEN qt.df <= r.n OR cardinality(qt.wq) = 0 THEN 0::float8
+                ELSE qt.wq[least(cardinality(qt.wq), greatest(1, ceil(log(2::numeric, (r.n / %(bm25_level_base)s::float8)::numeric))::int + 1))]
+           END AS f
+    FROM qt CROSS JOIN LATERAL (SELECT greatest(1, ceil(%(bm25_seed_reads)s::float8 * qt.share))::float8 AS n) AS r
+),
+seed AS MATERIALIZED ({seeds}),
+seed_docs AS MATERIALIZED ({seed_docs}),
+theta AS MATERIALIZED (
+    -- Fewer than depth seed documents pass the filter: theta = 0, every posting is summed.
+    SELECT th.theta, th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
+        SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0)
+               AS theta) AS th
+),
+{depths},
+fs AS MATERIALIZED (SELECT seg, sum(fq) AS fsum FROM thr GROUP BY seg)
+SELECT h.doc_id, h.chunk, h.score FROM ({arms}) AS h
+ORDER BY h.score DESC, h.doc_id, h.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"""
+    ).format(
+        qt=_query_terms(spec),
+        seeds=sql.SQL("\nUNION ALL\n").join(seeds),
+        seed_docs=sql.SQL("\nUNION ALL\n").join(seed_docs),
+        depths=_read_depths_ctes(),
+        arms=sql.SQL("\nUNION ALL\n").join([*pruned, *full]),
+    )
+
+
+def _bound_forward_score(segment_id: int) -> sql.Composable:
+    """:func:`_forward_score` of forward row ``f`` of one segment, its query terms bound as arrays (sharded plans)."""
+    names = {k: sql.Placeholder(f"bm25_{k}_{int(segment_id)}") for k in ("ids", "qtfs", "idfs")}
+    k1, b, avgdl = _k1_b_avgdl()
+    weight = weight_sql(sql.SQL("x.idf"), sql.SQL("f.tfs[x.at]"), sql.SQL("f.len"), k1, b, avgdl)
+    return sql.SQL(
+        "(SELECT coalesce(sum(x.qtf * {weight} ORDER BY x.n), 0) FROM ("
+        "SELECT y.qtf, y.idf, y.n, array_position(f.tids, y.tid) AS at "
+        "FROM unnest({ids}::int[], {qtfs}::int[], {idfs}::float8[]) WITH ORDINALITY AS y(tid, qtf, idf, n) OFFSET 0) AS x "
+        "WHERE x.at IS NOT NULL)"
+    ).format(weight=weight, **names)
+
+
+def sharded_terms_sql(spec: SearchSpec) -> sql.Composable:
+    """Each segment's query term ids, frequencies and idfs in lexeme order: what a sharded plan binds (qids)."""
+    return sql.SQL("WITH {qt} SELECT seg, ids, qtfs, idfs FROM qids ORDER BY seg").format(qt=_query_terms(spec))
+
+
+def with_sharded_terms(bm25: Bm25Plan, rows: Sequence[Mapping[str, Any]], segments: Sequence[int]) -> Bm25Plan:
+    """``bm25`` with each segment's query terms bound (:func:`sharded_terms_sql`'s rows); none for a segment without."""
+    got = {int(r["seg"]): r for r in rows}
+    bound: dict[str, Any] = {}
+    for seg in segments:
+        r = got.get(int(seg))
+        bound[f"bm25_ids_{seg}"] = list(r["ids"]) if r else []
+        bound[f"bm25_qtfs_{seg}"] = [int(x) for x in r["qtfs"]] if r else []
+        bound[f"bm25_idfs_{seg}"] = [float(x) for x in r["idfs"]] if r else []
+    return dataclasses.replace(bm25, params={**bm25.params, **bound})
 
 
 def _impact_ctes(spec: SearchSpec, name: str) -> sql.Composable:
@@ -778,6 +956,27 @@ def _impact_ctes(spec: SearchSpec, name: str) -> sql.Composable:
     A chunk lives in one segment, so its bound only involves its segment's
     read depths: each segment picks its own (the cheapest whose unread bound
     stays under the one theta).
+    """
+    return sql.SQL(
+        """{depths},
+{name} AS MATERIALIZED (
+    -- Upper bound of each chunk read: its contributions read, plus scale * f for the terms it was not seen in.
+    SELECT thr.seg, e.row_id, fs.fsum + sum(thr.scale * e.w - thr.fq) AS bound
+    FROM thr CROSS JOIN LATERAL (
+        SELECT p.row_id, p.w FROM {postings} AS p
+        WHERE p.seg = thr.seg AND p.term_id = thr.term_id AND p.w >= thr.f) AS e
+    JOIN (SELECT seg, sum(fq) AS fsum FROM thr GROUP BY seg) AS fs ON fs.seg = thr.seg
+    GROUP BY thr.seg, e.row_id, fs.fsum
+    HAVING fs.fsum + sum(thr.scale * e.w - thr.fq) >= (SELECT cut FROM theta)
+)"""
+    ).format(depths=_read_depths_ctes(), postings=_postings(spec), name=sql.Identifier(name))
+
+
+def _read_depths_ctes() -> sql.Composable:
+    """CTEs ``ranked`` to ``thr`` (seg, term_id, scale, f, fq): how deep each term of each segment is read (step 2).
+
+    From the query's terms (``qt``) and ``theta`` alone, so they run where
+    those are: on the coordinator of a cluster, for every shard at once.
     """
     return sql.SQL(
         """ranked AS MATERIALIZED (
@@ -819,18 +1018,8 @@ thr AS MATERIALIZED (
         SELECT CASE WHEN r.pos <= pk.j THEN least(pk.i, %(bm25_skip_level)s::int) ELSE pk.i END AS lvl) AS l
     CROSS JOIN LATERAL (
         SELECT CASE WHEN r.df <= %(bm25_level_base)s::bigint * 2 ^ l.lvl THEN 0::float8 ELSE r.wq[l.lvl + 1] END AS f) AS t
-),
-{name} AS MATERIALIZED (
-    -- Upper bound of each chunk read: its contributions read, plus scale * f for the terms it was not seen in.
-    SELECT thr.seg, e.row_id, fs.fsum + sum(thr.scale * e.w - thr.fq) AS bound
-    FROM thr CROSS JOIN LATERAL (
-        SELECT p.row_id, p.w FROM {postings} AS p
-        WHERE p.seg = thr.seg AND p.term_id = thr.term_id AND p.w >= thr.f) AS e
-    JOIN (SELECT seg, sum(fq) AS fsum FROM thr GROUP BY seg) AS fs ON fs.seg = thr.seg
-    GROUP BY thr.seg, e.row_id, fs.fsum
-    HAVING fs.fsum + sum(thr.scale * e.w - thr.fq) >= (SELECT cut FROM theta)
 )"""
-    ).format(postings=_postings(spec), name=sql.Identifier(name))
+    )
 
 
 def _dense_ctes(spec: SearchSpec, name: str) -> sql.Composable:

@@ -27,7 +27,15 @@ from psycopg import sql
 from ..errors import QueryError
 from ..snapshot.segments import snapshot_totals
 from ..store.steps import Fetch, Steps
-from .bm25 import Bm25Plan, bm25_hits_sql, choose_admitted_plan, prepare_bm25, query_postings_sql
+from .bm25 import (
+    Bm25Plan,
+    bm25_hits_sql,
+    choose_admitted_plan,
+    prepare_bm25,
+    query_postings_sql,
+    sharded_terms_sql,
+    with_sharded_terms,
+)
 from .rrf import rrf_weight_sql, tie_window
 from .spec import SearchSpec, Signal, where_sql
 from .tsquery import tsquery_sql
@@ -117,14 +125,21 @@ class LexicalBranch:
         if branch.ranker != "bm25":
             return branch, None
         postings = None if row["postings"] is None else [int(x) for x in row["postings"]]
-        bm25 = prepare_bm25(branch, layout, snapshot_totals(ctx.snap), postings, collection=coll.name)
+        bm25 = prepare_bm25(
+            branch, layout, snapshot_totals(ctx.snap), postings, terms=int(row["positive"]), collection=coll.name
+        )
+        if bm25.strategy == "sharded_impact":
+            # Its shards score with the query's terms bound as arrays: read them once, here.
+            spec = ctx.spec.with_branches((dataclasses.replace(branch, bm25=bm25),))
+            terms = yield Fetch(sharded_terms_sql(spec), {**branch.params(spec), **bm25.params})
+            bm25 = with_sharded_terms(bm25, terms, layout.ids)
         return dataclasses.replace(branch, bm25=bm25), None
 
-    def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> LexicalBranch:
-        """A constraint admitting few chunks: score those (the same threshold as the vector branch's exact scan)."""
+    def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> LexicalBranch:  # noqa: ARG002 (the Branch protocol)
+        """Under a constraint, the cheapest way to meet it: score what it admits, or prune and check (bm25)."""
         if self.bm25 is None or self.bm25.strategy is None:
             return self
-        return dataclasses.replace(self, bm25=choose_admitted_plan(spec, self.bm25, scope.chunks, sp.exact_threshold))
+        return dataclasses.replace(self, bm25=choose_admitted_plan(spec, self.bm25, scope.chunks))
 
     def ctes(self, spec: SearchSpec) -> sql.Composable:
         return sql.SQL(
