@@ -149,6 +149,48 @@ def test_segments_dead_rows_and_a_merge_answer_as_one_node(pair: tuple[Engine, E
     assert _answers(cluster, cname) == _answers(one, cname)
 
 
+@pytest.fixture
+def levels_pair(citus_cluster: LocalCluster, engine: Engine, cname: str) -> Iterator[tuple[Engine, Engine]]:
+    """(one node, the cluster) holding the same two segments (dead rows in the first), their impact quantiles at
+    every 2nd, 4th, 8th ... posting, so the pruned plans read terms to many depths on small data."""
+    import ranklock.snapshot.lexical_stats as stats_module
+
+    emb = HashEmbedder()
+    on_cluster = Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=True)
+    engine._embedders[emb.id] = emb
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(stats_module, "LEVEL_BASE", 2)
+        for eng in (engine, on_cluster):
+            eng.ingest(cname, _docs(200), create={"embedder": emb.id, "index": "exact"})
+            eng.ingest(cname, _docs(30, start=100, tag=" tenant"))
+    yield engine, on_cluster
+    on_cluster.close()
+
+
+@pytest.mark.parametrize("knobs", [{}, {"SEED_PER_TERM": 1}, {"SEED_PER_TERM": 100_000, "DEEPER": 0, "SKIP_LEVEL": 0}])
+def test_the_pruned_impact_plan_on_shards_answers_as_one_node(
+    levels_pair: tuple[Engine, Engine], cname: str, monkeypatch: pytest.MonkeyPatch, knobs: dict[str, int]
+) -> None:
+    """A global theta from seeds on every shard, then each shard reads only what can reach it: exact.
+
+    Few postings take the plain sum; here every query takes the pruned plan, over two segments with dead
+    rows, under filters and as_of, with seeds from one posting a term (theta often 0: the sum's fallback)
+    to every posting."""
+    import ranklock.search.bm25 as bm25_module
+
+    one, cluster = levels_pair
+    assert cluster.manifest(cname)["segmentation"]["dead_rows"] > 0
+    monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
+    for name, value in knobs.items():
+        monkeypatch.setattr(bm25_module, name, value)
+    for mode, query, kw in CASES:
+        if mode == "semantic" or kw.get("query_syntax") or kw.get("lexical_ranker") or "k1" in kw:
+            continue
+        _, params = cluster.search_sql(cname, query, k=15, mode=mode, **kw)
+        assert params["bm25_plan"] == "sharded_impact", (query, kw)
+    assert _answers(cluster, cname) == _answers(one, cname)
+
+
 def test_snapshots_rollback_and_replay_work_on_the_cluster(pair: tuple[Engine, Engine], cname: str) -> None:
     one, cluster = pair
     first = cluster.collection(cname).active_snapshot_id
