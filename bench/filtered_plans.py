@@ -16,7 +16,8 @@ script counts any difference.  Printed and written (``--out``): p50 / p95 per
 selectivity and variant; the defaults that pick between them
 (``ranklock.search.bm25.choose_admitted_plan``) are read off these crossings.
 Above ``--admitted-max`` the admitted variant is skipped (it scores every
-admitted chunk: seconds at 30 % of a million).  Only meaningful on a quiet
+admitted chunk: seconds at 30 % of a million), and below ``--probe-min`` the
+probing one (its seeds probe about 1 / s rows each).  Only meaningful on a quiet
 machine; the load average is recorded.
 
     python bench/filtered_plans.py --home /work/bench-home --collection large --queries 40
@@ -56,6 +57,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--selectivities", default="0.1,0.3,1,3,6,10,20,30", help="percent of the chunks, comma-separated")
     ap.add_argument("--admitted-max", type=float, default=3.0, help="percent above which the admitted plan is skipped")
+    ap.add_argument("--probe-min", type=float, default=1.0, help="percent below which the probing plan is skipped")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     eng = Engine(home=args.home, embedder=None, log_queries=False)
@@ -66,7 +68,11 @@ def main() -> None:
     differ = 0
     for pct_s in (float(x) for x in args.selectivities.split(",")):
         flt = f"bucket < {round(pct_s * 100)}"
-        names = [v for v in VARIANTS if v != "admitted" or pct_s <= args.admitted_max]
+        names = [
+            v
+            for v in VARIANTS
+            if (v != "admitted" or pct_s <= args.admitted_max) and (v != "probe" or pct_s >= args.probe_min)
+        ]
         times: dict[str, list[float]] = {v: [] for v in names}
         for rnd in range(2):  # an unmeasured pass first: every variant reads warm pages
             for i, (_, text) in enumerate(qs):

@@ -58,6 +58,30 @@ def test_two_processes_starting_the_embedded_server_at_once(tmp_path: Path) -> N
         EmbeddedServer(home).stop()
 
 
+def test_a_new_home_sizes_its_buffers_to_the_machine_and_keeps_an_operators_choice(tmp_path: Path) -> None:
+    import psycopg
+
+    from ranklock.store.server import EmbeddedServer, shared_buffers_mb
+
+    # An eighth of the memory, between PostgreSQL's 128 MB and 4 GB.
+    assert (shared_buffers_mb(2 * 2**30), shared_buffers_mb(24 * 2**30), shared_buffers_mb(64 * 2**30)) == (
+        256,
+        3072,
+        4096,
+    )
+    assert shared_buffers_mb(512 * 2**20) == 128
+    server = EmbeddedServer(tmp_path / "home")
+    try:
+        with psycopg.connect(server.uri(), autocommit=True) as conn:  # the first session already has them
+            assert conn.execute("SHOW shared_buffers").fetchone() == (f"{shared_buffers_mb()}MB",)
+            conn.execute("ALTER SYSTEM SET shared_buffers = '200MB'")
+        server.stop()
+        with psycopg.connect(server.uri()) as conn:
+            assert conn.execute("SHOW shared_buffers").fetchone() == ("200MB",)
+    finally:
+        server.stop()
+
+
 @pytest.mark.usefixtures("engine")
 def test_commands_that_need_no_vectors_never_import_the_model(rl_home: Path) -> None:
     code = (

@@ -175,13 +175,14 @@ DENSE_REL = 2e-5
 DENSE_ABS = 1e-6
 #: Dense plan: at most this many dense terms in a query (DENSE_REL's limit, with room); more take the impact plan.
 DENSE_MAX_TERMS = 64
-#: Under a constraint (:func:`choose_admitted_plan`), in posting reads (one read in impact order, ~0.3 us at
-#: 1M chunks): scoring one chunk exactly from the forward table ...
-CHUNK_POSTINGS = 10
-#: ... probing one row of the filter table for the constraint ...
-PROBE_POSTINGS = 8
-#: ... and listing one admitted chunk in the admitted set (its index entry read, hashed).
-LIST_POSTINGS = 1
+#: Under a constraint (:func:`choose_admitted_plan`), in posting reads (a posting read in impact order and
+#: looked up in the admitted set, ~0.13 us at 1M chunks, measured with bench/filtered_plans.py): scoring one
+#: chunk exactly from the forward table (~5 us) ...
+CHUNK_POSTINGS = 40
+#: ... checking the filter row of one posting read, in an ordered pass (~1 us with the read) ...
+PROBE_POSTINGS = 10
+#: ... and listing one admitted chunk in the admitted set (~0.3-0.4 us: its index entry read, kept, hashed).
+LIST_POSTINGS = 2
 #: The ways a constrained search may take, the cheapest chosen (tests and benchmarks pin one).
 CONSTRAINED_WAYS: tuple[str, ...] = ("admitted", "set", "probe")
 
@@ -419,7 +420,7 @@ def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int)
     way = min((w for w in costs if w in CONSTRAINED_WAYS), key=lambda w: (costs[w], w), default="probe")
     if way == "admitted":
         return dataclasses.replace(bm25, params={**lp, "bm25_plan": "admitted"})
-    return dataclasses.replace(bm25, params={**lp, "bm25_admit": way})
+    return dataclasses.replace(bm25, params={**lp, "bm25_admit": way, "bm25_admitted_share": admitted / chunks})
 
 
 def _constrained(spec: SearchSpec) -> bool:
@@ -554,16 +555,16 @@ def _postings(spec: SearchSpec) -> sql.Composable:
     return _union(spec, "postings", "t.term_id, t.w, t.row_id, t.tf, t.len")
 
 
-def _rows_of(cte: str) -> sql.Composable:
-    """``f.row_id = ANY (ARRAY(<cte's row ids of f's segment>))``: one ordered pass over each segment's forward table.
+def _rows_of(cte: str, alias: str = "f") -> sql.Composable:
+    """``f.row_id = ANY (ARRAY(<cte's row ids of f's segment>))``: one ordered pass over each segment's table ``f``.
 
     = ANY of an array: the index scan visits the rows in row_id order instead
     of one random probe each, which the planner would pick for a CTE it
     thinks small.  ``f.seg`` is a constant in each arm of the union, so each
     arm gets the row ids of its own segment only.
     """
-    c = sql.Identifier(cte)
-    return sql.SQL("f.row_id = ANY (ARRAY(SELECT {c}.row_id FROM {c} WHERE {c}.seg = f.seg))").format(c=c)
+    c, f = sql.Identifier(cte), sql.Identifier(alias)
+    return sql.SQL("{f}.row_id = ANY (ARRAY(SELECT {c}.row_id FROM {c} WHERE {c}.seg = {f}.seg))").format(c=c, f=f)
 
 
 def _doc_best(spec: SearchSpec, rows: str) -> sql.Composable:
@@ -640,6 +641,13 @@ def _keys_fit(spec: SearchSpec) -> bool:
     )
 
 
+def _checked_rows(spec: SearchSpec, cte: str) -> sql.Composable:
+    """(seg, row_id) of the rows of CTE ``cte`` that pass the constraints, checked in one ordered pass of the filter rows."""
+    return sql.SQL("SELECT c.seg, c.row_id FROM {rows} AS c WHERE {of} AND {where}").format(
+        rows=spec.filter_rows, of=_rows_of(cte, "c"), where=where_sql(spec)
+    )
+
+
 def _adm(spec: SearchSpec, bm25: Bm25Plan) -> sql.Composable:
     """CTE ``adm`` (with its leading comma) when the plan looks rows up in the admitted set, else nothing."""
     if bm25.params.get("bm25_admit") != "set" or not _constrained(spec):
@@ -702,18 +710,39 @@ def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sq
     # Under a constraint the plan's candidates are checked once (_admits), then only admitted rows go on.
     checked = not _unfiltered(spec)
     middle = (_dense_ctes if dense else _impact_ctes)(spec, "cand_all" if checked else "cand")
-    if checked:
+    if checked and not _constrained(spec):
         middle = sql.SQL(
             "{middle},\ncand AS MATERIALIZED (SELECT k.seg, k.row_id, k.bound FROM cand_all AS k WHERE {admits})"
         ).format(middle=middle, admits=_admits(spec, bm25, "k"))
+    elif checked:
+        # The candidates' rows checked in one ordered pass of the filter rows, then kept by a hash of those that
+        # passed (IS TRUE: a semi-join the planner thought one candidate long rescanned the pass per candidate).
+        middle = sql.SQL(
+            "{middle},\ncand_ok AS MATERIALIZED ({checked}),\n"
+            "cand AS MATERIALIZED (SELECT k.seg, k.row_id, k.bound FROM cand_all AS k "
+            "WHERE ((k.seg, k.row_id) IN (SELECT o.seg, o.row_id FROM cand_ok AS o)) IS TRUE)"
+        ).format(middle=middle, checked=_checked_rows(spec, "cand_all"))
     seeds = (
         sql.SQL("greatest(32, %(bm25_dense_seeds)s::bigint / (SELECT count(DISTINCT ord) FROM qt))")
         if dense
         else sql.SQL("%(bm25_seed)s::bigint")
     )
-    return sql.SQL(
-        """WITH {qt}{adm},
-seed AS MATERIALIZED (
+    batched = checked and _constrained(spec) and bm25.params.get("bm25_admit") == "probe"
+    if batched:
+        # Each term's top postings over the share the constraint admits, then their rows checked in one
+        # ordered pass of the filter tables: about as many pass as seeds are wanted, at ~1 us a row where a
+        # probe of each, in impact order, cost ~5 us.
+        seed = sql.SQL(
+            """seed_read AS MATERIALIZED (
+    SELECT DISTINCT qt.seg, s.row_id FROM qt CROSS JOIN LATERAL (
+        SELECT p.row_id FROM {postings} AS p WHERE p.seg = qt.seg AND p.term_id = qt.term_id
+        ORDER BY p.w DESC, p.row_id LIMIT ceil({seeds} * qt.share / %(bm25_admitted_share)s::float8)::bigint) AS s
+),
+seed AS MATERIALIZED ({checked})"""
+        ).format(postings=_postings(spec), seeds=seeds, checked=_checked_rows(spec, "seed_read"))
+    else:
+        seed = sql.SQL(
+            """seed AS MATERIALIZED (
     -- A term's top postings, the budget shared by the segments in proportion to their chunks: a
     -- small new segment seeds a few (seeding every segment in full cost 4x the seeds at 4 segments).
     -- Any seed set gives a valid theta (real scores of real documents); fewer only loosen it.  Under a
@@ -721,7 +750,11 @@ seed AS MATERIALIZED (
     SELECT DISTINCT qt.seg, s.row_id FROM qt CROSS JOIN LATERAL (
         SELECT p.row_id FROM {postings} AS p WHERE p.seg = qt.seg AND p.term_id = qt.term_id AND {seed_admits}
         ORDER BY p.w DESC, p.row_id LIMIT ceil({seeds} * qt.share)::bigint) AS s
-),
+)"""
+        ).format(postings=_postings(spec), seed_admits=_admits(spec, bm25, "p", ordered=True), seeds=seeds)
+    return sql.SQL(
+        """WITH {qt}{adm},
+{seed},
 seed_docs AS MATERIALIZED ({seed_docs}),
 theta AS MATERIALIZED (
     -- Fewer than depth seed documents: theta = 0, every posting is summed.
@@ -743,9 +776,7 @@ theta2 AS MATERIALIZED (
     ).format(
         qt=_query_terms(spec),
         adm=_adm(spec, bm25),
-        postings=_postings(spec),
-        seed_admits=_admits(spec, bm25, "p", ordered=True),
-        seeds=seeds,
+        seed=seed,
         middle=middle,
         seed_docs=_doc_best(spec, "seed"),
         probe_docs=_doc_best(spec, "probe"),
