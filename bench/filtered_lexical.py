@@ -85,7 +85,9 @@ def main() -> None:
             key = str(flt)
             times[key].setdefault(kind, []).append(ms)
             times[key].setdefault("all", []).append(ms)
-            plan = f"{res.params.get('bm25_plan')}/{res.params.get('bm25_admit')}"
+            # The plan is a statement parameter (not a result one): ask the SQL twin, untimed.
+            _, params = eng.search_sql(args.collection, text, mode="lexical", k=10, **({"filter": flt} if flt else {}))
+            plan = f"{params.get('bm25_plan')}/{params.get('bm25_admit') or '-'}"
             plans[key][plan] = plans[key].get(plan, 0) + 1
             matching[key] = int(res.matching_count)
     report["cases"] = {

@@ -197,10 +197,13 @@ def time_predicate(spec: SearchSpec, alias: str = "c") -> sql.Composable:
     ).format(a=a)
 
 
-def where_sql(spec: SearchSpec, alias: str = "c") -> sql.Composable:
-    """The predicate every branch and the count use: the compiled filter, ``as_of``, and the row is live."""
+def where_sql(spec: SearchSpec, alias: str = "c", *, dead: str | None = None) -> sql.Composable:
+    """The predicate every branch and the count use: the compiled filter, ``as_of``, and the row is live.
+
+    ``dead``: the statement's CTE of dead rows, on a cluster (ranklock.snapshot.segments.live_sql).
+    """
     return sql.SQL("({}) AND ({}) AND ({})").format(
-        spec.filter_sql, time_predicate(spec, alias), live_sql(spec.layout, alias)
+        spec.filter_sql, time_predicate(spec, alias), live_sql(spec.layout, alias, dead=dead)
     )
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "SegmentInfo",
     "chunks_sql",
     "collect_segments",
+    "dead_rows_sql",
     "filter_rows_sql",
     "has_filter_tables",
     "live_count",
@@ -216,16 +217,22 @@ def chunks_sql(layout: Layout) -> sql.Composable:
     return union_sql(layout, "chunks")
 
 
-def live_sql(layout: Layout, alias: str = "c") -> sql.Composable:
+def live_sql(layout: Layout, alias: str = "c", *, dead: str | None = None) -> sql.Composable:
     """The predicate a row of the union (``alias.seg``, ``alias.row_id``) is live: not a dead row of the snapshot.
 
     TRUE when the snapshot masks nothing, so a snapshot of one segment reads its table plainly.
+    ``dead``: on a cluster, a CTE of the statement holding the dead rows (:func:`dead_rows_sql`),
+    read instead of the catalog, so Citus sends them to the workers once, not once per use.
     """
     if layout.dead_rows == 0:
         return sql.SQL("TRUE")
     if layout.distributed:
         # On shards a correlated subquery over a coordinator table cannot be pushed down; an
         # uncorrelated one is computed once, and its rows (a hashed NOT IN) go to every shard.
+        if dead is not None:
+            return sql.SQL("({a}.seg, {a}.row_id) NOT IN (SELECT x.seg, x.row_id FROM {d} AS x)").format(
+                a=sql.Identifier(alias), d=sql.Identifier(dead)
+            )
         return sql.SQL(
             "({a}.seg, {a}.row_id) NOT IN (SELECT x.seg, x.row_id FROM ranklock.snapshot_dead_rows AS x "
             "WHERE x.snapshot_id = {sid})"
@@ -235,6 +242,13 @@ def live_sql(layout: Layout, alias: str = "c") -> sql.Composable:
         "NOT EXISTS (SELECT 1 FROM ranklock.snapshot_dead_rows AS dead_row WHERE dead_row.snapshot_id = {sid} "
         "AND dead_row.seg = {a}.seg AND dead_row.row_id = {a}.row_id)"
     ).format(sid=sql.Literal(layout.snapshot_id), a=sql.Identifier(alias))
+
+
+def dead_rows_sql(layout: Layout) -> sql.Composable:
+    """The snapshot's dead rows (``seg``, ``row_id``), for a CTE that :func:`live_sql` reads with ``dead``."""
+    return sql.SQL("SELECT x.seg, x.row_id FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = {}").format(
+        sql.Literal(layout.snapshot_id)
+    )
 
 
 def segments_sql(snapshot: sql.Composable) -> sql.Composable:
