@@ -45,7 +45,7 @@ TREE_ORDER = (
     ("_extras", "_version"),
     ("limits",),
     ("errors",),
-    ("framing", "service_lock"),
+    ("framing", "service_lock", "home"),
 )
 
 

@@ -106,7 +106,8 @@ LAYERS: list[Layer] = [
     Layer("errors", ("errors",)),
     # The wire format of the local services and their lock probe (standard library only): the
     # embedding service and the command client both use them, and the client imports nothing else.
-    Layer("local services", ("framing", "service_lock"), independent=True),
+    # `home` (which data directory a command works in) is read by the client and the settings alike.
+    Layer("local services", ("framing", "service_lock", "home"), independent=True),
 ]
 
 #: Count imports under ``if TYPE_CHECKING:`` (see the module docstring for why).

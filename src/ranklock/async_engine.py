@@ -3,7 +3,7 @@
 ::
 
     >>> from ranklock import AsyncEngine
-    >>> async with AsyncEngine() as eng:                     # embedded PostgreSQL in ./.ranklock
+    >>> async with AsyncEngine() as eng:                     # embedded PostgreSQL in the home (ranklock.home)
     ...     res = await eng.search("docs", "how do vaccines work", k=5)
     ...     [h.doc_id for h in res.hits]
 

@@ -3,7 +3,7 @@
 The CLI and the HTTP service are thin shells over it::
 
     >>> from ranklock import Engine
-    >>> eng = Engine()                                    # embedded PostgreSQL in ./.ranklock
+    >>> eng = Engine()                                    # embedded PostgreSQL in the home (ranklock.home)
     >>> eng.ingest("docs", "corpus.jsonl")                # creates the collection if needed
     >>> res = eng.search("docs", "how do vaccines work", k=5)
     >>> [h.doc_id for h in res.hits]

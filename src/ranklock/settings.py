@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .home import find_home
 from .limits import MAX_K
 
 __all__ = [
@@ -85,7 +86,13 @@ class EnvVar:
 #: greps the source and fails on one missing here).  The README's settings table is generated
 #: from this tuple by scripts/gen_cli_docs.py.
 ENV: tuple[EnvVar, ...] = (
-    EnvVar("RANKLOCK_HOME", ".ranklock", "data directory of the embedded PostgreSQL"),
+    EnvVar(
+        "RANKLOCK_HOME",
+        None,
+        "data directory of the embedded PostgreSQL; unset: the nearest `.ranklock` folder in the working folder or "
+        "above it, else the per-user `$XDG_DATA_HOME/ranklock` (`~/.local/share/ranklock`); `ranklock db status` "
+        "prints which",
+    ),
     EnvVar("RANKLOCK_DSN", None, "external PostgreSQL >= 16 with pgvector >= 0.8 instead of the embedded one"),
     EnvVar("RANKLOCK_LOG_QUERIES", "1", "record searches in the query log (`0` turns it off)"),
     EnvVar(
@@ -314,8 +321,8 @@ class Settings(BaseModel):
     """Where ranklock keeps its data and which database it talks to."""
 
     home: Path = Field(
-        default_factory=lambda: Path(env("RANKLOCK_HOME")),
-        description="Data directory for the embedded PostgreSQL and caches (RANKLOCK_HOME).",
+        default_factory=lambda: find_home().path,
+        description="Data directory for the embedded PostgreSQL and caches (RANKLOCK_HOME; ranklock.home finds it).",
     )
     dsn: str | None = Field(
         default_factory=lambda: env("RANKLOCK_DSN") or None,

@@ -140,7 +140,7 @@ def create(
     ):
         if value is not None or key in spec:
             kwargs[key] = value if value is not None else spec[key]
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, creates=True) as eng:
         if "chunker" in spec:
             from ..settings import ChunkerParams
 

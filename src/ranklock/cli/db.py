@@ -46,15 +46,20 @@ def db_stop(home: HomeOpt = None) -> None:
 def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Say whether the embedded server runs, report both logs (size, oldest entry, retention) and the local services."""
     from ..embed import service
-    from ..settings import Settings
+    from ..home import find_home, home_exists, missing_home_message
     from ..store.server import EmbeddedServer
     from . import client
 
-    h = home or Settings().home
+    found = find_home(home)
+    h = found.path
+    exists = home_exists(h)
     server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
     embedder = service.status(h)
     commands = client.status(h)
     status: dict[str, Any] = {
+        "home": str(h),
+        "home_from": found.how,
+        "home_exists": exists,
         "server": server,
         "embedding_service": embedder,
         "command_services": commands,
@@ -64,7 +69,7 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
     logs = {}
     if server == "not running":
         # Never start a stopped server just to report on it; say why it stopped when its log knows.
-        status["problem"] = EmbeddedServer(h).diagnose()
+        status["problem"] = EmbeddedServer(h).diagnose() if exists else missing_home_message(found)
     else:
         with engine(dsn, home) as eng:
             logs = eng.logs_status()
@@ -72,7 +77,8 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
     if as_json:
         print_json(status)
         return
-    console.print(server)
+    console.print(f"home: {h} ({found.how})", highlight=False, soft_wrap=True)
+    console.print(f"server: {server}")
     if status.get("problem"):
         console.print(status["problem"], highlight=False, soft_wrap=True)
     for name, q in logs.items():

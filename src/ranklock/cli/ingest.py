@@ -91,7 +91,7 @@ def ingest(
     """
     from .files import load_for_cli, print_files_report
 
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, creates=True) as eng:
         loaded = load_for_cli(path, skip_unreadable)
         create = {
             "language": language,

@@ -34,7 +34,7 @@ def token_create(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a token and print it once: only its sha256 is stored, so it cannot be shown again."""
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, creates=True) as eng:
         info, secret = eng.create_token(name, scope or ["read"])
     if as_json:
         print_json({**info.as_dict(), "token": secret})
