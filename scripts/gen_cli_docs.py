@@ -44,7 +44,7 @@ TREE_ORDER = (
     ("settings",),
     ("_extras", "_version"),
     ("limits",),
-    ("errors",),
+    ("errors", "phrasing"),
     ("framing", "service_lock", "home"),
 )
 

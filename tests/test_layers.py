@@ -103,7 +103,8 @@ LAYERS: list[Layer] = [
     Layer("settings", ("settings", "_version", "_extras"), independent=True),
     # Input limits (constants only): below settings, whose SearchParams bounds `depth` by MAX_K.
     Layer("limits", ("limits",)),
-    Layer("errors", ("errors",)),
+    # `phrasing` (counts and lists in messages: "1 entry", "3 entries") is what messages are made of.
+    Layer("errors", ("errors", "phrasing")),
     # The wire format of the local services and their lock probe (standard library only): the
     # embedding service and the command client both use them, and the client imports nothing else.
     # `home` (which data directory a command works in) is read by the client and the settings alike.

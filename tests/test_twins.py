@@ -50,7 +50,16 @@ def test_every_search_signature_takes_the_same_keywords(name: str) -> None:
 
 
 def test_the_async_engine_takes_and_returns_what_the_sync_one_does() -> None:
-    for op in ("list_snapshots", "activate", "rollback", "drop_snapshot", "document", "collection", "collections"):
+    for op in (
+        "list_snapshots",
+        "activate",
+        "rollback",
+        "drop_snapshot",
+        "drop_collection",
+        "document",
+        "collection",
+        "collections",
+    ):
         sync, async_ = inspect.signature(getattr(Engine, op)), inspect.signature(getattr(AsyncEngine, op))
         assert list(sync.parameters) == list(async_.parameters), op
         assert sync.return_annotation == async_.return_annotation, op

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .ask.model import Answer
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
+    from .snapshot.collection_drop import CollectionDrop
     from .snapshot.document import StoredDocument
     from .snapshot.health import Readiness
     from .store.collections import CollectionSummary
@@ -341,6 +342,11 @@ class AsyncEngine:
         """:meth:`Engine.drop_snapshot` in a worker thread."""
         eng, _ = await self._ready()
         return await asyncio.to_thread(eng.drop_snapshot, name, snapshot_id)
+
+    async def drop_collection(self, name: str) -> CollectionDrop:
+        """:meth:`Engine.drop_collection` in a worker thread (it waits for the collection's writer lock)."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.drop_collection, name)
 
     async def ask(
         self,

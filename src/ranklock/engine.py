@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
     from .snapshot.build import Progress
+    from .snapshot.collection_drop import CollectionDrop
     from .snapshot.document import StoredDocument
     from .snapshot.health import Readiness
     from .snapshot.purge import PurgeOutcome
@@ -91,6 +92,13 @@ class IngestReport:
     field_inference: dict[str, Any] | None = None
     #: The snapshot the merge policy made right after (the active one now), or None (ranklock.snapshot.merge).
     merged: int | None = None
+    #: False: the input changed nothing; no snapshot was built and ``snapshot_id``, the active one, stays.
+    built: bool = True
+    #: Ids an earlier snapshot held but the active one did not (deleted, or removed by a replace), added back.
+    deleted_readded: list[str] = field(default_factory=list)
+    #: Ids a purge erased, each with that purge's id: left out, or (``allow_purged``) added back.
+    purged_skipped: dict[str, int] = field(default_factory=dict)
+    purged_readded: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -315,6 +323,21 @@ class Engine:
         insert_new_collection(self.db, values, if_missing=if_missing)
         return self.collection(name)
 
+    def drop_collection(self, name: str) -> CollectionDrop:
+        """Drop collection ``name``: every snapshot, segment, document version and log entry of it; not undone.
+
+        Under its writer lock (a running ingest finishes first; a waiting one then finds no collection).
+        The drop is recorded, so a replay of one of its log entries says it was dropped; its canary
+        baselines go too (ranklock.snapshot.collection_drop says what stays: the shared embedding cache).
+        """
+        from .eval.canary import canary_paths
+        from .snapshot.collection_drop import drop_collection
+
+        out = drop_collection(self.db, self.collection(name), lock_wait=self.settings.lock_wait)
+        for path in canary_paths(self.settings.home, name):
+            path.unlink(missing_ok=True)
+        return out
+
     def collection(self, name: str) -> CollectionInfo:
         from .collection import read_collection
 
@@ -339,6 +362,7 @@ class Engine:
         allow_empty: bool = False,
         progress: Progress | None = None,
         create: dict[str, Any] | None = None,
+        allow_purged: bool = False,
     ) -> IngestReport:
         """Ingest documents into a new snapshot of ``name`` (created if missing) and activate it.
 
@@ -360,6 +384,11 @@ class Engine:
         ``create["fields"]`` its typed fields are inferred from the documents'
         metadata (ranklock.ingest.infer), recorded with the collection and in
         its manifests, and reported in ``field_inference``.
+
+        An input the active snapshot already holds builds nothing: ``built`` is
+        False and the active snapshot stays.  A document a purge erased is left
+        out (``purged_skipped``) unless ``allow_purged``; one deleted earlier is
+        added back and named (``deleted_readded``).
         """
         from .ingest.loaders import load_corpus
         from .snapshot.ingest import empty_snapshot_error, ingest_snapshot, split_empty
@@ -391,32 +420,53 @@ class Engine:
             replace=replace,
             activate=activate,
             allow_empty=allow_empty,
+            allow_purged=allow_purged,
             skipped=skipped,
             progress=progress,
         )
-        report = out.build
-        seconds.update(report.seconds)
+        seconds.update(out.build.seconds if out.build is not None else {})
         seconds["lock_wait"] = out.lock_wait
         seconds["total"] = time.perf_counter() - t0
+        if out.build is None:
+            from .snapshot import lifecycle
+
+            kept = lifecycle.snapshot_info(self.db, coll, out.parent_id)
+            built = (kept.id, kept.documents or 0, kept.chunks or 0, 0, 0, kept.corpus_digest, kept.manifest_hash)
+        else:
+            b = out.build
+            built = (
+                b.snapshot_id,
+                b.documents,
+                b.chunks,
+                b.embedded,
+                b.reused,
+                b.manifest["corpus"]["digest"],
+                b.manifest["manifest_hash"],
+            )
+        snapshot_id, documents, chunks, embedded, reused, digest, mhash = built
         return IngestReport(
             collection=name,
-            snapshot_id=report.snapshot_id,
-            activated=activate,
-            documents=report.documents,
+            snapshot_id=snapshot_id,
+            activated=activate and out.build is not None,
+            documents=documents,
             added=out.added,
             changed=out.changed,
             removed=out.removed,
             unchanged=out.unchanged,
-            chunks=report.chunks,
-            embedded=report.embedded,
-            reused=report.reused,
-            corpus_digest=report.manifest["corpus"]["digest"],
-            manifest_hash=report.manifest["manifest_hash"],
+            chunks=chunks,
+            embedded=embedded,
+            reused=reused,
+            corpus_digest=digest or "",
+            manifest_hash=mhash or "",
             seconds=seconds,
             parent_id=out.parent_id,
             skipped=skipped,
             field_inference=inferred,
             merged=out.merge.build.snapshot_id if out.merge is not None else None,
+            built=out.build is not None,
+            deleted_readded=list(out.deleted_readded),
+            purged_skipped=out.purged_skipped,
+            purged_readded=out.purged_readded,
         )
 
     @refusals_as(IngestError)

@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from ..errors import RanklockError
+from ..phrasing import plural
 from ..snapshot.info import GatedActivation
 from ._common import DsnOpt, HomeOpt, JsonOpt, RerankerOpt, console, engine, err_console, fail, print_json
 from .render import FormatOpt, clip, render_snapshots, resolve_format
@@ -71,6 +72,14 @@ def snapshot_show(
         f"embedded {info['embedded']}, reused {info['reused']}"
     )
     console.print(f"corpus digest {info['corpus_digest']}\nmanifest {info['manifest_hash']}")
+    for p in info["purges"]:
+        console.print(
+            f"[bold yellow]rewritten by purge {p['purge_id']}[/] at {p['at']}: it erased "
+            f"{plural(p['documents'], 'document')} from every snapshot that held them, so this snapshot's manifest "
+            "hash, corpus digest and scores changed then (a replay of an older query reports it).",
+            highlight=False,
+            soft_wrap=True,
+        )
     if info["manifest"] is not None:
         from ..snapshot.manifest import manifest_json
 
@@ -313,5 +322,15 @@ def replay(
                 json.dumps(x["replayed"], default=str),
             )
         console.print(table)
+        for x in report.differences:
+            if x["where"] == "purge":
+                console.print(
+                    f"snapshot {report.snapshot_id} was rewritten by purge {', '.join(map(str, x['replayed']))} "
+                    "after this query ran: a purge erases documents from every snapshot that held them, so its "
+                    "manifest hash and scores changed (`ranklock snapshot show "
+                    f"{report.collection} {report.snapshot_id}` says when).",
+                    highlight=False,
+                    soft_wrap=True,
+                )
     if not report.identical:
         raise typer.Exit(1)

@@ -25,8 +25,8 @@ def token_create(
         list[str] | None,
         typer.Option(
             "--scope",
-            help="read (search, ask, collections, documents) or paid-generator (choose the openai Ask "
-            "generator, billed to you); repeatable. Default: read.",
+            help="read (search, ask, collections, documents), paid-generator (choose the openai Ask "
+            "generator, billed to you) or admin (drop a collection over HTTP); repeatable. Default: read.",
         ),
     ] = None,
     dsn: DsnOpt = None,

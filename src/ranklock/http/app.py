@@ -287,6 +287,22 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
             "snapshots": [s.as_dict() for s in await aeng.list_snapshots(name)],
         }
 
+    @app.delete("/api/collections/{name}")
+    async def collection_drop(name: str, request: Request, confirm: str = "") -> dict[str, Any]:
+        """Drop a collection with every snapshot, document and log entry of it (scope admin; ?confirm=NAME)."""
+        if "admin" not in scopes_of(request.scope):
+            raise Forbidden(
+                f"dropping collection {name!r} needs a token with the scope `admin`; create one with "
+                "`ranklock token create NAME --scope read --scope admin`, or run `ranklock collection drop` on the "
+                "server."
+            )
+        if confirm != name:
+            raise InputError(
+                f"a drop deletes every snapshot, document and log entry of {name!r} for good; repeat the name to "
+                f"confirm: DELETE /api/collections/{name}?confirm={name}."
+            )
+        return (await aeng.drop_collection(name)).as_dict()
+
     async def run(req: SearchArguments) -> Response:
         coll = await aeng.collection(req.collection)
         req.check_cost(settings, coll.search_defaults)

@@ -406,6 +406,17 @@ def replay_steps(
                 f"{purged[0]['at'].isoformat(timespec='seconds')}; its log entry was removed with the document, "
                 "so it cannot be replayed (`ranklock purge` erases a document from every snapshot and log)."
             )
+        dropped = yield Fetch(
+            "SELECT collection, at FROM ranklock.collection_drops WHERE %s = ANY (query_ids) ORDER BY id LIMIT 1",
+            [query_id],
+            primary=True,
+        )
+        if dropped:
+            raise NotFound(
+                f"query {query_id} searched collection {dropped[0]['collection']!r}, which was dropped at "
+                f"{dropped[0]['at'].isoformat(timespec='seconds')} with its snapshots and log entries; it cannot be "
+                "replayed."
+            )
         from ..store.log_retention import RetentionPolicy, pruned_through
 
         watermark: int = yield Offload(lambda: pruned_through(db))

@@ -62,6 +62,9 @@ class SnapshotDetail(SnapshotInfo):
     collection: str
     stats: Mapping[str, Any]
     manifest: Mapping[str, Any] | None
+    #: The purges that rewrote it, oldest first (ranklock.snapshot.purged.purges_of): its manifest hash and
+    #: its scores changed then, as an erasure must.
+    purges: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

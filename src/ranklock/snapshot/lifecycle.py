@@ -33,6 +33,7 @@ from ..store.steps import Fetch, Offload, Steps, run_steps
 from .build import drop_segment_tables, drop_snapshot_tables, reap_dead_builds
 from .info import Activation, DropReport, SnapshotDetail, SnapshotDiff, SnapshotInfo
 from .manifest import diff_manifests
+from .purged import purges_of
 from .segments import collect_segments, live_documents_sql, segments_sql
 from .writer import writing
 
@@ -197,6 +198,7 @@ def snapshot_info(db: Database, coll: CollectionInfo, snapshot_id: int | None = 
         collection=name,
         stats=r["stats"] or {},
         manifest=full["manifest"] if full else None,
+        purges=tuple(purges_of(db, sid)),
     )
 
 

@@ -1,0 +1,301 @@
+"""A collection's whole life (issue 41): writes that change nothing, what a delete and a purge leave
+for the next ingest, standard input, documents by id, and the end of a collection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fakes import resolve_hash_embedder_by_id, use_hash_embedder
+from ranklock import Document, Engine
+from ranklock.cli import app
+
+
+def notes(n: int = 4) -> list[Document]:
+    return [Document(f"n{i}", f"note {i}", f"Note {i} about tides, bread and the harbour ledger.") for i in range(n)]
+
+
+def test_an_unchanged_ingest_builds_nothing_and_keeps_the_active_snapshot(engine: Engine, cname: str) -> None:
+    eid = use_hash_embedder(engine)
+    first = engine.ingest(cname, notes(), create={"embedder": eid})
+    before = engine.list_snapshots(cname)
+    for replace in (False, True):
+        again = engine.ingest(cname, notes(), replace=replace)
+        assert (again.built, again.snapshot_id, again.unchanged, again.added, again.changed) == (
+            False,
+            first.snapshot_id,
+            4,
+            0,
+            0,
+        )
+        assert (again.manifest_hash, again.corpus_digest, again.documents) == (
+            first.manifest_hash,
+            first.corpus_digest,
+            4,
+        )
+    # A subset of the documents, not replacing: nothing changes either.
+    assert not engine.ingest(cname, notes(2)).built
+    assert engine.list_snapshots(cname) == before
+    # A replace with fewer documents does change the snapshot.
+    smaller = engine.ingest(cname, notes(2), replace=True)
+    assert (smaller.built, smaller.removed, smaller.documents) == (True, 2, 2)
+
+
+def test_the_cli_says_unchanged(engine: Engine, cname: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    resolve_hash_embedder_by_id(monkeypatch)
+    eid = use_hash_embedder(engine)
+    first = engine.ingest(cname, notes(), create={"embedder": eid})
+    src = Path(engine.settings.home) / f"{cname}.jsonl"
+    src.write_text("".join(json.dumps({"id": d.doc_id, "title": d.title, "text": d.body}) + "\n" for d in notes()))
+    r = CliRunner().invoke(app, ["ingest", cname, str(src), "--home", str(rl_home)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(
+        f"{cname}: unchanged: the active snapshot {first.snapshot_id} already holds these 4 documents; nothing was "
+        "built ("
+    ), r.stdout
+
+
+def test_an_ingest_names_deleted_documents_it_adds_back(engine: Engine, cname: str) -> None:
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+    engine.delete(cname, ["n1"])
+    again = engine.ingest(cname, notes())
+    assert (again.built, again.added, again.deleted_readded) == (True, 1, ["n1"])
+    # A document that was never there is just added.
+    fresh = engine.ingest(cname, [Document("n9", "", "A new note about the lighthouse.")])
+    assert (fresh.added, fresh.deleted_readded) == (1, [])
+
+
+def test_a_purged_document_comes_back_only_with_allow_purged(engine: Engine, cname: str) -> None:
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+    engine.delete(cname, ["n1"])
+    purge = engine.purge(cname, ["n2"])
+    # The folder again: the deleted note comes back, named; the purged one is left out, named, not embedded.
+    again = engine.ingest(cname, notes())
+    assert (again.added, again.deleted_readded, again.purged_skipped, again.purged_readded) == (
+        1,
+        ["n1"],
+        {"n2": purge.purge_id},
+        {},
+    )
+    assert "n2" not in {h.doc_id for h in engine.search(cname, "note tides", k=10, mode="lexical").hits}
+    cached = engine.db.fetchone(
+        "SELECT count(*) AS n FROM ranklock.embedding_cache WHERE embedder_sha256 = %s",
+        [engine.collection(cname).embedder_sha256],
+    )
+    # Only the purged note alone: it is left out, so nothing is built.
+    alone = engine.ingest(cname, [notes()[2]])
+    assert (alone.built, alone.purged_skipped) == (False, {"n2": purge.purge_id})
+    assert (
+        engine.db.fetchone(
+            "SELECT count(*) AS n FROM ranklock.embedding_cache WHERE embedder_sha256 = %s",
+            [engine.collection(cname).embedder_sha256],
+        )
+        == cached
+    )
+    back = engine.ingest(cname, notes(), allow_purged=True)
+    assert (back.added, back.purged_skipped, back.purged_readded) == (1, {}, {"n2": purge.purge_id})
+    assert "n2" in {h.doc_id for h in engine.search(cname, "note tides", k=10, mode="lexical").hits}
+
+
+def test_the_cli_names_purged_and_deleted_documents(
+    engine: Engine, cname: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve_hash_embedder_by_id(monkeypatch)
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+    engine.delete(cname, ["n1"])
+    purge = engine.purge(cname, ["n2"])
+    src = Path(engine.settings.home) / f"{cname}.jsonl"
+    src.write_text("".join(json.dumps({"id": d.doc_id, "title": d.title, "text": d.body}) + "\n" for d in notes()))
+    r = CliRunner().invoke(app, ["ingest", cname, str(src), "--home", str(rl_home)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "added back 1 document an earlier snapshot held (deleted or replaced since): 'n1'" in r.stderr
+    assert f"left out 1 document erased by purge {purge.purge_id}: 'n2'; --allow-purged ingests them again" in r.stderr
+    r = CliRunner().invoke(
+        app, ["ingest", cname, str(src), "--allow-purged", "--home", str(rl_home)], env={"COLUMNS": "200"}
+    )
+    assert r.exit_code == 0, r.output
+    assert f"ingested again 1 document erased by purge {purge.purge_id}: 'n2'" in r.stderr
+
+
+def test_ingest_reads_jsonl_from_standard_input(
+    engine: Engine, cname: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve_hash_embedder_by_id(monkeypatch)
+    eid = use_hash_embedder(engine)
+    engine.create_collection(cname, embedder=eid)
+    lines = "".join(json.dumps({"id": d.doc_id, "text": d.body}) + "\n" for d in notes(3))
+    r = CliRunner().invoke(app, ["ingest", cname, "-", "--json", "--home", str(rl_home)], input=lines)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert (out["added"], out["documents"]) == (3, 3)
+    # A broken line names standard input and the line, as a file's would.
+    r = CliRunner().invoke(app, ["ingest", cname, "-", "--home", str(rl_home)], input=lines + "{nope\n")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: <stdin>:4: not valid JSON (Expecting property name enclosed in double quotes")
+    # Nothing on standard input: the active snapshot stays, and the ingest says so.
+    r = CliRunner().invoke(app, ["ingest", cname, "-", "--home", str(rl_home)], input="", env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(
+        f"{cname}: unchanged: the input holds no document to add; the active snapshot {out['snapshot_id']} stays; "
+        "nothing was built"
+    )
+
+
+def test_snapshot_show_and_replay_name_the_purge_that_rewrote_a_snapshot(
+    engine: Engine, cname: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve_hash_embedder_by_id(monkeypatch)
+    eid = use_hash_embedder(engine)
+    kiln = Document("k1", "", "Glaze recipes for the kiln.")
+    first = engine.ingest(cname, [*notes(), kiln], create={"embedder": eid})
+    logged = engine.search(cname, "harbour ledger", k=2, mode="lexical")  # n0, n1: ties broken by id
+    assert [h.doc_id for h in logged.hits] == ["n0", "n1"]
+    # Not a candidate of the query: its entry stays, and its scores change (one document fewer).
+    purge = engine.purge(cname, ["k1"])
+    detail = engine.snapshot_info(cname, first.snapshot_id)
+    assert [p["purge_id"] for p in detail.purges] == [purge.purge_id]
+    assert (detail.purges[0]["documents"], detail.manifest_hash != first.manifest_hash) == (1, True)
+    common = ["--home", str(rl_home)]
+    r = CliRunner().invoke(app, ["snapshot", "show", cname, str(first.snapshot_id), *common], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert (
+        f"rewritten by purge {purge.purge_id} at {detail.purges[0]['at']}: it erased 1 document from every snapshot "
+        "that held them, so this snapshot's manifest hash, corpus digest and scores changed then" in r.stdout
+    )
+    r = CliRunner().invoke(app, ["replay", str(logged.query_id), *common], env={"COLUMNS": "300"})
+    assert r.exit_code == 1, r.output
+    assert (
+        f"snapshot {first.snapshot_id} was rewritten by purge {purge.purge_id} after this query ran: a purge erases "
+        "documents from every snapshot that held them" in r.stdout
+    )
+    # A snapshot no purge touched says nothing of the kind.
+    other = engine.ingest(cname, [Document("n7", "", "A note about kilns.")])
+    assert engine.snapshot_info(cname, other.snapshot_id).purges == ()
+
+
+def _tables_of(engine: Engine, ids: list[int]) -> list[str]:
+    """Every table of ranklock_data named for one of ``ids`` (snapshots, segments), independently of the code."""
+    rows = engine.db.fetchall(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'ranklock_data' AND "
+        "substring(tablename from '_([0-9]+)$')::bigint = ANY (%s) ORDER BY 1",
+        [ids],
+    )
+    return [r["tablename"] for r in rows]
+
+
+def test_drop_collection_removes_everything_it_holds_and_replay_says_so(engine: Engine, cname: str) -> None:
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+    engine.ingest(cname, [Document("n5", "", "A fifth note about the lighthouse.")])
+    hit = engine.search(cname, "lighthouse note", k=3, mode="lexical")
+    engine.ask(cname, "what about the lighthouse?")
+    snapshots = [s.id for s in engine.list_snapshots(cname)]
+    segments = [
+        int(r["id"])
+        for r in engine.db.fetchall(
+            "SELECT id FROM ranklock.segments WHERE collection_id = %s", [engine.collection(cname).id]
+        )
+    ]
+    assert _tables_of(engine, snapshots + segments)
+    canary = Path(engine.settings.home) / "canary" / f"{cname}-hybrid.json"
+    canary.parent.mkdir(exist_ok=True)
+    canary.write_text("{}")
+    out = engine.drop_collection(cname)
+    assert (out.snapshots, out.documents, out.query_log_entries >= 1, out.answer_log_entries) == (
+        tuple(snapshots),
+        5,
+        True,
+        1,
+    )
+    assert _tables_of(engine, snapshots + segments) == []
+    for table in ("query_log", "answer_log"):
+        assert (
+            engine.db.fetchone(f"SELECT count(*) AS n FROM ranklock.{table} WHERE collection = %s", [cname])["n"] == 0
+        )
+    assert (
+        engine.db.fetchone(
+            "SELECT count(*) AS n FROM ranklock.documents d WHERE NOT EXISTS (SELECT 1 FROM ranklock.collections c WHERE c.id = d.collection_id)"
+        )["n"]
+        == 0
+    )
+    assert not canary.exists()
+    from ranklock import NotFound
+
+    with pytest.raises(NotFound, match=f"no collection named {cname!r}"):
+        engine.search(cname, "note", k=1)
+    with pytest.raises(NotFound) as exc:
+        engine.replay(hit.query_id)
+    assert str(exc.value).startswith(f"query {hit.query_id} searched collection {cname!r}, which was dropped at ")
+    with pytest.raises(NotFound, match=f"no collection named {cname!r}"):
+        engine.drop_collection(cname)
+    # The name is free again: a new collection of that name starts empty.
+    again = engine.ingest(cname, notes(1), create={"embedder": eid})
+    assert (again.documents, again.deleted_readded, again.purged_skipped) == (1, [], {})
+
+
+def test_the_cli_asks_before_it_drops(engine: Engine, cname: str, rl_home: Path) -> None:
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+    common = ["--home", str(rl_home)]
+    r = CliRunner().invoke(app, ["collection", "drop", cname, *common], env={"COLUMNS": "200"})
+    assert r.exit_code == 2
+    assert r.stderr.startswith(
+        f"error: `ranklock collection drop {cname}` deletes every snapshot, document and log entry of {cname!r} for "
+        "good; it asks first, and standard input is not a terminal. Pass --yes to drop it."
+    )
+    assert engine.collection(cname).active_snapshot_id is not None
+    r = CliRunner().invoke(app, ["collection", "drop", "nope_not_here", "--yes", *common])
+    assert r.exit_code == 2 and "no collection named 'nope_not_here'" in r.stderr
+    r = CliRunner().invoke(app, ["collection", "drop", cname, "--yes", *common], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(f"{cname}: dropped, with 1 snapshot, 4 documents, ")
+
+
+def test_http_drops_a_collection_with_the_admin_scope_and_a_confirmation(engine: Engine, cname: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from ranklock.http import create_app
+    from ranklock.http.guard import Access
+
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+    _, reader = engine.create_token(f"{cname}-r", ["read"])
+    _, admin = engine.create_token(f"{cname}-a", ["read", "admin"])
+    client = TestClient(create_app(engine, access=Access(require_token=True)))
+    r = client.delete(f"/api/collections/{cname}?confirm={cname}", headers={"Authorization": f"Bearer {reader}"})
+    assert r.status_code == 403 and r.json()["error"]["message"].startswith(
+        f"dropping collection {cname!r} needs a token with the scope `admin`"
+    )
+    r = client.delete(f"/api/collections/{cname}", headers={"Authorization": f"Bearer {admin}"})
+    assert r.status_code == 400 and r.json()["error"]["message"].endswith(f"?confirm={cname}.")
+    assert engine.collection(cname).active_snapshot_id is not None
+    r = client.delete(f"/api/collections/{cname}?confirm={cname}", headers={"Authorization": f"Bearer {admin}"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["collection"], r.json()["documents"]) == (cname, 4)
+    r = client.get(f"/api/collections/{cname}", headers={"Authorization": f"Bearer {admin}"})
+    assert r.status_code == 404
+
+
+def test_the_async_engine_drops_as_the_sync_one_does(engine: Engine, cname: str) -> None:
+    import asyncio
+
+    from ranklock import AsyncEngine
+
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+
+    async def main() -> int:
+        aeng = AsyncEngine.over(engine)
+        try:
+            return (await aeng.drop_collection(cname)).documents
+        finally:
+            await aeng.release()
+
+    assert asyncio.run(main()) == 4
+    assert cname not in {c.name for c in engine.collections()}
