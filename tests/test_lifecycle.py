@@ -299,3 +299,141 @@ def test_the_async_engine_drops_as_the_sync_one_does(engine: Engine, cname: str)
 
     assert asyncio.run(main()) == 4
     assert cname not in {c.name for c in engine.collections()}
+
+
+def test_snapshot_retention_keeps_the_newest_and_what_must_stay(engine: Engine, cname: str) -> None:
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(1), create={"embedder": eid})
+    engine.set_snapshot_retention(cname, keep=3)
+    reports = [engine.ingest(cname, [Document(f"w{i}", "", f"Write {i} about tides.")]) for i in range(6)]
+    ids = [s.id for s in engine.list_snapshots(cname)]
+    # Never more than the policy's three (merges included), and the writes said what they dropped.
+    assert len(ids) == 3 and ids == sorted(ids)
+    assert sum(len(r.snapshots_dropped) for r in reports) >= 4
+    active = engine.collection(cname)
+    assert active.active_snapshot_id == ids[-1]
+    # A pinned query keeps its snapshot, past the policy, and the plan says why.
+    logged = engine.search(cname, "tides", k=2, mode="lexical")
+    pinned_snapshot = engine.pin(query_id=logged.query_id)
+    assert pinned_snapshot == active.active_snapshot_id
+    for i in range(5):
+        engine.ingest(cname, [Document(f"x{i}", "", f"Another write {i} about bread.")])
+    plan = engine.prune_snapshots(cname, dry_run=True)
+    assert plan.kept[pinned_snapshot] == f"pinned by query {logged.query_id}"
+    now = engine.collection(cname)
+    assert plan.kept[now.active_snapshot_id] == "active"
+    assert plan.kept[now.previous_snapshot_id] == "previous (snapshot rollback returns to it)"
+    assert plan.dropped == ()
+    assert engine.replay(logged.query_id).identical
+    # Unpinned, it goes with the next write; its replay then says why it cannot run.
+    engine.pin(query_id=logged.query_id, pinned=False)
+    last = engine.ingest(cname, [Document("y", "", "A last write about kilns.")])
+    assert pinned_snapshot in last.snapshots_dropped
+    from ranklock import NotFound
+
+    with pytest.raises(NotFound, match="which has been dropped \\(by `snapshot drop` or by snapshot retention\\)"):
+        engine.replay(logged.query_id)
+    # Off: every snapshot stays.
+    engine.set_snapshot_retention(cname, keep=None)
+    before = len(engine.list_snapshots(cname))
+    engine.ingest(cname, [Document("z", "", "One more about the harbour.")])
+    assert len(engine.list_snapshots(cname)) > before
+
+
+def test_retention_by_age_and_bad_policies(engine: Engine, cname: str) -> None:
+    from ranklock import ConfigError
+
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(1), create={"embedder": eid})
+    engine.set_snapshot_retention(cname, keep=None, keep_for="7d")
+    for i in range(4):
+        engine.ingest(cname, [Document(f"a{i}", "", f"Age {i} about tides.")])
+    plan = engine.prune_snapshots(cname, dry_run=True)
+    assert plan.dropped == () and set(plan.kept.values()) >= {"active", "younger than 7d"}
+    with pytest.raises(ConfigError, match="snapshot retention --keep 0 must be at least 1"):
+        engine.set_snapshot_retention(cname, keep=0)
+    with pytest.raises(ConfigError, match="is not a duration"):
+        engine.set_snapshot_retention(cname, keep_for="soon")
+
+
+def test_the_cli_shows_and_sets_retention_and_db_status_says_it(engine: Engine, cname: str, rl_home: Path) -> None:
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(1), create={"embedder": eid})
+    for i in range(3):
+        engine.ingest(cname, [Document(f"c{i}", "", f"CLI write {i} about tides.")])
+    common = ["--home", str(rl_home)]
+    env = {"COLUMNS": "300"}
+    r = CliRunner().invoke(app, ["snapshot", "retention", cname, "--keep", "1", *common], env=env)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(
+        f"{cname}: keeps the newest 1, with the active, previous, pinned and replica-held ones.\n"
+    ), r.stdout
+    assert "the next write drops" in r.stdout
+    r = CliRunner().invoke(app, ["db", "status", *common], env=env)
+    assert f"snapshots of {cname}: 2 snapshots kept (policy: the newest 1, with the active, previous" in r.stdout
+    r = CliRunner().invoke(app, ["snapshot", "prune", cname, "--json", *common])
+    out = json.loads(r.stdout)
+    assert out["applied"] and len(out["dropped"]) >= 1
+    assert len(engine.list_snapshots(cname)) == 2  # the active and the previous
+    r = CliRunner().invoke(app, ["snapshot", "retention", cname, "--keep", "0", *common])
+    assert r.exit_code == 2 and "must be at least 1" in r.stderr
+    r = CliRunner().invoke(app, ["snapshot", "retention", cname, "--off", "--keep", "3", *common])
+    assert r.exit_code == 2 and r.stderr.startswith("error: --off keeps every snapshot; give it alone")
+
+
+def test_log_prune_older_than_zero_prunes_every_entry_but_the_pinned(engine: Engine, cname: str, rl_home: Path) -> None:
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+    kept = engine.search(cname, "tides", k=1, mode="lexical")
+    gone = engine.search(cname, "bread", k=1, mode="lexical")
+    engine.pin(query_id=kept.query_id)
+    r = CliRunner().invoke(app, ["log", "prune", "--older-than", "0s", "--home", str(rl_home)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "gone but pinned ones (policy: no entry but the pinned ones)" in r.stdout
+    assert engine.replay(kept.query_id).identical
+    from ranklock import NotFound
+
+    with pytest.raises(NotFound, match=f"query {gone.query_id} was pruned from the query log"):
+        engine.replay(gone.query_id)
+    engine.pin(query_id=kept.query_id, pinned=False)
+    r = CliRunner().invoke(app, ["log", "pin", "999999999", "--home", str(rl_home)])
+    assert r.exit_code == 2 and "query 999999999 is not in the log" in r.stderr
+
+
+def test_search_offset_is_the_next_page_of_the_same_list(
+    engine: Engine, cname: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from ranklock import QueryError
+    from ranklock.http import create_app
+
+    resolve_hash_embedder_by_id(monkeypatch)
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(9), create={"embedder": eid})
+    whole = engine.search(cname, "note tides bread", k=9)
+    page = engine.search(cname, "note tides bread", k=3, offset=3)
+    assert [(h.rank, h.doc_id, h.score) for h in page.hits] == [(h.rank, h.doc_id, h.score) for h in whole.hits[3:6]]
+    assert (page.k, page.offset, page.complete) == (3, 3, True)
+    assert json.loads(page.to_json())["offset"] == 3 and "offset" not in json.loads(whole.to_json())
+    last = engine.search(cname, "note tides bread", k=5, offset=7)  # past the end: the two that are left
+    assert [h.rank for h in last.hits] == [8, 9] and last.complete
+    for bad, message in (
+        (-1, "offset must be a whole number of results to skip (0 or more), got -1."),
+        (9995, "offset 9995 + k 10 = 10,005 results, more than the 10,000 one search ranks"),
+    ):
+        with pytest.raises(QueryError) as exc:
+            engine.search(cname, "note", offset=bad)
+        assert str(exc.value).startswith(message)
+    r = CliRunner().invoke(
+        app, ["search", cname, "note tides bread", "-k", "3", "--offset", "3", "--json", "--home", str(rl_home)]
+    )
+    assert r.exit_code == 0, r.output
+    assert [h["doc_id"] for h in json.loads(r.stdout)["hits"]] == [h.doc_id for h in whole.hits[3:6]]
+    r = CliRunner().invoke(app, ["search", cname, "note", "--offset", "-2", "--home", str(rl_home)])
+    assert r.exit_code == 2 and "offset must be a whole number" in r.stderr
+    client = TestClient(create_app(engine))
+    got = client.get(f"/api/search?collection={cname}&q=note+tides+bread&k=3&offset=3").json()
+    assert [h["doc_id"] for h in got["hits"]] == [h.doc_id for h in whole.hits[3:6]]
+    bad = client.post("/api/search", json={"collection": cname, "query": "note", "offset": "x"})
+    assert bad.status_code == 400 and "offset" in bad.json()["error"]["message"]

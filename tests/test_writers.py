@@ -640,7 +640,7 @@ def test_cli_names_skipped_documents_and_refuses_an_empty_replace(
     common = ["--dsn", engine.db.dsn, "--home", str(rl_home)]
     res = runner.invoke(app, ["ingest", cname, str(corpus), *common])
     assert res.exit_code == 0, res.output
-    assert "skipped 2 document(s) with empty text (not in the snapshot): b, c" in res.output
+    assert "skipped 2 documents with empty text (not in the snapshot): b, c" in res.output
     res = runner.invoke(app, ["ingest", cname, str(corpus), "--json", *common])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout.strip().splitlines()[-1])["skipped"] == ["b", "c"]

@@ -81,8 +81,9 @@ def _absolute(cwd: Path, path: str | os.PathLike[str]) -> Path:
 
 
 def home_exists(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a home whose embedded server was initialised (a first write made it)."""
-    return (Path(path) / "pgdata" / "PG_VERSION").is_file()
+    """Whether ``path`` is a home with a database: its embedded server initialised (a first write made it),
+    or a local Citus cluster (``ranklock db cluster create``)."""
+    return (Path(path) / "pgdata" / "PG_VERSION").is_file() or (Path(path) / "cluster.json").is_file()
 
 
 def missing_home_message(home: Home) -> str:

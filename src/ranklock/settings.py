@@ -25,6 +25,7 @@ __all__ = [
     "BM25_K1",
     "DEFAULT_EMBEDDER",
     "REQUEST",
+    "SNAPSHOT_KEEP",
     "ENV",
     "ChunkerParams",
     "EnvVar",
@@ -32,6 +33,7 @@ __all__ = [
     "SearchParams",
     "Settings",
     "env",
+    "human_duration",
     "parse_duration",
     "parse_rate",
     "parse_size",
@@ -48,6 +50,13 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 #: checks that the two agree.
 ASK_DEPTH = 40
 ASK_RRF_K = 60
+
+
+#: Snapshot retention's default (ranklock.snapshot.retention): each collection keeps its newest 10
+#: snapshots, plus the active, previous, pinned and replica-held ones.  Ten: a rollback needs one, an
+#: ingest makes one and its merge often another, so ten keep the last few writes of a day undoable and
+#: diffable whatever the write rate, at a bounded cost (a snapshot holds its segments' tables).
+SNAPSHOT_KEEP = 10
 
 
 #: BM25's parameters: a snapshot's statistics are built under them (ranklock.snapshot.lexical_stats)
@@ -276,6 +285,18 @@ def parse_duration(text: str | float, *, what: str = "duration") -> float:
 
         raise ConfigError(f"{what} {text!r} is not a duration; write seconds or a number with s, m, h, d or w.")
     return float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()]
+
+
+def human_duration(seconds: float) -> str:
+    """The shortest :func:`parse_duration` spelling of ``seconds``: ``30d``, ``12h``, ``90s``.
+
+    >>> human_duration(2592000.0), human_duration(5400.0)
+    ('30d', '90m')
+    """
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 _RATE_PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}

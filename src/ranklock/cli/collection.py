@@ -242,6 +242,6 @@ def drop(
     console.print(
         f"[bold]{name}[/]: dropped, with {plural(len(out.snapshots), 'snapshot')}, "
         f"{plural(out.documents, 'document')}, {plural(out.query_log_entries, 'query-log entry')} and "
-        f"{plural(out.answer_log_entries, 'answer-log entry')}.",
+        f"{plural(out.answer_log_entries, 'answer-log entry')} (drop {out.drop_id}: a replay of one of them says so).",
         highlight=False,
     )

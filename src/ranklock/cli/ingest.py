@@ -179,6 +179,13 @@ def ingest(
         f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
     )
     console.print(f"corpus digest {report.corpus_digest[:16]}…  manifest {report.manifest_hash[:16]}…")
+    if report.snapshots_dropped:
+        console.print(
+            f"snapshot retention dropped {plural(len(report.snapshots_dropped), 'snapshot')} "
+            f"({', '.join(map(str, report.snapshots_dropped))}); `ranklock snapshot retention {collection}` shows "
+            "what it keeps",
+            highlight=False,
+        )
     if report.field_inference is not None:
         print_field_inference(report.field_inference)
     if report.skipped:
@@ -186,7 +193,7 @@ def ingest(
             f" and {len(report.skipped) - 10} more" if len(report.skipped) > 10 else ""
         )
         err_console.print(
-            f"[bold yellow]skipped {len(report.skipped)} document(s) with empty text[/] "
+            f"[bold yellow]skipped {plural(len(report.skipped), 'document')} with empty text[/] "
             f"(not in the snapshot): {escape(shown)}",
             highlight=False,
             soft_wrap=True,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ..errors import RanklockError
+from ..phrasing import plural
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
 
 #: This module's commands; cli/root.py merges them into the root app.
@@ -26,7 +27,8 @@ def log_prune(
     older_than: Annotated[
         str | None,
         typer.Option(
-            "--older-than", help="Delete entries older than this (30d, 12h, 90m; default RANKLOCK_LOG_RETENTION)."
+            "--older-than",
+            help="Delete entries older than this (30d, 12h, 90m; 0s: every entry; default RANKLOCK_LOG_RETENTION).",
         ),
     ] = None,
     max_bytes: Annotated[
@@ -57,8 +59,54 @@ def log_prune(
         note = " (another process was pruning; run again)" if part.skipped else ""
         st = part.status
         console.print(
-            f"{name.replace('_', ' ')}: pruned {part.deleted} entries ({part.deleted_bytes:,} bytes){note}; it "
-            f"holds {st.rows} entries, {st.bytes:,} bytes; entries up to id {st.pruned_through} are "
-            f"gone (policy: {st.policy['describe']})",
+            f"{name.replace('_', ' ')}: pruned {plural(part.deleted, 'entry')} ({part.deleted_bytes:,} bytes){note}; "
+            f"it holds {plural(st.rows, 'entry')}, {st.bytes:,} bytes; entries up to id {st.pruned_through} are "
+            f"gone but pinned ones (policy: {st.policy['describe']})",
             highlight=False,
         )
+
+
+def _pin(query_id: int | None, answer: str | None, pinned: bool, dsn: str | None, home: Any, as_json: bool) -> None:
+    with engine(dsn, home) as eng:
+        snapshot = eng.pin(query_id=query_id, answer_id=answer, pinned=pinned)
+    what = f"answer {answer}" if answer is not None else f"query {query_id}"
+    if as_json:
+        print_json({"entry": what, "pinned": pinned, "snapshot_id": snapshot})
+    elif pinned:
+        console.print(
+            f"{what} is pinned: log retention keeps it, and snapshot retention its snapshot {snapshot}; "
+            "`ranklock log unpin` lets them go.",
+            highlight=False,
+        )
+    else:
+        console.print(f"{what} is unpinned: retention treats it, and its snapshot {snapshot}, as any other.")
+
+
+QueryIdArg = Annotated[int | None, typer.Argument(help="Id of a logged query (SearchResult.query_id).")]
+AnswerOpt = Annotated[
+    str | None, typer.Option("--answer", help="A logged answer instead (answer_id of `ranklock ask`).")
+]
+
+
+@log_app.command("pin")
+def log_pin(
+    query_id: QueryIdArg = None,
+    answer: AnswerOpt = None,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Keep a logged query (or --answer) and the snapshot it ran against, so it stays replayable."""
+    _pin(query_id, answer, True, dsn, home, as_json)
+
+
+@log_app.command("unpin")
+def log_unpin(
+    query_id: QueryIdArg = None,
+    answer: AnswerOpt = None,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Let retention prune a pinned entry, and its snapshot, again."""
+    _pin(query_id, answer, False, dsn, home, as_json)

@@ -185,6 +185,58 @@ def snapshot_drop(
     )
 
 
+@snapshot_app.command("retention")
+def snapshot_retention(
+    collection: CollArg,
+    keep: Annotated[int | None, typer.Option("--keep", help="Keep the newest N snapshots.")] = None,
+    keep_for: Annotated[
+        str | None, typer.Option("--keep-for", help="Keep the snapshots younger than this (7d, 12h, 90m).")
+    ] = None,
+    off: Annotated[bool, typer.Option("--off", help="Keep every snapshot (no retention).")] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show or set which snapshots COLLECTION keeps (default: the newest 10); the active, previous, pinned and
+    replica-held ones always stay. It applies after every write, or now with `ranklock snapshot prune`."""
+    if off and (keep is not None or keep_for is not None):
+        raise fail("--off keeps every snapshot; give it alone, or --keep N and/or --keep-for DURATION.")
+    with engine(dsn, home) as eng:
+        if off or keep is not None or keep_for is not None:
+            eng.set_snapshot_retention(collection, keep=keep, keep_for=keep_for)
+        plan = eng.prune_snapshots(collection, dry_run=True)
+    _print_plan(plan, as_json, "the next write drops")
+
+
+@snapshot_app.command("prune")
+def snapshot_prune(
+    collection: CollArg,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be dropped, drop nothing.")] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drop the snapshots COLLECTION's retention no longer keeps, now (every write does it too)."""
+    with engine(dsn, home) as eng:
+        plan = eng.prune_snapshots(collection, dry_run=dry_run)
+    _print_plan(plan, as_json, "would drop" if dry_run else "dropped")
+
+
+def _print_plan(plan: Any, as_json: bool, verb: str) -> None:
+    if as_json:
+        print_json(plan.as_dict())
+        return
+    console.print(f"[bold]{plan.collection}[/]: keeps {plan.policy.describe()}.", highlight=False)
+    for sid, why in plan.kept.items():
+        console.print(f"  snapshot {sid}: kept ({why})", highlight=False)
+    if plan.dropped:
+        console.print(
+            f"{verb} {plural(len(plan.dropped), 'snapshot')}: {', '.join(map(str, plan.dropped))}", highlight=False
+        )
+    else:
+        console.print("nothing to drop.")
+
+
 @snapshot_app.command("merge")
 def snapshot_merge(
     collection: CollArg,
@@ -311,7 +363,7 @@ def replay(
     else:
         console.print(
             f"[bold red]query {query_id}: NOT identical[/] (snapshot {report.snapshot_id}): "
-            f"{len(report.differences)} difference(s)"
+            f"{plural(len(report.differences), 'difference')}"
         )
         table = Table("where", "position", "logged", "replayed")
         for x in report.differences[:50]:

@@ -262,11 +262,15 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         return {"status": "ok"}
 
     @app.get("/readyz")
-    async def readyz() -> JSONResponse:
-        """Readiness: the database answers and every active snapshot can be read; 503 names the failing part."""
+    async def readyz(request: Request) -> JSONResponse:
+        """Readiness: the database answers and every active snapshot can be read; 503 names the failing part.
+
+        A probe without a token (an orchestrator's, on a server that needs tokens) gets the status alone."""
         report = (await aeng.readiness()).as_dict()
         ready = report.pop("ready")
-        body = {"status": "ready" if ready else "not_ready", **report}
+        body = {"status": "ready" if ready else "not_ready"}
+        if "read" in scopes_of(request.scope):
+            body.update(report)
         return JSONResponse(status_code=200 if ready else 503, content=body)
 
     @app.get("/api/collections")
@@ -316,7 +320,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
 
     @app.get("/api/search")
     async def search_get(request: Request) -> Response:
-        """Search with the query string: collection, q, k, mode, filter, snapshot, as_of (each once)."""
+        """Search with the query string: collection, q, k, mode, filter, snapshot, as_of, offset (each once)."""
         query = search_query(request.scope.get("query_string", b""))
         return await run(
             SearchArguments(
@@ -327,6 +331,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
                 filter=query.filter,
                 snapshot=query.snapshot,
                 as_of=query.as_of,
+                offset=query.offset,
             )
         )
 

@@ -448,8 +448,9 @@ def replay_steps(
     exists = yield Fetch("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid], primary=True)
     if not exists:
         raise NotFound(
-            f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped; "
-            "a replay needs the snapshot it ran against."
+            f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped (by "
+            "`snapshot drop` or by snapshot retention); a replay needs the snapshot it ran against. Pin an entry "
+            "whose replay must keep working: `ranklock log pin ID` keeps it and its snapshot."
         )
     from ..store.timeout import timeout_override
 
