@@ -437,3 +437,72 @@ def test_search_offset_is_the_next_page_of_the_same_list(
     assert [h["doc_id"] for h in got["hits"]] == [h.doc_id for h in whole.hits[3:6]]
     bad = client.post("/api/search", json={"collection": cname, "query": "note", "offset": "x"})
     assert bad.status_code == 400 and "offset" in bad.json()["error"]["message"]
+
+
+def test_document_get_prints_a_stored_document_and_names_a_purge(
+    engine: Engine, cname: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve_hash_embedder_by_id(monkeypatch)
+    eid = use_hash_embedder(engine)
+    docs = [Document("n1", "Ledger", "The harbour [b]ledger[/b] of 1887.", {"year": 1887}), *notes(3)[2:]]
+    first = engine.ingest(cname, docs, create={"embedder": eid})
+    common = ["--home", str(rl_home)]
+    r = CliRunner().invoke(app, ["document", "get", cname, "n1", *common], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"n1 ({cname}, snapshot {first.snapshot_id}, content ")
+    assert lines[1:] == ["title: Ledger", "year: 1887", "", "The harbour [b]ledger[/b] of 1887."]
+    r = CliRunner().invoke(app, ["document", "get", cname, "n1", "--json", *common])
+    assert json.loads(r.stdout)["body"] == "The harbour [b]ledger[/b] of 1887."
+    r = CliRunner().invoke(app, ["document", "get", cname, "nope", *common])
+    assert r.exit_code == 2 and f"collection {cname!r} has no document 'nope' in snapshot" in r.stderr
+    purge = engine.purge(cname, ["n1"])
+    r = CliRunner().invoke(app, ["document", "get", cname, "n1", *common], env={"COLUMNS": "300"})
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"error: document 'n1' of {cname!r} was erased by purge {purge.purge_id} at ")
+
+
+def test_a_server_answers_lexical_searches_while_the_model_loads(engine: Engine, cname: str) -> None:
+    """Issue 41: `serve` loaded the model (18-26 s) before it listened; now it warms in the background."""
+    import threading
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from fakes import HashEmbedder
+    from ranklock.http import create_app
+
+    class SlowToLoad(HashEmbedder):
+        def __init__(self) -> None:
+            super().__init__("test:slow-load")
+            self.loaded = threading.Event()
+
+        def embed(self, texts: list[str]) -> object:
+            if not self.loaded.is_set():
+                time.sleep(2.0)  # the model's load
+                self.loaded.set()
+            return super().embed(texts)
+
+    emb = SlowToLoad()
+    eng = Engine(home=engine.settings.home, embedder=emb)
+    try:
+        eng.ingest(cname, notes(), create={"embedder": emb.id})
+        emb.loaded.clear()
+        assert eng.warm_state["state"] == "not started"
+        warm = threading.Thread(target=eng.warm)
+        warm.start()
+        client = TestClient(create_app(eng))
+        deadline = time.monotonic() + 1.5
+        while eng.warm_state["state"] != "loading" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ready = client.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["models"]["state"] == "loading"
+        t = time.perf_counter()
+        got = client.get(f"/api/search?collection={cname}&q=tides&mode=lexical&k=2")
+        assert got.status_code == 200 and len(got.json()["hits"]) == 2
+        assert time.perf_counter() - t < 1.5 and not emb.loaded.is_set()  # it did not wait for the model
+        warm.join()
+        ready = client.get("/readyz").json()["models"]
+        assert ready["state"] == "loaded" and ready["lines"][0].startswith("embedder test:slow-load loaded in ")
+    finally:
+        eng.close()
