@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -66,47 +66,30 @@ def log_prune(
         )
 
 
-def _pin(query_id: int | None, answer: str | None, pinned: bool, dsn: str | None, home: Any, as_json: bool) -> None:
-    with engine(dsn, home) as eng:
-        snapshot = eng.pin(query_id=query_id, answer_id=answer, pinned=pinned)
-    what = f"answer {answer}" if answer is not None else f"query {query_id}"
-    if as_json:
-        print_json({"entry": what, "pinned": pinned, "snapshot_id": snapshot})
-    elif pinned:
-        console.print(
-            f"{what} is pinned: log retention keeps it, and snapshot retention its snapshot {snapshot}; "
-            "`ranklock log unpin` lets them go.",
-            highlight=False,
-        )
-    else:
-        console.print(f"{what} is unpinned: retention treats it, and its snapshot {snapshot}, as any other.")
-
-
-QueryIdArg = Annotated[int | None, typer.Argument(help="Id of a logged query (SearchResult.query_id).")]
-AnswerOpt = Annotated[
-    str | None, typer.Option("--answer", help="A logged answer instead (answer_id of `ranklock ask`).")
-]
-
-
 @log_app.command("pin")
 def log_pin(
-    query_id: QueryIdArg = None,
-    answer: AnswerOpt = None,
+    query_id: Annotated[int | None, typer.Argument(help="Id of a logged query (SearchResult.query_id).")] = None,
+    answer: Annotated[
+        str | None, typer.Option("--answer", help="A logged answer instead (answer_id of `ranklock ask`).")
+    ] = None,
+    unpin: Annotated[
+        bool, typer.Option("--unpin", help="Let retention prune the entry, and its snapshot, again.")
+    ] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Keep a logged query (or --answer) and the snapshot it ran against, so it stays replayable."""
-    _pin(query_id, answer, True, dsn, home, as_json)
-
-
-@log_app.command("unpin")
-def log_unpin(
-    query_id: QueryIdArg = None,
-    answer: AnswerOpt = None,
-    dsn: DsnOpt = None,
-    home: HomeOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Let retention prune a pinned entry, and its snapshot, again."""
-    _pin(query_id, answer, False, dsn, home, as_json)
+    """Keep a logged query (or --answer) and the snapshot it ran against, so it stays replayable (--unpin: no more)."""
+    with engine(dsn, home) as eng:
+        snapshot = eng.pin(query_id=query_id, answer_id=answer, pinned=not unpin)
+    what = f"answer {answer}" if answer is not None else f"query {query_id}"
+    if as_json:
+        print_json({"entry": what, "pinned": not unpin, "snapshot_id": snapshot})
+    elif unpin:
+        console.print(f"{what} is unpinned: retention treats it, and its snapshot {snapshot}, as any other.")
+    else:
+        console.print(
+            f"{what} is pinned: log retention keeps it, and snapshot retention its snapshot {snapshot}; "
+            "`ranklock log pin --unpin` lets them go.",
+            highlight=False,
+        )

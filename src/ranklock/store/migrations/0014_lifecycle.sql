@@ -5,7 +5,7 @@
 ALTER TABLE ranklock.collections ADD COLUMN retention jsonb;
 
 -- A pinned entry is kept by log retention, and the snapshot it ran against by snapshot retention,
--- until it is unpinned (`ranklock log pin`, `ranklock log unpin`): a replay that must keep working.
+-- until it is unpinned (`ranklock log pin`, `ranklock log pin --unpin`): a replay that must keep working.
 ALTER TABLE ranklock.query_log ADD COLUMN pinned boolean NOT NULL DEFAULT false;
 ALTER TABLE ranklock.answer_log ADD COLUMN pinned boolean NOT NULL DEFAULT false;
 CREATE INDEX query_log_pinned_idx ON ranklock.query_log (snapshot_id) WHERE pinned;
