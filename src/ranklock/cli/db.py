@@ -96,8 +96,12 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
     for name, q in logs.items():
         console.print(
             f"{name.replace('_', ' ')}: {plural(q.rows, 'entry')}, {q.bytes:,} bytes ({q.table_bytes:,} on disk), "
-            f"oldest {q.oldest or '-'}; retention keeps {q.policy['describe']}; ids up to "
-            f"{q.pruned_through} pruned ({plural(q.pruned_rows, 'entry')}, last {q.last_pruned_at or 'never'})",
+            f"oldest {q.oldest or '-'}; retention keeps {q.policy['describe']}; "
+            + (
+                f"ids up to {q.pruned_through} pruned ({plural(q.pruned_rows, 'entry')}, last {q.last_pruned_at})"
+                if q.pruned_rows
+                else "nothing pruned yet"
+            ),
             highlight=False,
         )
     for r in retention:

@@ -199,11 +199,17 @@ def snapshot_retention(
 ) -> None:
     """Show or set which snapshots COLLECTION keeps (default: the newest 10); the active, previous, pinned and
     replica-held ones always stay. It applies after every write, or now with `ranklock snapshot prune`."""
+    from ..settings import parse_duration
+
     if off and (keep is not None or keep_for is not None):
         raise fail("--off keeps every snapshot; give it alone, or --keep N and/or --keep-for DURATION.")
+    try:
+        seconds = None if keep_for is None else parse_duration(keep_for, what="--keep-for")
+    except RanklockError as exc:
+        raise fail(exc) from None
     with engine(dsn, home) as eng:
         if off or keep is not None or keep_for is not None:
-            eng.set_snapshot_retention(collection, keep=keep, keep_for=keep_for)
+            eng.set_snapshot_retention(collection, keep=keep, keep_for=seconds)
         plan = eng.prune_snapshots(collection, dry_run=True)
     _print_plan(plan, as_json, "the next write drops")
 
