@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CitationError
-from ..phrasing import plural
 from .model import ABSTAIN, Answer, AskChunk, Citation, Draft, GeneratorInfo, Prompt
 
 __all__ = ["MARKER", "cited_answer", "validate_draft"]
@@ -113,7 +112,7 @@ def validate_draft(draft: Draft, chunks: Sequence[AskChunk]) -> tuple[str, tuple
             )
     if abstained and citations:
         raise CitationError(
-            f"the answer abstains ({ABSTAIN!r}) yet cites {plural(len(citations), 'passage')}; the answer was rejected. "
+            f"the answer abstains ({ABSTAIN!r}) yet cites {len(citations)} passage(s); the answer was rejected. "
             "An abstention cites nothing."
         )
     if not abstained and not citations:

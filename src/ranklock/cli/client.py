@@ -380,7 +380,9 @@ def run_served(argv: list[str]) -> int | None:
         return None
     if sock is None:
         with contextlib.suppress(Exception):
-            _start(paths, fp)
+            # With an external server (RANKLOCK_DSN, --dsn) the home only holds the sockets: a folder will do.
+            external = bool(os.environ.get("RANKLOCK_DSN")) or any(a.split("=")[0] == "--dsn" for a in argv[2:])
+            _start(paths, fp, external=external)
         return None
     with sock:
         return _run(sock, request, paths)
@@ -417,14 +419,14 @@ def _run(sock: socket.socket, request: dict[str, Any], paths: ServicePaths) -> i
         return 2
 
 
-def _start(paths: ServicePaths, fp: str) -> None:
+def _start(paths: ServicePaths, fp: str, *, external: bool = False) -> None:
     """Start this fingerprint's service in the background, for the next command; never fails the command.
 
-    Only in a data directory that holds a database (a first write makes it; a read never does) and
-    is this user's.  The service is spawned in a session of its own: no terminal's Ctrl-C reaches it,
-    and it outlives us.
+    Only in a data directory that holds a database (a first write makes it; a read never does), or,
+    for a command on an ``external`` server, one that exists; and only in one of this user's.  The
+    service is spawned in a session of its own: no terminal's Ctrl-C reaches it, and it outlives us.
     """
-    if not home_exists(paths.home):
+    if not (home_exists(paths.home) or (external and os.path.isdir(paths.home))):
         return
     with contextlib.suppress(FileExistsError, OSError):
         os.mkdir(paths.dir, 0o700)

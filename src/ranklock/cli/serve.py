@@ -64,11 +64,6 @@ def serve(
     from ..http.server import run
 
     access = Access.for_bind(host, no_auth=insecure_no_auth, extra_hosts=allow_host or ())
-    if not is_loopback(host):
-        answered = (
-            "any Host (--allow-host '*')" if access.allowed_hosts is None else ", ".join(sorted(access.allowed_hosts))
-        )
-        err_console.print(f"answering to Host: {answered}", highlight=False, soft_wrap=True)
     with engine(dsn, home, read_dsn, long_lived=True) as eng:
         if not is_loopback(host):
             live = [t for t in eng.list_tokens() if t.revoked_at is None and "read" in t.scopes]
@@ -85,6 +80,10 @@ def serve(
                     "token with the scope read exists. Create one with `ranklock token create NAME` and send it as "
                     "`Authorization: Bearer <token>`, bind 127.0.0.1, or pass --insecure-no-auth (not advised)."
                 )
+        if not is_loopback(host):
+            hosts = access.allowed_hosts
+            answered = "any (--allow-host '*')" if hosts is None else ", ".join(sorted(hosts))
+            err_console.print(f"answering to Host: {answered}", highlight=False, soft_wrap=True)
         # Load every collection's model in the background: the server answers at once (a lexical search
         # needs no model; one that does waits for this load), and /readyz says which state it is in.
         threading.Thread(target=_warm, args=(eng,), name="ranklock-warm", daemon=True).start()

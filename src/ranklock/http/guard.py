@@ -114,8 +114,9 @@ class Access:
             return cls(require_token=False, allowed_hosts=LOOPBACK_HOSTS | extra)
         if ANY_HOST in extra:
             return cls(require_token=not no_auth, allowed_hosts=None)  # behind a proxy that checks the Host
-        # Without --allow-host: this machine's own names and addresses, never whatever a client sends.
-        return cls(require_token=not no_auth, allowed_hosts=extra | own_host_names(host))
+        # The names given are the only ones; without any, this machine's own names and addresses, never
+        # whatever a client sends.
+        return cls(require_token=not no_auth, allowed_hosts=extra or own_host_names(host))
 
 
 #: ``--allow-host '*'``: answer to any Host (a proxy in front checks it).

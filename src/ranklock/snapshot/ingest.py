@@ -125,7 +125,8 @@ def ingest_snapshot(
 
     ``given`` maps doc_id to a document with text (see :func:`split_empty`);
     ``skipped`` only feeds the message of the refusal of an empty snapshot.
-    An input that changes nothing builds nothing: the active snapshot stays (``build`` is None).
+    An input that changes nothing builds nothing: the active snapshot stays (``build`` is None), unless
+    ``activate`` is False (a candidate asked for is built).
     An id a purge erased is left out unless ``allow_purged``, and named either way.
     """
     name = coll.name
@@ -141,7 +142,7 @@ def ingest_snapshot(
         given = {i: d for i, d in given.items() if i not in purged}
     # The slow part first, with no lock held: chunks cut, vectors cached (nothing to do for an
     # input the active snapshot already holds, as when the same folder is ingested again).
-    unchanged_before = _unchanged(db, coll, given, replace)
+    unchanged_before = activate and _unchanged(db, coll, given, replace)
     prepared = None if unchanged_before else prepare_documents(db, coll, list(given.values()), emb, progress)
     with writing(db, coll.id, name, lock_wait) as waited:
         coll = read_collection(db, name)  # the active snapshot now is the parent
@@ -164,8 +165,9 @@ def ingest_snapshot(
         removed = len(removed_ids)
         readded = tuple(sorted(_stored_ids(db, coll.id, [i for i in given if i not in live]), key=_c_order))
         purged_skipped, purged_readded = ({}, purged) if allow_purged else (purged, {})
-        if parent is not None and not write and not dead:
-            # The active snapshot holds exactly this: a new one would differ only in its id.
+        if parent is not None and not write and not dead and activate:
+            # The active snapshot holds exactly this: a new one would differ only in its id.  (A build
+            # asked not to be activated is a candidate the caller wants, identical or not: built.)
             return IngestOutcome(
                 None,
                 0,
