@@ -44,8 +44,8 @@ TREE_ORDER = (
     ("settings",),
     ("_extras", "_version"),
     ("limits",),
-    ("errors",),
-    ("framing", "service_lock"),
+    ("errors", "phrasing"),
+    ("framing", "service_lock", "home"),
 )
 
 

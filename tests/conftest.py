@@ -22,6 +22,9 @@ os.environ.setdefault("RANKLOCK_EMBED_SERVICE", "0")
 # that would outlive the test: tests/test_cli_service.py and the documentation runner turn it on.
 os.environ.setdefault("RANKLOCK_CLI_SERVICE", "0")
 
+# A command given no home finds the per-user one (ranklock.home): never the real user's, in a test.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="ranklock-user-data-")
+
 if TYPE_CHECKING:
     from ranklock.store.cluster import LocalCluster
 

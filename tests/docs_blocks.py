@@ -3,7 +3,7 @@
 Every fenced block either runs or says why not:
 
 * ```` ```sh ```` / ```` ```bash ````: a shell script, run with ``bash -euo pipefail`` in the docs' working
-  folder (a copy of ``examples/`` next to a fresh ``.ranklock``); every command must succeed.
+  folder (a copy of ``examples/``, with a fresh per-user home of its own); every command must succeed.
 * ```` ```console ````: a shell session.  ``$ command`` lines run one by one; the lines after each are the
   output it must print (stdout, then stderr; whitespace-insensitive; ``...`` stands for any text).
 * ```` ```python ````: run with ``exec`` in one namespace per file, in order, so a later block may use what

@@ -90,6 +90,8 @@ def routes(coll: str) -> list[tuple[str, str, dict[str, Any] | None, int]]:
         ("GET", f"/api/search?collection={coll}&q=kiln&k=2&mode=lexical", None, 200),
         ("POST", "/api/search", {"collection": coll, "query": "kiln glaze", "k": 2}, 200),
         ("POST", "/api/ask", {"collection": coll, "question": "What does celadon glaze need?"}, 200),
+        # A drop needs the admin scope, which the good (read) token lacks.
+        ("DELETE", f"/api/collections/{coll}", None, 403),
     ]
 
 
@@ -137,7 +139,8 @@ def test_every_route_with_no_bad_revoked_and_good_tokens(
     }
     for method, path, body, good_status in routes(coll):
         r = secured.request(method, path, json=body, headers=headers)
-        if who == "good" or path in PUBLIC:
+        # /readyz answers a probe that sends no token (with its status alone); a token sent is checked.
+        if who == "good" or path in PUBLIC or (who == "none" and path == "/readyz"):
             assert r.status_code == good_status, (path, r.text)
             continue
         assert r.status_code == 401, (path, r.status_code, r.text)
@@ -191,7 +194,9 @@ def test_token_cli_create_list_revoke(engine: Engine, rl_home: Any) -> None:
     listed = runner.invoke(app, ["token", "list", "--home", str(rl_home), "--json"])
     assert name in listed.output and created["token"] not in listed.output
     bad = runner.invoke(app, ["token", "create", name, "--scope", "write", "--home", str(rl_home)])
-    assert bad.exit_code == 2 and "unknown token scope 'write'; use paid-generator and/or read" in bad.output
+    assert (
+        bad.exit_code == 2 and "unknown token scope 'write'; use admin and/or paid-generator and/or read" in bad.output
+    )
     twice = runner.invoke(app, ["token", "create", name, "--home", str(rl_home)])
     assert twice.exit_code == 2 and f"a live token named {name!r} exists already" in twice.output
     gone = runner.invoke(app, ["token", "revoke", name, "--home", str(rl_home)])
@@ -218,6 +223,39 @@ def test_a_loopback_server_answers_only_to_local_host_names(engine: Engine, coll
     assert client.get("/", headers={"host": "evil.example"}).status_code == 421  # the page too
     # No token is needed on loopback (make demo, the page): the local user is the operator.
     assert client.get("/api/search", params={"collection": coll, "q": "kiln"}, headers={"host": "localhost"}).is_success
+
+
+def test_a_public_server_without_allow_host_answers_only_to_its_own_names(
+    engine: Engine,
+    coll: str,  # noqa: ARG001 (the data the routes read: made first)
+    tokens: dict[str, Any],
+) -> None:
+    """Issue 41: `serve --host 0.0.0.0` with no --allow-host answered any Host (DNS rebinding reached it)."""
+    import socket
+
+    client = TestClient(create_app(engine, access=Access.for_bind("0.0.0.0")), raise_server_exceptions=False)
+    good = bearer(tokens["read"])
+    r = client.get("/api/collections", headers={**good, "host": "evil.example"})
+    assert r.status_code == 421 and r.json()["error"]["type"] == "HostNotAllowed"
+    for host in (socket.gethostname(), "127.0.0.1:8000", "localhost"):
+        assert client.get("/api/collections", headers={**good, "host": host}).status_code == 200, host
+    anyone = TestClient(create_app(engine, access=Access.for_bind("0.0.0.0", extra_hosts=["*"])))
+    assert anyone.get("/api/collections", headers={**good, "host": "search.example.org"}).status_code == 200
+    named = TestClient(create_app(engine, access=Access.for_bind("0.0.0.0", extra_hosts=["search.example.org"])))
+    assert named.get("/api/collections", headers={**good, "host": socket.gethostname()}).status_code == 421
+
+
+def test_readyz_answers_a_probe_without_a_token_with_its_status_alone(
+    secured: TestClient, coll: str, tokens: dict[str, Any]
+) -> None:
+    """Issue 41: an orchestrator probes /readyz without a token; the details need one."""
+    r = secured.get("/readyz")
+    assert (r.status_code, r.json()) == (200, {"status": "ready"})
+    r = secured.get("/readyz", headers=bearer(tokens["read"]))
+    assert r.status_code == 200 and {c["name"] for c in r.json()["collections"]} >= {coll}
+    assert r.json()["models"]["state"] in ("not started", "loading", "loaded")
+    r = secured.get("/readyz", headers=bearer("rlk_" + "A" * 43))  # a token sent is checked
+    assert r.status_code == 401
 
 
 # -- limits -------------------------------------------------------------------------------------------------------

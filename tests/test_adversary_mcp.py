@@ -166,7 +166,7 @@ def test_the_tools_are_as_strict_as_the_http_api(client: RawClient, coll: str) -
     )
     assert tool_error(client.call(21, "search", {"collection": coll, "query": "kiln", "depth": 80})) == (
         "Error executing tool search: InputError: unknown argument 'depth'; valid arguments: as_of, collection, "
-        "filter, k, mode, params, query, snapshot."
+        "filter, k, mode, offset, params, query, snapshot."
     )
     assert tool_error(client.call(22, "search", {"collection": coll, "query": "kiln", "params": {"k": 3}})) == (
         "Error executing tool search: InputError: params key 'k' is reserved: it is a key of the request itself, not "

@@ -336,3 +336,12 @@ def test_a_slow_answer_for_a_collection_no_longer_chosen_does_not_replace_the_ch
     fields = pg.eval_on_selector_all("#fields button", "bs => bs.map(b => b.textContent)")
     assert fields == ["lang keyword", "year int"]
     assert page.errors == []
+
+
+def test_the_page_rounds_scores_as_the_cli_prints_them(page: Page) -> None:
+    """Issue 41: the page showed a fused 1/64 as 0.01563 (toFixed breaks an exact tie upward), the CLI 0.01562."""
+    pg = page.open()
+    values = [1 / 64, 1 / 61 + 1 / 62, 1 / 60 + 1 / 60, 0.0078125, 0.123455, 0.016393442622950821, 1 / 61]
+    shown = pg.evaluate("(xs) => xs.map((x) => fixed(x, 5))", values)
+    assert shown == [f"{x:.5f}" for x in values]
+    assert shown[0] == "0.01562"

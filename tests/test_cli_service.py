@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from ranklock import Document, Engine
 from ranklock.cli import app, client
 from ranklock.embed import service as embed_service
-from ranklock.settings import ENV
+from ranklock.settings import ENV, Settings
 
 COLL = "t_cli_service"
 DOCS = [
@@ -368,6 +368,7 @@ def test_the_entry_point_imports_only_the_standard_library() -> None:
 
 def test_the_client_and_the_settings_declare_the_same_things() -> None:
     declared = {v.name: v.default for v in ENV}
-    assert declared["RANKLOCK_HOME"] == client.DEFAULT_HOME
+    # One resolution of the home (ranklock.home) for the client and the settings.
+    assert client._home([]) == str(Settings().home)
     assert declared[client.SERVICE_ENV] == "1" and "RANKLOCK_CLI_IDLE" in declared
     assert shutil.which("ranklock", path=str(Path(SCRIPT).parent)) == SCRIPT

@@ -271,3 +271,38 @@ def test_a_create_that_fails_leaves_nothing_behind(citus_cluster: LocalCluster, 
     )
     assert not (server_dir / "cluster").exists() and not (server_dir / "cluster.json").exists()
     assert citus_cluster.status()["healthy"] is True
+
+
+def test_a_home_with_a_cluster_uses_it_without_ranklock_dsn(
+    citus_cluster: LocalCluster, cname: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 41: a home made with `db cluster create` ingests into the cluster, not into a single node beside it."""
+    monkeypatch.delenv("RANKLOCK_DSN", raising=False)
+    emb = HashEmbedder()
+    eng = Engine(home=citus_cluster.home, embedder=emb, log_queries=False)
+    try:
+        assert eng.server is None and eng.db.dsn.split("@")[-1] == citus_cluster.dsn.split("@")[-1]
+        eng.ingest(cname, _docs()[:10], replace=True, create={"embedder": emb.id, "index": "exact"})
+        assert eng.collection(cname).shards == 4  # two per worker: sharded, so on the cluster
+    finally:
+        eng.close()
+    assert not (citus_cluster.home / "pgdata").exists()  # no single-node server was started beside it
+    r = CliRunner().invoke(app, ["db", "status", "--home", str(citus_cluster.home), "--json"])
+    assert json.loads(r.stdout)["server"] == "local Citus cluster"
+    # On a narrow terminal the DSN stays on one line, to be copied whole.
+    r = CliRunner().invoke(app, ["db", "cluster", "status", "--home", str(citus_cluster.home)], env={"COLUMNS": "50"})
+    assert f"healthy; coordinator {citus_cluster.dsn}\n" in r.stdout
+    # A home whose cluster is not running: refused with the fix, and nothing is started.
+    stopped = tmp_path / "home"
+    stopped.mkdir()
+    (stopped / "cluster.json").write_text(
+        json.dumps({"nodes": [{"name": "coordinator", "role": "coordinator", "port": 1}]}), encoding="utf-8"
+    )
+    with pytest.raises(DatabaseUnavailable) as exc:
+        Engine(home=stopped)
+    assert str(exc.value) == (
+        f"the local Citus cluster of {stopped} is this home's database, and coordinator is not running; start it "
+        "with `ranklock db cluster start` (`ranklock db cluster status` shows each node), or remove it with "
+        "`ranklock db cluster drop`."
+    )
+    assert sorted(p.name for p in stopped.iterdir()) == ["cluster.json"]

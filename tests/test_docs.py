@@ -61,3 +61,12 @@ def test_public_api_is_pinned() -> None:
     )
     for name in ranklock.__all__:
         assert hasattr(ranklock, name)
+
+
+def test_the_readme_set_up_puts_ranklock_on_the_path() -> None:
+    """Issue 41: after `make install demo` a new shell said `ranklock: command not found`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = readme[readme.index("## Set-up") : readme.index("## Use")]
+    assert "make install demo\n. .venv/bin/activate" in setup
+    # And the integrations' extras, which `make install` leaves out, are named with their install command.
+    assert "pip install -c constraints.txt -e '.[langchain,llamaindex]'" in readme

@@ -102,7 +102,14 @@ class DocsSession:
         bindir = str(Path(sys.executable).parent)
         # A new user's environment: no RANKLOCK_* from the test run (its DSN, its service setting).
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RANKLOCK_")}
-        self.env.update(PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", COLUMNS="100", NO_COLOR="1")
+        # And a per-user data folder of its own: the home every command of the pages finds (ranklock.home).
+        self.data_home = str(workdir / "user-data")
+        self.env.update(
+            PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+            COLUMNS="100",
+            NO_COLOR="1",
+            XDG_DATA_HOME=self.data_home,
+        )
         self.env.pop("FORCE_COLOR", None)
 
     def shell(self, command: str, *, check: bool) -> tuple[int, str]:
@@ -136,6 +143,7 @@ class DocsSession:
         for key in [k for k in os.environ if k.startswith("RANKLOCK_")]:
             monkeypatch.delenv(key)
         monkeypatch.setenv("PATH", self.env["PATH"])
+        monkeypatch.setenv("XDG_DATA_HOME", self.data_home)
         out = io.StringIO()
         try:
             with contextlib.redirect_stdout(out):
@@ -189,10 +197,11 @@ def test_page_runs_as_written(
 LOAD_BEARING = [
     (
         "ranklock ingest docs examples/corpus.jsonl        # BEIR corpus.jsonl, plain JSONL, or a folder of files\n",
-        "error: no collection named 'docs'",
+        # Without it nothing is written before the first search: the home does not exist (ranklock.home).
+        "error: no ranklock home at ",
     ),
     (
-        "eng = Engine()                      # embedded server in ./.ranklock; Engine(dsn=...) or RANKLOCK_DSN for your own\n",
+        "eng = Engine()                      # embedded server in the home (above); Engine(dsn=...) or RANKLOCK_DSN for your own\n",
         "NameError: name 'eng' is not defined",
     ),
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -108,6 +109,12 @@ def test_a_killed_service_is_replaced_by_the_next_command(home: Path, local: Sen
 def test_db_stop_stops_the_service(home: Path) -> None:
     served(home).embed(["warm"])
     assert service.running(home)
+    # db status lists it with its memory and how long it has been idle (issue 41: each one is ~535 MB).
+    r = CliRunner().invoke(app, ["db", "status", "--home", str(home), "--json"])
+    listed = json.loads(r.stdout)["embedding_service"]
+    assert listed["rss_bytes"] > 50_000_000 and listed["idle_for_s"] >= 0 and listed["idle_s"] == 600
+    r = CliRunner().invoke(app, ["db", "status", "--home", str(home)], env={"COLUMNS": "300"})
+    assert re.search(r"embedding service: pid \d+, .* MB, idle \S+ \(exits after 10m idle\)", r.stdout), r.stdout
     r = CliRunner().invoke(app, ["db", "stop", "--home", str(home)])
     assert r.exit_code == 0, r.output
     assert "embedding service stopped" in r.stdout

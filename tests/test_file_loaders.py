@@ -88,16 +88,16 @@ def test_unreadable_files_are_named_with_their_reason(tmp_path: Path) -> None:
     with pytest.raises(IngestError) as e:
         load_files(tmp_path)
     assert str(e.value) == (
-        f"3 file(s) under {tmp_path} could not be read; nothing was ingested:\n"
+        f"3 files under {tmp_path} could not be read; nothing was ingested:\n"
         "  broken.docx: not a .docx package (not a valid zip archive: truncated, or another format renamed .docx); "
         "open and re-save it in Word or LibreOffice\n"
         "  locked.pdf: encrypted PDF (password protected); decrypt it (e.g. qpdf --decrypt) and ingest again\n"
-        "  scan.pdf: no text layer in 1 page(s) (a scanned or image-only PDF); run OCR on it (e.g. ocrmypdf) "
+        "  scan.pdf: no text layer in 1 page (a scanned or image-only PDF); run OCR on it (e.g. ocrmypdf) "
         "and ingest the result\n"
         "Fix or remove them, or pass --skip-unreadable to ingest the rest and leave these out."
     )
     # The engine's own path loader fails the same way: nothing is half-read.
-    with pytest.raises(IngestError, match=r"^3 file\(s\) under"):
+    with pytest.raises(IngestError, match=r"^3 files under"):
         load_corpus(tmp_path)
     loaded = load_files(tmp_path, skip_unreadable=True)
     assert [d.doc_id for d in loaded.documents] == ["ok.txt"]
@@ -186,7 +186,7 @@ def test_cli_ingest_fails_loudly_then_skips_and_names(
     base = ["--home", str(rl_home), "--embedder", HashEmbedder.id]
     r = CliRunner().invoke(app, ["ingest", cname, str(tmp_path), *base])
     assert r.exit_code == 2
-    assert "1 file(s) under" in r.stderr and "scan.pdf: no text layer in 1 page(s)" in r.stderr
+    assert "1 file under" in r.stderr and "scan.pdf: no text layer in 1 page" in r.stderr
     with pytest.raises(NotFound):
         engine.collection(cname)  # nothing half-ingested: not even the collection
     r = CliRunner().invoke(app, ["ingest", cname, str(tmp_path), "--skip-unreadable", "--json", *base])
@@ -198,7 +198,7 @@ def test_cli_ingest_fails_loudly_then_skips_and_names(
         {
             "path": "scan.pdf",
             "format": "pdf",
-            "reason": "no text layer in 1 page(s) (a scanned or image-only PDF); run OCR on it (e.g. ocrmypdf) "
+            "reason": "no text layer in 1 page (a scanned or image-only PDF); run OCR on it (e.g. ocrmypdf) "
             "and ingest the result",
         }
     ]
@@ -221,8 +221,8 @@ def test_resumes_from_pdf_and_docx(tmp_path: Path) -> None:
     with pytest.raises(IngestError) as e:
         load_resumes(tmp_path)
     assert str(e.value) == (
-        f"1 file(s) under {tmp_path} could not be read; nothing was ingested:\n"
-        "  scan.pdf: no text layer in 1 page(s) (a scanned or image-only PDF); run OCR on it (e.g. ocrmypdf) "
+        f"1 file under {tmp_path} could not be read; nothing was ingested:\n"
+        "  scan.pdf: no text layer in 1 page (a scanned or image-only PDF); run OCR on it (e.g. ocrmypdf) "
         "and ingest the result\nFix or remove them."
     )
 
@@ -287,7 +287,7 @@ def test_cli_ingest_of_the_pt_es_vault_names_every_file_it_left_out(
     root = pt_es_vault(tmp_path / "vault")
     base = ["--home", str(rl_home), "--embedder", HashEmbedder.id]
     r = CliRunner().invoke(app, ["ingest", cname, str(root), *base])
-    assert r.exit_code == 2 and "2 file(s) under" in r.stderr and "binário.md: not UTF-8 text" in r.stderr
+    assert r.exit_code == 2 and "2 files under" in r.stderr and "binário.md: not UTF-8 text" in r.stderr
     r = CliRunner().invoke(app, ["ingest", cname, str(root), "--skip-unreadable", *base])
     assert r.exit_code == 0, r.output
     for line in (

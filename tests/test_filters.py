@@ -494,3 +494,22 @@ def test_index_options_are_recorded(engine: Engine, cname: str) -> None:
 def test_field_spec_model() -> None:
     assert FieldSpec(name="a", type="keyword[]").sql_type() == "text[]"
     assert isinstance(sql.Identifier("c", "a"), sql.Composable)
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("date >= 2024-01-01", 'a date or time is a quoted string: date >= "2024-01-01".'),
+        (
+            "published < 2024-01-01T10:00Z and x = 1",
+            'a date or time is a quoted string: published < "2024-01-01T10:00Z".',
+        ),
+    ],
+)
+def test_an_unquoted_date_is_answered_with_a_quoted_date_not_an_unrelated_example(text: str, hint: str) -> None:
+    """Issue 41: the error of `date >= 2024-01-01` gave an example about years_exp."""
+    from ranklock.search.filters.parse import parse_filter
+
+    with pytest.raises(FilterError) as exc:
+        parse_filter(text)
+    assert str(exc.value).endswith(hint) and "years_exp" not in str(exc.value)

@@ -345,11 +345,11 @@ def test_engine_search_with_an_unknown_key_names_the_valid_ones(engine: Engine, 
     [
         (
             {"query": "pump", "depth": 3},
-            "unknown body key 'depth'; valid body keys: as_of, collection, filter, k, mode, params, query, snapshot.",
+            "unknown body key 'depth'; valid body keys: as_of, collection, filter, k, mode, offset, params, query, snapshot.",
         ),
         (
             {"query": "pump", "rrf_k": 10},
-            "unknown body key 'rrf_k'; valid body keys: as_of, collection, filter, k, mode, params, query, snapshot.",
+            "unknown body key 'rrf_k'; valid body keys: as_of, collection, filter, k, mode, offset, params, query, snapshot.",
         ),
         (
             {"query": "pump", "k": True},
@@ -387,7 +387,7 @@ def test_http_get_rejects_unknown_query_parameters(client: TestClient, coll: str
         "error": {
             "type": "InputError",
             "message": "unknown query parameter 'depth'; valid query parameters: as_of, collection, filter, k, mode, "
-            "q, snapshot.",
+            "offset, q, snapshot.",
         }
     }
 
@@ -396,7 +396,10 @@ def test_http_get_rejects_unknown_query_parameters(client: TestClient, coll: str
     ("content", "message"),
     [
         (b"{", "the request body is not valid JSON (Expecting property name enclosed in double quotes at position 1)"),
-        (b"[1, 2]", "the request body must be a JSON object with keys as_of, collection, filter, k, mode, params, "),
+        (
+            b"[1, 2]",
+            "the request body must be a JSON object with keys as_of, collection, filter, k, mode, offset, params, ",
+        ),
         (b"[" * 5000 + b"]" * 5000, "the request body could not be read as JSON (not UTF-8, or nested too deeply)"),
     ],
 )

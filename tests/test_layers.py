@@ -103,10 +103,12 @@ LAYERS: list[Layer] = [
     Layer("settings", ("settings", "_version", "_extras"), independent=True),
     # Input limits (constants only): below settings, whose SearchParams bounds `depth` by MAX_K.
     Layer("limits", ("limits",)),
-    Layer("errors", ("errors",)),
+    # `phrasing` (counts and lists in messages: "1 entry", "3 entries") is what messages are made of.
+    Layer("errors", ("errors", "phrasing")),
     # The wire format of the local services and their lock probe (standard library only): the
     # embedding service and the command client both use them, and the client imports nothing else.
-    Layer("local services", ("framing", "service_lock"), independent=True),
+    # `home` (which data directory a command works in) is read by the client and the settings alike.
+    Layer("local services", ("framing", "service_lock", "home"), independent=True),
 ]
 
 #: Count imports under ``if TYPE_CHECKING:`` (see the module docstring for why).

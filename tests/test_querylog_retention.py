@@ -157,7 +157,9 @@ def test_log_prune_and_db_status_on_the_command_line(clean_log: Engine) -> None:
     assert res.exit_code == 2
     assert "--max-bytes 'lots' is not a size; write bytes or a number with KB, MB, GB, KiB, MiB or GiB." in res.output
     res = runner.invoke(app, ["db", "status", "--home", home])
-    assert res.exit_code == 0 and res.output.startswith("running\nquery log: 0 entries, 0 bytes (")
+    assert res.exit_code == 0 and res.output.startswith(
+        f"home: {home} (given)\nserver: running\nquery log: 0 entries, 0 bytes ("
+    )
     assert "\nanswer log: " in res.output
 
 
@@ -294,7 +296,7 @@ def test_the_answer_log_is_under_the_same_policy_in_db_status_and_log_prune(clea
     assert report.logs["answer_log"].status.pruned_through == rows[1]["id"]
     assert report.logs["query_log"].status.rows <= 1  # the one policy pruned the searches too
     res = CliRunner().invoke(app, ["log", "prune", "--home", str(eng.settings.home), "--max-bytes", "1B"])
-    assert res.exit_code == 0 and "answer log: pruned 1 entries" in res.output and "query log: pruned" in res.output
+    assert res.exit_code == 0 and "answer log: pruned 1 entry" in res.output and "query log: pruned" in res.output
 
 
 def test_the_answer_log_prunes_itself_on_its_schedule(clean_logs: Engine) -> None:

@@ -137,8 +137,9 @@ def test_replay_of_unknown_or_dropped_is_a_clear_error(engine: Engine, cname: st
     with pytest.raises(NotFound) as exc:
         engine.replay(res.query_id)
     assert str(exc.value) == (
-        f"query {res.query_id} ran against snapshot {r1.snapshot_id} of {cname!r}, which has been dropped; "
-        "a replay needs the snapshot it ran against."
+        f"query {res.query_id} ran against snapshot {r1.snapshot_id} of {cname!r}, which has been dropped (by "
+        "`snapshot drop` or by snapshot retention); a replay needs the snapshot it ran against. Pin an entry "
+        "whose replay must keep working: `ranklock log pin ID` keeps it and its snapshot."
     )
     with pytest.raises(NotFound, match="no logged query with id 999999999"):
         engine.replay(999_999_999)

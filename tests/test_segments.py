@@ -238,7 +238,7 @@ def test_delete_masks_and_names_what_it_cannot_find(engine: Engine, cname: str) 
     with pytest.raises(IngestError) as exc:
         engine.delete(cname, ["d0004", "nope", "d0003"])
     assert str(exc.value) == (
-        f"snapshot {out.snapshot_id} of {cname!r} has no 2 documents ('d0003', 'nope'); nothing was deleted. "
+        f"snapshot {out.snapshot_id} of {cname!r} holds no 2 documents ('d0003', 'nope'); nothing was deleted. "
         "Check the ids (a search hit's doc_id), or pass --missing-ok to delete the others."
     )
     again = engine.delete(cname, ["d0004", "nope"], missing_ok=True)

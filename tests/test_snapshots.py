@@ -62,18 +62,20 @@ def test_reingest_unchanged_embeds_nothing_and_one_change_reembeds_only_its_chun
             f"changed={r.changed} unchanged={r.unchanged} digest={r.corpus_digest[:12]}"
         )
     assert r1.embedded == r1.chunks == 6 and r1.reused == 0
-    assert r2.snapshot_id != r1.snapshot_id
-    assert r2.corpus_digest == r1.corpus_digest
-    assert (r2.embedded, r2.reused, r2.unchanged, r2.changed) == (0, 6, 6, 0)
-    m1, m2 = engine.manifest(cname, r1.snapshot_id), engine.manifest(cname, r2.snapshot_id)
-    assert m1["embedder"]["vectors_digest"] == m2["embedder"]["vectors_digest"]
+    # The same input again changes nothing: no snapshot is built, the active one stays (issue 41).
+    assert (r2.built, r2.snapshot_id, r2.corpus_digest, r2.manifest_hash) == (
+        False,
+        r1.snapshot_id,
+        r1.corpus_digest,
+        r1.manifest_hash,
+    )
+    assert (r2.embedded, r2.reused, r2.unchanged, r2.changed) == (0, 0, 6, 0)
     assert (r3.embedded, r3.reused, r3.changed, r3.unchanged) == (1, 5, 1, 5)
     assert r3.corpus_digest != r2.corpus_digest
     listed = engine.list_snapshots(cname)
     assert all(s.status == "ready" and s.created_at and s.built_at and s.created_at <= s.built_at for s in listed)
     assert [(s.id, s.embedded, s.reused, s.active) for s in listed] == [
         (r1.snapshot_id, 6, 0, False),
-        (r2.snapshot_id, 0, 6, False),
         (r3.snapshot_id, 1, 5, True),
     ]
 

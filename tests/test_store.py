@@ -20,6 +20,9 @@ def test_unreachable_database_has_a_clear_error() -> None:
     assert msg.endswith(
         "Check that the server runs and the DSN is right, or unset RANKLOCK_DSN to use the embedded server."
     )
+    # libpq's own text on one line, its question not followed by a full stop (issue 41: "connections?. Check").
+    assert "\n" not in msg and "?." not in msg
+    assert "accepting TCP/IP connections? Check that the server runs" in msg
 
 
 def test_migrations_are_recorded_once(engine: Engine) -> None:

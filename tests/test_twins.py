@@ -39,18 +39,36 @@ def keywords(fn: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
 
 def test_engine_search_is_the_reference() -> None:
     names = [n for n, _, _ in keywords(Engine.search)]
-    # Engine.search alone takes rerank (a stage after the search, ranklock.rerank.stage).
-    assert names == ["k", "mode", "filter", "snapshot", "as_of", "rerank", "params"]
+    # Engine.search alone takes rerank (a stage after the search, ranklock.rerank.stage); both engines
+    # take offset (a page of a deeper search, SearchResult.page), which the search itself never sees.
+    assert names == ["k", "mode", "filter", "snapshot", "as_of", "rerank", "offset", "params"]
+
+
+#: Keywords only the engines' ``search`` take: stages around the search.
+AROUND = {"AsyncEngine.search": {"rerank"}}
 
 
 @pytest.mark.parametrize("name", sorted(KEYWORD_TAKERS))
 def test_every_search_signature_takes_the_same_keywords(name: str) -> None:
-    reference = [p for p in keywords(Engine.search) if p[0] != "rerank"]
+    left_out = AROUND.get(name, {"rerank", "offset"})
+    reference = [p for p in keywords(Engine.search) if p[0] not in left_out]
     assert keywords(KEYWORD_TAKERS[name]) == reference, name
 
 
 def test_the_async_engine_takes_and_returns_what_the_sync_one_does() -> None:
-    for op in ("list_snapshots", "activate", "rollback", "drop_snapshot", "document", "collection", "collections"):
+    for op in (
+        "list_snapshots",
+        "activate",
+        "rollback",
+        "drop_snapshot",
+        "drop_collection",
+        "prune_snapshots",
+        "set_snapshot_retention",
+        "pin",
+        "document",
+        "collection",
+        "collections",
+    ):
         sync, async_ = inspect.signature(getattr(Engine, op)), inspect.signature(getattr(AsyncEngine, op))
         assert list(sync.parameters) == list(async_.parameters), op
         assert sync.return_annotation == async_.return_annotation, op

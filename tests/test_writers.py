@@ -572,7 +572,7 @@ def test_replace_with_nothing_is_refused_and_changes_nothing(engine: Engine, cna
     with pytest.raises(IngestError) as exc:
         engine.ingest(cname, [], replace=True)
     assert str(exc.value) == (
-        f"this ingest would remove all 6 document(s) of the active snapshot {r1.snapshot_id} of {cname!r}: it holds "
+        f"this ingest would remove all 6 documents of the active snapshot {r1.snapshot_id} of {cname!r}: it holds "
         "no document with text. Nothing was changed. Check the input file, or pass --allow-empty "
         "(allow_empty=True) to make an empty snapshot on purpose."
     )
@@ -580,7 +580,7 @@ def test_replace_with_nothing_is_refused_and_changes_nothing(engine: Engine, cna
     with pytest.raises(IngestError) as exc:
         engine.ingest(cname, blank, replace=True)
     assert str(exc.value) == (
-        f"this ingest would remove all 6 document(s) of the active snapshot {r1.snapshot_id} of {cname!r}: it holds "
+        f"this ingest would remove all 6 documents of the active snapshot {r1.snapshot_id} of {cname!r}: it holds "
         "no document with text; 2 documents ('kept-000', 'other') had empty text and were skipped. Nothing was "
         "changed. Check the input file, or pass --allow-empty (allow_empty=True) to make an empty snapshot on purpose."
     )
@@ -650,7 +650,7 @@ def test_cli_names_skipped_documents_and_refuses_an_empty_replace(
     common = ["--dsn", engine.db.dsn, "--home", str(rl_home)]
     res = runner.invoke(app, ["ingest", cname, str(corpus), *common])
     assert res.exit_code == 0, res.output
-    assert "skipped 2 document(s) with empty text (not in the snapshot): b, c" in res.output
+    assert "skipped 2 documents with empty text (not in the snapshot): b, c" in res.output
     res = runner.invoke(app, ["ingest", cname, str(corpus), "--json", *common])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout.strip().splitlines()[-1])["skipped"] == ["b", "c"]
@@ -660,7 +660,7 @@ def test_cli_names_skipped_documents_and_refuses_an_empty_replace(
     res = runner.invoke(app, ["ingest", cname, str(empty), "--replace", *common])
     assert res.exit_code == 2
     assert (
-        f"error: this ingest would remove all 1 document(s) of the active snapshot {active} of {cname!r}: it holds "
+        f"error: this ingest would remove the 1 document of the active snapshot {active} of {cname!r}: it holds "
         "no document with text. Nothing was changed." in res.output
     )
     assert "Traceback" not in res.output

@@ -24,6 +24,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     ),
     "server": ("fastapi, uvicorn", ""),
     "plots": ("matplotlib", ", or run without --plot"),
+    "langchain": ("langchain-core", ""),
+    "llamaindex": ("llama-index-core", ""),
 }
 
 
@@ -36,7 +38,11 @@ def require(extra: str, module: str, purpose: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        # A package that is installed but fails to import (a dependency of its own missing) is not absent.
+        top = module.split(".")[0]
+        absent = isinstance(exc, ModuleNotFoundError) and exc.name in (top, module)
+        why = "is not installed" if absent else f"is installed but cannot be imported ({exc})"
         raise ConfigError(
-            f"{purpose} needs the optional dependencies of ranklock[{extra}] ({packages}), and {module} is not "
-            f"installed; install them with pip install 'ranklock[{extra}]'{instead}."
+            f"{purpose} needs the optional dependencies of ranklock[{extra}] ({packages}), and {module} {why}; "
+            f"install them with pip install 'ranklock[{extra}]'{instead}."
         ) from exc

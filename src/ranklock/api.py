@@ -52,6 +52,7 @@ class SearchArguments(BaseModel):
     filter: Any = None
     snapshot: int | None = Field(None, validation_alias=AliasChoices("snapshot", "snapshot_id"))
     as_of: str | None = None
+    offset: int = Field(0, description="Results to skip: the page after the first offset results.")
     params: dict[str, Any] = Field(default_factory=dict, description="Search parameter overrides (depth, ef_search…).")
 
     @model_validator(mode="before")
@@ -84,12 +85,16 @@ class SearchArguments(BaseModel):
             "filter": self.filter,
             "snapshot": self.snapshot,
             "as_of": self.as_of,
+            "offset": self.offset,
             **self.params,
         }
 
     def check_cost(self, settings: Settings, defaults: Mapping[str, Any]) -> None:
-        """:func:`check_cost` of this search; ``defaults``: its collection's search defaults."""
-        check_cost(settings, k=self.k, mode=self.mode, params=self.params, defaults=defaults, filter=self.filter)
+        """:func:`check_cost` of this search; ``defaults``: its collection's search defaults.
+
+        A page costs the search behind it: ``offset + k`` results."""
+        k = self.k + self.offset if isinstance(self.offset, int) and self.offset > 0 else self.k
+        check_cost(settings, k=k, mode=self.mode, params=self.params, defaults=defaults, filter=self.filter)
 
 
 class AskArguments(BaseModel):
@@ -137,6 +142,7 @@ class SearchQuery(BaseModel):
     filter: str | None = None
     snapshot: int | None = None
     as_of: str | None = None
+    offset: int = 0
 
 
 #: Keys of a search request that ``params`` may not hold: Engine.search takes them as keywords of their own.

@@ -3,7 +3,7 @@
 ::
 
     >>> from ranklock import AsyncEngine
-    >>> async with AsyncEngine() as eng:                     # embedded PostgreSQL in ./.ranklock
+    >>> async with AsyncEngine() as eng:                     # embedded PostgreSQL in the home (ranklock.home)
     ...     res = await eng.search("docs", "how do vaccines work", k=5)
     ...     [h.doc_id for h in res.hits]
 
@@ -39,7 +39,7 @@ from .errors import QueryError
 from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
-from .settings import REQUEST
+from .settings import REQUEST, SNAPSHOT_KEEP
 from .snapshot.info import Activation, DropReport, SnapshotInfo
 from .store.async_database import AsyncDatabase
 from .store.database import Tracer
@@ -49,8 +49,10 @@ if TYPE_CHECKING:
     from .ask.model import Answer
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
+    from .snapshot.collection_drop import CollectionDrop
     from .snapshot.document import StoredDocument
     from .snapshot.health import Readiness
+    from .snapshot.retention import RetentionPlan, SnapshotRetention
     from .store.collections import CollectionSummary
     from .store.steps import Steps
     from .store.tokens import TokenInfo
@@ -106,13 +108,12 @@ class AsyncEngine:
 
     @staticmethod
     def _async_database(engine: Engine) -> AsyncDatabase:
-        from .store.server import EmbeddedServer
         from .store.trace import stderr_timer
 
         settings = engine.settings
         # The sync Engine started (and migrated) the server; this pool only connects to it, and
         # restarts the embedded one the same way when it dies.
-        server = None if settings.dsn else EmbeddedServer(settings.home)
+        server = engine.server
         return AsyncDatabase(
             engine.db.dsn,
             tracer=engine.db.tracer,
@@ -228,10 +229,13 @@ class AsyncEngine:
 
     async def readiness(self) -> Readiness:
         """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
+        from dataclasses import replace
+
         from .snapshot.health import readiness_steps
 
         eng, adb = await self._ready()
-        return await adb.run(readiness_steps(eng.settings.statement_timeout, lambda: adb.recoveries))
+        report = await adb.run(readiness_steps(eng.settings.statement_timeout, lambda: adb.recoveries))
+        return replace(report, models=dict(eng.warm_state))
 
     async def search_sql(
         self,
@@ -266,12 +270,20 @@ class AsyncEngine:
         filter: Any = None,
         snapshot: int | None = None,
         as_of: datetime | str | None = None,
+        offset: int = 0,
         **params: Unpack[SearchOptions],
     ) -> SearchResult:
         """Search ``name``: the fused, tie-broken top ``k`` (:meth:`Engine.search`, same keywords and result).
 
         With read replicas it runs the sync Engine's router in a worker thread (see the module docstring).
+        ``offset`` skips that many results, as :meth:`Engine.search` does.
         """
+        if offset:
+            from .search.inputs import check_offset
+
+            check_offset(offset, k)
+            kw: dict[str, Any] = {"mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
+            return (await self.search(name, query, k=k + offset, **kw, **params)).page(offset, k)
         eng, adb = await self._ready()
         if eng.router is not None:
             kwargs: dict[str, Any] = {"k": k, "mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
@@ -341,6 +353,28 @@ class AsyncEngine:
         """:meth:`Engine.drop_snapshot` in a worker thread."""
         eng, _ = await self._ready()
         return await asyncio.to_thread(eng.drop_snapshot, name, snapshot_id)
+
+    async def drop_collection(self, name: str) -> CollectionDrop:
+        """:meth:`Engine.drop_collection` in a worker thread (it waits for the collection's writer lock)."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.drop_collection, name)
+
+    async def prune_snapshots(self, name: str, *, dry_run: bool = False) -> RetentionPlan:
+        """:meth:`Engine.prune_snapshots` in a worker thread (it drops tables under the writer lock)."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.prune_snapshots, name, dry_run=dry_run)
+
+    async def set_snapshot_retention(
+        self, name: str, *, keep: int | None = SNAPSHOT_KEEP, keep_for: float | str | None = None
+    ) -> SnapshotRetention:
+        """:meth:`Engine.set_snapshot_retention` in a worker thread."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.set_snapshot_retention, name, keep=keep, keep_for=keep_for)
+
+    async def pin(self, *, query_id: int | None = None, answer_id: str | None = None, pinned: bool = True) -> int:
+        """:meth:`Engine.pin` in a worker thread."""
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(eng.pin, query_id=query_id, answer_id=answer_id, pinned=pinned)
 
     async def ask(
         self,

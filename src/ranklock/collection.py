@@ -133,6 +133,8 @@ class CollectionInfo(BaseModel):
     segmenting: dict[str, Any] = Field(default_factory=dict)
     #: Its segments' shards on a Citus cluster (ranklock.snapshot.shards); None: ordinary tables on one node.
     shards: int | None = None
+    #: Its snapshot retention (ranklock.snapshot.retention): ``{"keep", "keep_for_s"}``; None: the default.
+    retention: dict[str, Any] | None = None
     active_snapshot_id: int | None = None
     previous_snapshot_id: int | None = None
 

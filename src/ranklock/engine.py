@@ -3,7 +3,7 @@
 The CLI and the HTTP service are thin shells over it::
 
     >>> from ranklock import Engine
-    >>> eng = Engine()                                    # embedded PostgreSQL in ./.ranklock
+    >>> eng = Engine()                                    # embedded PostgreSQL in the home (ranklock.home)
     >>> eng.ingest("docs", "corpus.jsonl")                # creates the collection if needed
     >>> res = eng.search("docs", "how do vaccines work", k=5)
     >>> [h.doc_id for h in res.hits]
@@ -31,7 +31,7 @@ from .ingest.normalize import NORMALIZATION
 from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
-from .settings import REQUEST, ChunkerParams, Settings
+from .settings import REQUEST, SNAPSHOT_KEEP, ChunkerParams, Settings
 from .snapshot.info import (
     Activation,
     DropReport,
@@ -57,12 +57,15 @@ if TYPE_CHECKING:
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
     from .snapshot.build import Progress
+    from .snapshot.collection_drop import CollectionDrop
     from .snapshot.document import StoredDocument
     from .snapshot.health import Readiness
     from .snapshot.purge import PurgeOutcome
+    from .snapshot.retention import RetentionPlan, SnapshotRetention
     from .store.collections import CollectionSummary
     from .store.log_retention import LogStatus, PruneReport
     from .store.replicas import ReplicaStatus
+    from .store.server import EmbeddedServer
     from .store.tokens import TokenInfo
 
 
@@ -91,6 +94,15 @@ class IngestReport:
     field_inference: dict[str, Any] | None = None
     #: The snapshot the merge policy made right after (the active one now), or None (ranklock.snapshot.merge).
     merged: int | None = None
+    #: False: the input changed nothing; no snapshot was built and ``snapshot_id``, the active one, stays.
+    built: bool = True
+    #: Ids an earlier snapshot held but the active one did not (deleted, or removed by a replace), added back.
+    deleted_readded: list[str] = field(default_factory=list)
+    #: Ids a purge erased, each with that purge's id: left out, or (``allow_purged``) added back.
+    purged_skipped: dict[str, int] = field(default_factory=dict)
+    purged_readded: dict[str, int] = field(default_factory=dict)
+    #: Snapshots the collection's retention policy dropped after this write (ranklock.snapshot.retention).
+    snapshots_dropped: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -108,6 +120,8 @@ class DeleteReport:
     #: Ids the snapshot did not hold (only with ``missing_ok``).
     missing: tuple[str, ...]
     merged: int | None = None
+    #: Snapshots the collection's retention policy dropped after it (ranklock.snapshot.retention).
+    snapshots_dropped: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
@@ -121,6 +135,8 @@ class MergeReport:
     snapshot_id: int | None
     segments: tuple[int, ...]
     seconds: float
+    #: Snapshots the collection's retention policy dropped after it (ranklock.snapshot.retention).
+    snapshots_dropped: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
@@ -152,12 +168,17 @@ class Engine:
             settings.log_queries = log_queries
         self.settings = settings
         restart = diagnose = None
-        if settings.dsn:
-            uri = settings.dsn
+        #: The home's embedded single-node server, when that is the database (not a DSN, not a cluster).
+        self.server: EmbeddedServer | None = None
+        from .store.cluster import LocalCluster
+
+        cluster = None if settings.dsn else LocalCluster(settings.home).home_dsn()
+        if settings.dsn or cluster:
+            uri = settings.dsn or cluster or ""
         else:
             from .store.server import EmbeddedServer
 
-            server = EmbeddedServer(settings.home)
+            self.server = server = EmbeddedServer(settings.home)
             uri = server.uri()
             restart = server.uri  # starts the server again if it died, within the seconds it is given
             diagnose = server.diagnose
@@ -177,6 +198,8 @@ class Engine:
         # model itself (ranklock.embed.service); the vectors are the same bits either way.
         self._embed_service = embed_service
         self._embedders: dict[str, Embedder] = {}
+        #: What :meth:`warm` did: ``state`` (not started, loading, loaded) and one line per embedder.
+        self.warm_state: dict[str, Any] = {"state": "not started", "lines": []}
         if embedder is not None:
             self._embedders[embedder.id] = embedder
         self._default_embedder = embedder
@@ -240,10 +263,13 @@ class Engine:
     def warm(self) -> list[str]:
         """Load the embedder of every collection and embed one text, so no first search pays for it.
 
-        A long-lived process (``ranklock serve``) calls it before it reports ready.  Returns one line
-        per embedder: what was loaded and how long it took, or why it could not be.
+        A long-lived process (``ranklock serve``) runs it in the background while it already serves:
+        a lexical search needs no model, and a search that does waits for this load.  Returns one line
+        per embedder: what was loaded and how long it took, or why it could not be; :attr:`warm_state`
+        says the same to ``/readyz`` meanwhile.
         """
         lines: list[str] = []
+        self.warm_state = {"state": "loading", "lines": lines}
         done: set[str] = set()
         for row in self.collections():
             try:
@@ -256,6 +282,7 @@ class Engine:
                 lines.append(f"embedder {emb.id} loaded in {time.perf_counter() - t:.1f} s")
             except RanklockError as exc:
                 lines.append(f"collection {row.name!r}: embedder not loaded: {exc}")
+        self.warm_state = {"state": "loaded", "lines": lines}
         return lines
 
     # -- collections ----------------------------------------------------------------
@@ -315,6 +342,21 @@ class Engine:
         insert_new_collection(self.db, values, if_missing=if_missing)
         return self.collection(name)
 
+    def drop_collection(self, name: str) -> CollectionDrop:
+        """Drop collection ``name``: every snapshot, segment, document version and log entry of it; not undone.
+
+        Under its writer lock (a running ingest finishes first; a waiting one then finds no collection).
+        The drop is recorded, so a replay of one of its log entries says it was dropped; its canary
+        baselines go too (ranklock.snapshot.collection_drop says what stays: the shared embedding cache).
+        """
+        from .eval.canary import canary_paths
+        from .snapshot.collection_drop import drop_collection
+
+        out = drop_collection(self.db, self.collection(name), lock_wait=self.settings.lock_wait)
+        for path in canary_paths(self.settings.home, name):
+            path.unlink(missing_ok=True)
+        return out
+
     def collection(self, name: str) -> CollectionInfo:
         from .collection import read_collection
 
@@ -339,6 +381,7 @@ class Engine:
         allow_empty: bool = False,
         progress: Progress | None = None,
         create: dict[str, Any] | None = None,
+        allow_purged: bool = False,
     ) -> IngestReport:
         """Ingest documents into a new snapshot of ``name`` (created if missing) and activate it.
 
@@ -360,6 +403,11 @@ class Engine:
         ``create["fields"]`` its typed fields are inferred from the documents'
         metadata (ranklock.ingest.infer), recorded with the collection and in
         its manifests, and reported in ``field_inference``.
+
+        An input the active snapshot already holds builds nothing: ``built`` is
+        False and the active snapshot stays.  A document a purge erased is left
+        out (``purged_skipped``) unless ``allow_purged``; one deleted earlier is
+        added back and named (``deleted_readded``).
         """
         from .ingest.loaders import load_corpus
         from .snapshot.ingest import empty_snapshot_error, ingest_snapshot, split_empty
@@ -391,32 +439,54 @@ class Engine:
             replace=replace,
             activate=activate,
             allow_empty=allow_empty,
+            allow_purged=allow_purged,
             skipped=skipped,
             progress=progress,
         )
-        report = out.build
-        seconds.update(report.seconds)
+        seconds.update(out.build.seconds if out.build is not None else {})
         seconds["lock_wait"] = out.lock_wait
         seconds["total"] = time.perf_counter() - t0
+        if out.build is None:
+            from .snapshot import lifecycle
+
+            kept = lifecycle.snapshot_info(self.db, coll, out.parent_id)
+            built = (kept.id, kept.documents or 0, kept.chunks or 0, 0, 0, kept.corpus_digest, kept.manifest_hash)
+        else:
+            b = out.build
+            built = (
+                b.snapshot_id,
+                b.documents,
+                b.chunks,
+                b.embedded,
+                b.reused,
+                b.manifest["corpus"]["digest"],
+                b.manifest["manifest_hash"],
+            )
+        snapshot_id, documents, chunks, embedded, reused, digest, mhash = built
         return IngestReport(
             collection=name,
-            snapshot_id=report.snapshot_id,
-            activated=activate,
-            documents=report.documents,
+            snapshot_id=snapshot_id,
+            activated=activate and out.build is not None,
+            documents=documents,
             added=out.added,
             changed=out.changed,
             removed=out.removed,
             unchanged=out.unchanged,
-            chunks=report.chunks,
-            embedded=report.embedded,
-            reused=report.reused,
-            corpus_digest=report.manifest["corpus"]["digest"],
-            manifest_hash=report.manifest["manifest_hash"],
+            chunks=chunks,
+            embedded=embedded,
+            reused=reused,
+            corpus_digest=digest or "",
+            manifest_hash=mhash or "",
             seconds=seconds,
             parent_id=out.parent_id,
             skipped=skipped,
             field_inference=inferred,
             merged=out.merge.build.snapshot_id if out.merge is not None else None,
+            built=out.build is not None,
+            deleted_readded=list(out.deleted_readded),
+            purged_skipped=out.purged_skipped,
+            purged_readded=out.purged_readded,
+            snapshots_dropped=list(self._retain(coll)) if out.build is not None else [],
         )
 
     @refusals_as(IngestError)
@@ -444,6 +514,7 @@ class Engine:
             deleted=out.deleted,
             missing=out.missing,
             merged=out.merge.build.snapshot_id if out.merge is not None else None,
+            snapshots_dropped=self._retain(coll),
         )
 
     @refusals_as(IngestError)
@@ -472,7 +543,43 @@ class Engine:
             self.db, coll, self._collection_embedder(coll), lock_wait=self.settings.lock_wait, everything=everything
         )
         sid = out.build.snapshot_id if out is not None else None
-        return MergeReport(name, sid, out.segments if out is not None else (), time.perf_counter() - t)
+        dropped = self._retain(coll) if out is not None else ()
+        return MergeReport(name, sid, out.segments if out is not None else (), time.perf_counter() - t, dropped)
+
+    # -- snapshot retention (ranklock.snapshot.retention) ------------------------------------
+
+    def _retain(self, coll: CollectionInfo) -> tuple[int, ...]:
+        """Apply the collection's snapshot retention after a write; the snapshots it dropped."""
+        return self.prune_snapshots(coll.name).dropped
+
+    def _replica_snapshots(self, name: str) -> dict[int, str]:
+        return self.router.snapshots_in_use(name) if self.router is not None else {}
+
+    def prune_snapshots(self, name: str, *, dry_run: bool = False) -> RetentionPlan:
+        """Drop the snapshots of ``name`` its retention policy no longer keeps (``dry_run``: only say which).
+
+        Every ingest, delete and merge runs it; the plan says why each kept snapshot stays (active,
+        previous, pinned by a log entry, named by a replica, one of the newest N, young enough).
+        """
+        from .snapshot.retention import apply_retention
+
+        coll = self.collection(name)
+        return apply_retention(
+            self.db, coll, self._replica_snapshots(name), lock_wait=self.settings.lock_wait, dry_run=dry_run
+        )
+
+    def set_snapshot_retention(
+        self, name: str, *, keep: int | None = SNAPSHOT_KEEP, keep_for: float | str | None = None
+    ) -> SnapshotRetention:
+        """Keep the newest ``keep`` snapshots of ``name`` and those younger than ``keep_for`` (seconds or
+        ``"7d"``); both None: keep every snapshot.  Applies from the next write (or :meth:`prune_snapshots`)."""
+        from .settings import parse_duration
+        from .snapshot.retention import SnapshotRetention, set_retention
+
+        seconds = parse_duration(keep_for, what="keep_for") if keep_for is not None else None
+        policy = SnapshotRetention(keep=keep, keep_for_s=seconds)
+        set_retention(self.db, self.collection(name), policy)
+        return policy
 
     # -- snapshots -------------------------------------------------------------------
 
@@ -591,15 +698,26 @@ class Engine:
         return logs_status(self.db, RetentionPolicy.from_settings(self.settings))
 
     def prune_log(self, *, older_than: float | None = None, max_bytes: int | None = None) -> PruneReport:
-        """Delete entries of both logs beyond the retention policy (or the stricter limits given), oldest first."""
+        """Delete entries of both logs beyond the retention policy (or the stricter limits given), oldest first.
+
+        ``older_than=0`` deletes every entry (in the settings a 0 means no limit); pinned entries stay.
+        """
         from .store.log_retention import RetentionPolicy, prune_all
 
         base = RetentionPolicy.from_settings(self.settings)
         policy = RetentionPolicy(
             max_age_s=base.max_age_s if older_than is None else older_than,
             max_bytes=base.max_bytes if max_bytes is None else max_bytes,
+            everything=older_than == 0,
         )
         return prune_all(self.db, policy)
+
+    def pin(self, *, query_id: int | None = None, answer_id: str | None = None, pinned: bool = True) -> int:
+        """Pin (``pinned=False``: unpin) a logged query or answer: log retention keeps it and snapshot
+        retention the snapshot it ran against, so it stays replayable.  Returns that snapshot's id."""
+        from .store.log_retention import pin_entry
+
+        return pin_entry(self.db, query_id=query_id, answer_id=answer_id, pinned=pinned)
 
     # -- API tokens (ranklock.store.tokens): who may call `ranklock serve` ------------------
 
@@ -629,9 +747,11 @@ class Engine:
 
     def readiness(self) -> Readiness:
         """Whether the database answers and every active snapshot can be read (``GET /readyz``)."""
+        from dataclasses import replace
+
         from .snapshot.health import readiness
 
-        return readiness(self.db, self.settings.statement_timeout)
+        return replace(readiness(self.db, self.settings.statement_timeout), models=dict(self.warm_state))
 
     def replay(self, query_id: int, *, query: str | None = None) -> ReplayReport | RerankedReplay:
         """Re-run logged query ``query_id`` on its snapshot; a :class:`ReplayReport` says if it is identical.
@@ -689,6 +809,7 @@ class Engine:
         snapshot: int | None = None,
         as_of: datetime | str | None = None,
         rerank: int | None = None,
+        offset: int = 0,
         **params: Unpack[SearchOptions],
     ) -> SearchResult:
         """Search ``name`` and return the fused, tie-broken top ``k`` documents.
@@ -697,8 +818,15 @@ class Engine:
         :class:`~ranklock.settings.SearchParams` field (``depth=100``, ``ef_search=200``, ...).
         With read replicas the search runs on one that has replayed the primary's position
         (ranklock.store.replicas); ``served_by`` says where.  ``rerank=N`` reorders the top N
-        fused hits with :meth:`reranker` (ranklock.rerank.stage).
+        fused hits with :meth:`reranker` (ranklock.rerank.stage).  ``offset`` skips that many
+        results: the page of a search of ``offset + k`` (:meth:`SearchResult.page`).
         """
+        if offset:
+            from .search.inputs import check_offset
+
+            check_offset(offset, k)
+            kw: dict[str, Any] = {"mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
+            return self.search(name, query, k=k + offset, rerank=rerank, **kw, **params).page(offset, k)
         if rerank is not None:
             from .rerank.stage import reranked_search
 

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .home import find_home
 from .limits import MAX_K
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "BM25_K1",
     "DEFAULT_EMBEDDER",
     "REQUEST",
+    "SNAPSHOT_KEEP",
     "ENV",
     "ChunkerParams",
     "EnvVar",
@@ -31,6 +33,7 @@ __all__ = [
     "SearchParams",
     "Settings",
     "env",
+    "human_duration",
     "parse_duration",
     "parse_rate",
     "parse_size",
@@ -47,6 +50,13 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 #: checks that the two agree.
 ASK_DEPTH = 40
 ASK_RRF_K = 60
+
+
+#: Snapshot retention's default (ranklock.snapshot.retention): each collection keeps its newest 10
+#: snapshots, plus the active, previous, pinned and replica-held ones.  Ten: a rollback needs one, an
+#: ingest makes one and its merge often another, so ten keep the last few writes of a day undoable and
+#: diffable whatever the write rate, at a bounded cost (a snapshot holds its segments' tables).
+SNAPSHOT_KEEP = 10
 
 
 #: BM25's parameters: a snapshot's statistics are built under them (ranklock.snapshot.lexical_stats)
@@ -85,7 +95,13 @@ class EnvVar:
 #: greps the source and fails on one missing here).  The README's settings table is generated
 #: from this tuple by scripts/gen_cli_docs.py.
 ENV: tuple[EnvVar, ...] = (
-    EnvVar("RANKLOCK_HOME", ".ranklock", "data directory of the embedded PostgreSQL"),
+    EnvVar(
+        "RANKLOCK_HOME",
+        None,
+        "data directory of the embedded PostgreSQL; unset: the nearest `.ranklock` folder in the working folder or "
+        "above it, else the per-user `$XDG_DATA_HOME/ranklock` (`~/.local/share/ranklock`); `ranklock db status` "
+        "prints which",
+    ),
     EnvVar("RANKLOCK_DSN", None, "external PostgreSQL >= 16 with pgvector >= 0.8 instead of the embedded one"),
     EnvVar("RANKLOCK_LOG_QUERIES", "1", "record searches in the query log (`0` turns it off)"),
     EnvVar(
@@ -271,6 +287,18 @@ def parse_duration(text: str | float, *, what: str = "duration") -> float:
     return float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()]
 
 
+def human_duration(seconds: float) -> str:
+    """The shortest :func:`parse_duration` spelling of ``seconds``: ``30d``, ``12h``, ``90s``.
+
+    >>> human_duration(2592000.0), human_duration(5400.0)
+    ('30d', '90m')
+    """
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
 _RATE_PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -314,8 +342,8 @@ class Settings(BaseModel):
     """Where ranklock keeps its data and which database it talks to."""
 
     home: Path = Field(
-        default_factory=lambda: Path(env("RANKLOCK_HOME")),
-        description="Data directory for the embedded PostgreSQL and caches (RANKLOCK_HOME).",
+        default_factory=lambda: find_home().path,
+        description="Data directory for the embedded PostgreSQL and caches (RANKLOCK_HOME; ranklock.home finds it).",
     )
     dsn: str | None = Field(
         default_factory=lambda: env("RANKLOCK_DSN") or None,

@@ -42,13 +42,6 @@ def reset_consoles() -> None:
     Console.__init__(err_console, stderr=True)
 
 
-def env_default(name: str) -> str:
-    """The declared default of environment variable ``name`` (settings.ENV), for help texts."""
-    from ..settings import ENV
-
-    return next(v.default or "" for v in ENV if v.name == name)
-
-
 DsnOpt = Annotated[
     str | None, typer.Option("--dsn", envvar="RANKLOCK_DSN", help="External PostgreSQL DSN (default: embedded).")
 ]
@@ -80,7 +73,12 @@ ShardsOpt = Annotated[
 
 HomeOpt = Annotated[
     Path | None,
-    typer.Option("--home", envvar="RANKLOCK_HOME", help=f"Data directory (default ./{env_default('RANKLOCK_HOME')})."),
+    typer.Option(
+        "--home",
+        envvar="RANKLOCK_HOME",
+        help="Data directory (default: the nearest .ranklock folder here or above, else ~/.local/share/ranklock; "
+        "`ranklock db status` prints it).",
+    ),
 ]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
@@ -146,6 +144,20 @@ def parse_settings(pairs: list[str] | None, *, taken: dict[str, Any] | None = No
     return {key: getattr(parsed, key) for key in raw}
 
 
+def require_home(dsn: str | None, home: Path | None) -> None:
+    """Stop a command that only reads when its home (ranklock.home) holds no database: say so, create nothing."""
+    from ..home import find_home, home_exists
+
+    if dsn:
+        return  # an external server: the home only holds the local services' sockets
+    found = find_home(home)
+    if not home_exists(found.path):
+        from ..errors import NotFound
+        from ..home import missing_home_message
+
+        raise fail(NotFound(missing_home_message(found)))
+
+
 @contextmanager
 def engine(
     dsn: str | None,
@@ -154,12 +166,18 @@ def engine(
     *,
     long_lived: bool = False,
     reranker: str | None = None,
+    creates: bool = False,
 ) -> Iterator[Any]:
     """The command's Engine.  A command is a short process: it embeds through the local embedding
-    service (RANKLOCK_EMBED_SERVICE) unless it is ``long_lived`` (serve, mcp), which loads the model once."""
+    service (RANKLOCK_EMBED_SERVICE) unless it is ``long_lived`` (serve, mcp), which loads the model once.
+
+    Only a command that ``creates`` (a first write: ingest, collection create, demo, token create) may
+    make a home that does not exist yet; any other stops with :func:`require_home`'s message."""
     from ..engine import Engine
     from ..settings import Settings
 
+    if not creates:
+        require_home(dsn, home)
     try:
         served = not long_lived and Settings().embed_service
         eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None, embed_service=served, reranker=reranker)

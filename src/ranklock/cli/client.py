@@ -48,9 +48,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import framing, service_lock
+from ..home import find_home, home_exists
 
 __all__ = [
-    "DEFAULT_HOME",
     "SERVED_COMMANDS",
     "ServiceBroke",
     "ServicePaths",
@@ -67,8 +67,6 @@ __all__ = [
 
 #: The command service is used unless this is ``0`` (settings.ENV declares it).
 SERVICE_ENV = "RANKLOCK_CLI_SERVICE"
-#: ``RANKLOCK_HOME``'s default (settings.ENV; tests/test_cli_service.py pins that they agree).
-DEFAULT_HOME = ".ranklock"
 #: The commands the service runs.  A search is a read that takes milliseconds, so running it in a
 #: shared process costs nobody a wait; ingest, serve and the rest run in their own process.
 SERVED_COMMANDS = frozenset({"search"})
@@ -304,7 +302,7 @@ def stop(home: str | os.PathLike[str], timeout: float = 30.0) -> int:
 
 
 def _home(args: list[str]) -> str:
-    """The data directory the command names: its last ``--home``, else RANKLOCK_HOME, else the default.
+    """The data directory the command names: its last ``--home``, else the one ranklock.home finds.
 
     Only where the service is looked for: a misread (a ``--home`` that is the value of another
     option) finds another folder's service or none, and the command, which the service parses with
@@ -319,7 +317,7 @@ def _home(args: list[str]) -> str:
         elif args[i].startswith("--home="):
             home = args[i].removeprefix("--home=")
         i += 1
-    return home or os.environ.get("RANKLOCK_HOME") or DEFAULT_HOME
+    return str(find_home(home).path)
 
 
 def _program_name() -> str:
@@ -382,7 +380,9 @@ def run_served(argv: list[str]) -> int | None:
         return None
     if sock is None:
         with contextlib.suppress(Exception):
-            _start(paths, fp)
+            # With an external server (RANKLOCK_DSN, --dsn) the home only holds the sockets: a folder will do.
+            external = bool(os.environ.get("RANKLOCK_DSN")) or any(a.split("=")[0] == "--dsn" for a in argv[2:])
+            _start(paths, fp, external=external)
         return None
     with sock:
         return _run(sock, request, paths)
@@ -419,13 +419,14 @@ def _run(sock: socket.socket, request: dict[str, Any], paths: ServicePaths) -> i
         return 2
 
 
-def _start(paths: ServicePaths, fp: str) -> None:
+def _start(paths: ServicePaths, fp: str, *, external: bool = False) -> None:
     """Start this fingerprint's service in the background, for the next command; never fails the command.
 
-    Only in a data directory that exists (a first command creates it) and is this user's.  The
+    Only in a data directory that holds a database (a first write makes it; a read never does), or,
+    for a command on an ``external`` server, one that exists; and only in one of this user's.  The
     service is spawned in a session of its own: no terminal's Ctrl-C reaches it, and it outlives us.
     """
-    if not os.path.isdir(paths.home):
+    if not (home_exists(paths.home) or (external and os.path.isdir(paths.home))):
         return
     with contextlib.suppress(FileExistsError, OSError):
         os.mkdir(paths.dir, 0o700)

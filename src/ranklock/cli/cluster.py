@@ -15,8 +15,8 @@ from ._common import HomeOpt, JsonOpt, console, fail, print_json
 __all__ = ["cluster_app"]
 
 cluster_app = typer.Typer(
-    help="A local Citus cluster (a coordinator and N workers from the embedded wheel); "
-    "point RANKLOCK_DSN at its coordinator to use it.",
+    help="A local Citus cluster (a coordinator and N workers from the embedded wheel); once created, it is "
+    "the database of every command with this home.",
     no_args_is_help=True,
 )
 
@@ -33,11 +33,12 @@ def _show(report: dict[str, Any]) -> None:
     for n in report["nodes"]:
         table.add_row(n["name"], n["role"], n["node"], n["state"], n["citus"] or "-", n["error"] or "")
     console.print(table)
+    # soft_wrap: a DSN cut across two lines at the terminal's width cannot be copied.
     if report["healthy"]:
-        console.print(f"healthy; RANKLOCK_DSN={report['dsn']}", highlight=False)
+        console.print(f"healthy; coordinator {report['dsn']}", highlight=False, soft_wrap=True)
     else:
         down = ", ".join(f"{n['name']} ({n['node']})" for n in report["nodes"] if n["state"] != "up")
-        console.print(f"not healthy: {down}; {report['remedy']}", highlight=False)
+        console.print(f"not healthy: {down}; {report['remedy']}", highlight=False, soft_wrap=True)
 
 
 def _run(
@@ -57,7 +58,12 @@ def _run(
 
 def _created(report: dict[str, Any]) -> None:
     _show(report)
-    console.print(f"created in {report['seconds']:.1f} s; export RANKLOCK_DSN={report['dsn']}", highlight=False)
+    console.print(
+        f"created in {report['seconds']:.1f} s; every command with this home now uses the cluster (a program "
+        f"elsewhere: RANKLOCK_DSN={report['dsn']})",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @cluster_app.command("create")

@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from ..errors import ConfigError
+from ..phrasing import plural
 from ..settings import DEFAULT_EMBEDDER, search_param_help
 from ._common import DsnOpt, HomeOpt, JsonOpt, ShardsOpt, console, engine, fail, print_json
 
@@ -24,7 +25,9 @@ app = typer.Typer()
 
 __all__ = ["collection_app", "load_schema"]
 
-collection_app = typer.Typer(help="Create and inspect collections: typed fields, vector index.", no_args_is_help=True)
+collection_app = typer.Typer(
+    help="Create, inspect and drop collections: typed fields, vector index, snapshot retention.", no_args_is_help=True
+)
 app.add_typer(collection_app, name="collection")
 
 _SCHEMA_KEYS = ("accent", "chunker", "embedder", "fields", "index", "index_params", "language", "search_defaults")
@@ -140,7 +143,7 @@ def create(
     ):
         if value is not None or key in spec:
             kwargs[key] = value if value is not None else spec[key]
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, creates=True) as eng:
         if "chunker" in spec:
             from ..settings import ChunkerParams
 
@@ -198,3 +201,47 @@ def collection_list(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt =
     from .ingest import collections
 
     collections(dsn=dsn, home=home, as_json=as_json)
+
+
+@collection_app.command("drop")
+def drop(
+    name: Annotated[str, typer.Argument(help="Collection name.")],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Drop without asking (needed when standard input is not a terminal).")
+    ] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drop a collection: every snapshot, document and log entry of it; not undone (asks first, unless --yes)."""
+    import sys
+
+    with engine(dsn, home) as eng:
+        summary = next((c for c in eng.collections() if c.name == name), None)
+        if summary is None:
+            eng.collection(name)  # NotFound, naming the collections there are
+        if not yes:
+            if not sys.stdin.isatty():
+                raise fail(
+                    f"`ranklock collection drop {name}` deletes every snapshot, document and log entry of {name!r} "
+                    "for good; it asks first, and standard input is not a terminal. Pass --yes to drop it."
+                )
+            docs = summary.documents if summary is not None else 0
+            answer = typer.prompt(
+                f"Drop {name!r} ({plural(docs or 0, 'document')} in its active snapshot, every snapshot and log "
+                "entry of it)? This cannot be undone. Type its name to confirm",
+                default="",
+                show_default=False,
+            )
+            if answer != name:
+                raise fail(f"{answer!r} is not {name!r}; nothing was dropped.")
+        out = eng.drop_collection(name)
+    if as_json:
+        print_json(out.as_dict())
+        return
+    console.print(
+        f"[bold]{name}[/]: dropped, with {plural(len(out.snapshots), 'snapshot')}, "
+        f"{plural(out.documents, 'document')}, {plural(out.query_log_entries, 'query-log entry')} and "
+        f"{plural(out.answer_log_entries, 'answer-log entry')} (drop {out.drop_id}: a replay of one of them says so).",
+        highlight=False,
+    )

@@ -8,6 +8,8 @@ import typer
 import typer.core
 
 # typer vendors its own click; its parser raises these.
+from ..phrasing import plural
+from ..settings import human_duration
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
 from .cluster import cluster_app
 
@@ -46,15 +48,25 @@ def db_stop(home: HomeOpt = None) -> None:
 def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Say whether the embedded server runs, report both logs (size, oldest entry, retention) and the local services."""
     from ..embed import service
-    from ..settings import Settings
+    from ..home import find_home, home_exists, missing_home_message
     from ..store.server import EmbeddedServer
     from . import client
 
-    h = home or Settings().home
+    found = find_home(home)
+    h = found.path
+    exists = home_exists(h)
     server = "external" if dsn else ("running" if EmbeddedServer(h).running() else "not running")
-    embedder = service.status(h)
-    commands = client.status(h)
+    if not dsn and (h / "cluster.json").is_file():
+        from ..store.cluster import LocalCluster
+
+        cluster = LocalCluster(h).status()
+        server = "local Citus cluster" if cluster["healthy"] else "local Citus cluster, not healthy"
+    embedder = _with_memory(service.status(h))
+    commands = [c for c in (_with_memory(c) for c in client.status(h)) if c is not None]
     status: dict[str, Any] = {
+        "home": str(h),
+        "home_from": found.how,
+        "home_exists": exists,
         "server": server,
         "embedding_service": embedder,
         "command_services": commands,
@@ -62,30 +74,42 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
         "answer_log": None,
     }
     logs = {}
-    if server == "not running":
+    retention: list[Any] = []
+    if server == "local Citus cluster, not healthy":
+        status["problem"] = cluster["remedy"]
+    elif server == "not running":
         # Never start a stopped server just to report on it; say why it stopped when its log knows.
-        status["problem"] = EmbeddedServer(h).diagnose()
+        status["problem"] = EmbeddedServer(h).diagnose() if exists else missing_home_message(found)
     else:
         with engine(dsn, home) as eng:
             logs = eng.logs_status()
+            retention = [eng.prune_snapshots(c.name, dry_run=True) for c in eng.collections()]
         status.update({name: s.as_dict() for name, s in logs.items()})
+    status["snapshot_retention"] = [r.as_dict() for r in retention]
     if as_json:
         print_json(status)
         return
-    console.print(server)
+    console.print(f"home: {h} ({found.how})", highlight=False, soft_wrap=True)
+    console.print(f"server: {server}")
     if status.get("problem"):
         console.print(status["problem"], highlight=False, soft_wrap=True)
     for name, q in logs.items():
         console.print(
-            f"{name.replace('_', ' ')}: {q.rows} entries, {q.bytes:,} bytes ({q.table_bytes:,} on disk), "
-            f"oldest {q.oldest or '-'}; retention keeps {q.policy['describe']}; ids up to "
-            f"{q.pruned_through} pruned ({q.pruned_rows} entries, last {q.last_pruned_at or 'never'})",
+            f"{name.replace('_', ' ')}: {plural(q.rows, 'entry')}, {q.bytes:,} bytes ({q.table_bytes:,} on disk), "
+            f"oldest {q.oldest or '-'}; retention keeps {q.policy['describe']}; "
+            + (
+                f"ids up to {q.pruned_through} pruned ({plural(q.pruned_rows, 'entry')}, last {q.last_pruned_at})"
+                if q.pruned_rows
+                else "nothing pruned yet"
+            ),
             highlight=False,
         )
+    for r in retention:
+        console.print(_retention_line(r), highlight=False, soft_wrap=True)
     if commands:
         console.print(
             "command service: "
-            + ", ".join(f"pid {c['pid']} ({c['served']} commands served)" for c in commands)
+            + ", ".join(f"pid {c['pid']} ({plural(c['served'], 'command')} served, {_usage(c)})" for c in commands)
             + (" (one per environment)" if len(commands) > 1 else ""),
             highlight=False,
         )
@@ -96,6 +120,41 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
     else:
         console.print(
             f"embedding service: pid {embedder['pid']}, {embedder['id']} ({embedder['sha256'][:12]}…), "
-            f"{embedder['requests']} requests served",
+            f"{plural(embedder['requests'], 'request')} served, {_usage(embedder)}",
             highlight=False,
         )
+
+
+def _with_memory(reply: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A local service's status with its resident memory (``rss_bytes``, from its pid)."""
+    if reply is None:
+        return None
+    import psutil
+
+    try:
+        rss = int(psutil.Process(int(reply["pid"])).memory_info().rss)
+    except (psutil.Error, KeyError, ValueError):
+        rss = None
+    return {**reply, "rss_bytes": rss}
+
+
+def _usage(reply: dict[str, Any]) -> str:
+    """``71 MB, idle 4 min (exits after 30 min idle)`` for a service's status."""
+    rss = f"{reply['rss_bytes'] / 1e6:,.0f} MB" if reply.get("rss_bytes") else "memory unknown"
+    idle = float(reply.get("idle_for_s") or 0)
+    limit = float(reply.get("idle_s") or 0)
+    ends = f"exits after {human_duration(limit)} idle" if limit > 0 else "never exits by itself"
+    return f"{rss}, idle {human_duration(round(idle))} ({ends})"
+
+
+def _retention_line(plan: Any) -> str:
+    """One collection's snapshot retention: the policy, what it keeps and why, what the next write drops."""
+    kept = len(plan.kept)
+    special = [
+        f"{sid}: {why}" for sid, why in plan.kept.items() if not why.startswith(("one of the newest", "younger"))
+    ]
+    drops = f"; the next write drops {plural(len(plan.dropped), 'snapshot')}" if plan.dropped else ""
+    return (
+        f"snapshots of {plan.collection}: {plural(kept, 'snapshot')} kept (policy: {plan.policy.describe()}; "
+        f"{', '.join(special)}){drops}"
+    )

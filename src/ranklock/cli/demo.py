@@ -108,7 +108,7 @@ def demo(
 
     if which not in ("docs", "resumes", "journal"):
         raise typer.BadParameter(f"unknown demo {which!r}; use docs, resumes or journal.")
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, creates=True) as eng:
         if which == "journal":
             run_journal_demo(eng, console, progress_bar)
             return

@@ -1,11 +1,17 @@
-"""``ranklock delete`` and ``ranklock purge``: take documents out of a collection, or erase them everywhere."""
+"""``ranklock delete``, ``ranklock purge`` and ``ranklock document get``: documents by id.
+
+Take documents out of a collection, erase them everywhere, or print one as a snapshot holds it.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
+from ..phrasing import plural
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
 
 #: This module's commands; cli/root.py merges them into the root app.
@@ -35,7 +41,7 @@ def delete(
     missing = f"; not found: {', '.join(out.missing)}" if out.missing else ""
     console.print(
         f"[bold]{collection}[/]: snapshot {out.snapshot_id} (from {out.parent_id}) without "
-        f"{len(out.deleted)} document(s){missing}; it is the active snapshot."
+        f"{plural(len(out.deleted), 'document')}{missing}; it is the active snapshot."
     )
 
 
@@ -54,8 +60,41 @@ def purge(
         print_json(out.__dict__)
         return
     console.print(
-        f"[bold]{collection}[/]: purge {out.purge_id} erased {out.documents} document(s) from "
-        f"{len(out.segments)} segment(s) and {len(out.snapshots)} snapshot(s); {out.versions} stored version(s), "
-        f"{out.cache_vectors} cached vector(s), {out.log_entries_removed} query-log and {out.answers_removed} "
-        "answer-log entries that quoted them removed."
+        f"[bold]{collection}[/]: purge {out.purge_id} erased {plural(out.documents, 'document')} from "
+        f"{plural(len(out.segments), 'segment')} and {plural(len(out.snapshots), 'snapshot')}; "
+        f"{plural(out.versions, 'stored version')}, {plural(out.cache_vectors, 'cached vector')}, "
+        f"{plural(out.log_entries_removed, 'query-log entry')} and {plural(out.answers_removed, 'answer-log entry')} "
+        "that quoted them removed."
     )
+
+
+document_app = typer.Typer(help="Stored documents, by id.", no_args_is_help=True)
+app.add_typer(document_app, name="document")
+
+
+@document_app.command("get")
+def document_get(
+    collection: CollArg,
+    doc_id: Annotated[str, typer.Argument(help="Document id (a search hit's doc_id).")],
+    snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a stored document by id: its title, metadata and text as the snapshot holds them."""
+    with engine(dsn, home) as eng:
+        doc = eng.document(collection, doc_id, snapshot=snapshot)
+    if as_json:
+        print_json(doc.as_dict())
+        return
+    console.print(
+        f"[bold]{escape(doc.doc_id)}[/] ({collection}, snapshot {doc.snapshot_id}, content {doc.content_hash[:12]}…)",
+        highlight=False,
+    )
+    if doc.title:
+        console.print(f"title: {escape(doc.title)}", highlight=False)
+    for key, value in sorted(doc.metadata.items()):
+        console.print(f"{escape(key)}: {escape(json.dumps(value, ensure_ascii=False))}", highlight=False)
+    console.print()
+    # The text as stored, without markup: a document may hold "[b]" or other brackets.
+    console.print(doc.body, highlight=False, markup=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,8 +12,20 @@ from rich.markup import escape
 from rich.table import Table
 
 # typer vendors its own click; its parser raises these.
+from ..phrasing import named, plural
 from ..settings import DEFAULT_EMBEDDER, ChunkerParams
-from ._common import DsnOpt, HomeOpt, JsonOpt, ShardsOpt, console, engine, err_console, print_json, progress_bar
+from ._common import (
+    DsnOpt,
+    HomeOpt,
+    JsonOpt,
+    ShardsOpt,
+    console,
+    engine,
+    err_console,
+    fail,
+    print_json,
+    progress_bar,
+)
 
 __all__ = ["print_field_inference"]
 
@@ -46,7 +59,13 @@ def collections(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = Fal
 @app.command()
 def ingest(
     collection: Annotated[str, typer.Argument(help="Collection name (created if missing).")],
-    path: Annotated[Path, typer.Argument(help="corpus.jsonl, a BEIR folder, or a folder of .txt/.md files.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="corpus.jsonl, a BEIR folder, a folder of .txt/.md/.pdf/.docx/.html files, or - (JSONL on standard "
+            "input)."
+        ),
+    ],
     replace: Annotated[bool, typer.Option("--replace", help="The new snapshot holds exactly these documents.")] = False,
     no_activate: Annotated[
         bool, typer.Option("--no-activate", help="Build the snapshot but keep the old one active.")
@@ -78,6 +97,13 @@ def ingest(
             "--skip-unreadable", help="Leave out (and name) files that cannot be read instead of failing the ingest."
         ),
     ] = False,
+    allow_purged: Annotated[
+        bool,
+        typer.Option(
+            "--allow-purged",
+            help="Ingest again documents that `ranklock purge` erased (by default they are left out, and named).",
+        ),
+    ] = False,
     shards: ShardsOpt = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
@@ -91,8 +117,14 @@ def ingest(
     """
     from .files import load_for_cli, print_files_report
 
-    with engine(dsn, home) as eng:
-        loaded = load_for_cli(path, skip_unreadable)
+    stdin = str(path) == "-"
+    if stdin and sys.stdin.isatty():
+        raise fail(
+            f"`ranklock ingest {collection} -` reads JSONL documents from standard input, which is a terminal here; "
+            f"pipe them in, e.g. `cat docs.jsonl | ranklock ingest {collection} -`."
+        )
+    with engine(dsn, home, creates=True) as eng:
+        loaded = None if stdin else load_for_cli(path, skip_unreadable)
         create = {
             "language": language,
             "accent": accent,
@@ -103,15 +135,22 @@ def ingest(
             "embedder": embedder,
             "shards": shards,
         }
+        if stdin:
+            from ..ingest.loaders import load_jsonl_stream
+
+            source: Any = load_jsonl_stream(sys.stdin.buffer)
+        else:
+            source = loaded.documents if loaded else path
         with progress_bar(not as_json) as prog:
             report = eng.ingest(
                 collection,
-                loaded.documents if loaded else path,
+                source,
                 replace=replace,
                 activate=not no_activate,
                 allow_empty=allow_empty,
                 progress=prog,
                 create=create,
+                allow_purged=allow_purged,
             )
     d = report.as_dict()
     if loaded:
@@ -121,7 +160,16 @@ def ingest(
         return
     if loaded:
         print_files_report(loaded)
+    print_readded(report)
     s = report.seconds
+    if not report.built:
+        held = (
+            f"the active snapshot {report.snapshot_id} already holds these {plural(report.unchanged, 'document')}"
+            if report.unchanged
+            else f"the input holds no document to add; the active snapshot {report.snapshot_id} stays"
+        )
+        console.print(f"[bold]{collection}[/]: unchanged: {held}; nothing was built ({s.get('total', 0):.1f}s).")
+        return
     console.print(
         f"[bold]{collection}[/]: snapshot {report.snapshot_id} "
         f"({'active' if report.activated else 'not activated'}), {report.documents} documents, "
@@ -131,6 +179,13 @@ def ingest(
         f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
     )
     console.print(f"corpus digest {report.corpus_digest[:16]}…  manifest {report.manifest_hash[:16]}…")
+    if report.snapshots_dropped:
+        console.print(
+            f"snapshot retention dropped {plural(len(report.snapshots_dropped), 'snapshot')} "
+            f"({', '.join(map(str, report.snapshots_dropped))}); `ranklock snapshot retention {collection}` shows "
+            "what it keeps",
+            highlight=False,
+        )
     if report.field_inference is not None:
         print_field_inference(report.field_inference)
     if report.skipped:
@@ -138,8 +193,30 @@ def ingest(
             f" and {len(report.skipped) - 10} more" if len(report.skipped) > 10 else ""
         )
         err_console.print(
-            f"[bold yellow]skipped {len(report.skipped)} document(s) with empty text[/] "
+            f"[bold yellow]skipped {plural(len(report.skipped), 'document')} with empty text[/] "
             f"(not in the snapshot): {escape(shown)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def print_readded(report: Any) -> None:
+    """Name what an ingest brought back: documents deleted earlier, purged ones (left out, or with --allow-purged)."""
+    if report.deleted_readded:
+        err_console.print(
+            f"[bold yellow]added back {plural(len(report.deleted_readded), 'document')} an earlier snapshot held[/] "
+            f"(deleted or replaced since): {escape(named(report.deleted_readded))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for ids, what in ((report.purged_skipped, "left out"), (report.purged_readded, "ingested again")):
+        if not ids:
+            continue
+        purges = ", ".join(str(p) for p in sorted(set(ids.values())))
+        hint = "; --allow-purged ingests them again" if what == "left out" else ""
+        err_console.print(
+            f"[bold yellow]{what} {plural(len(ids), 'document')} erased by purge {purges}[/]: "
+            f"{escape(named(sorted(ids)))}{hint}",
             highlight=False,
             soft_wrap=True,
         )

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ..errors import RanklockError
+from ..phrasing import plural
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
 
 #: This module's commands; cli/root.py merges them into the root app.
@@ -26,7 +27,8 @@ def log_prune(
     older_than: Annotated[
         str | None,
         typer.Option(
-            "--older-than", help="Delete entries older than this (30d, 12h, 90m; default RANKLOCK_LOG_RETENTION)."
+            "--older-than",
+            help="Delete entries older than this (30d, 12h, 90m; 0s: every entry; default RANKLOCK_LOG_RETENTION).",
         ),
     ] = None,
     max_bytes: Annotated[
@@ -57,8 +59,37 @@ def log_prune(
         note = " (another process was pruning; run again)" if part.skipped else ""
         st = part.status
         console.print(
-            f"{name.replace('_', ' ')}: pruned {part.deleted} entries ({part.deleted_bytes:,} bytes){note}; it "
-            f"holds {st.rows} entries, {st.bytes:,} bytes; entries up to id {st.pruned_through} are "
-            f"gone (policy: {st.policy['describe']})",
+            f"{name.replace('_', ' ')}: pruned {plural(part.deleted, 'entry')} ({part.deleted_bytes:,} bytes){note}; "
+            f"it holds {plural(st.rows, 'entry')}, {st.bytes:,} bytes; entries up to id {st.pruned_through} are "
+            f"gone but pinned ones (policy: {st.policy['describe']})",
+            highlight=False,
+        )
+
+
+@log_app.command("pin")
+def log_pin(
+    query_id: Annotated[int | None, typer.Argument(help="Id of a logged query (SearchResult.query_id).")] = None,
+    answer: Annotated[
+        str | None, typer.Option("--answer", help="A logged answer instead (answer_id of `ranklock ask`).")
+    ] = None,
+    unpin: Annotated[
+        bool, typer.Option("--unpin", help="Let retention prune the entry, and its snapshot, again.")
+    ] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Keep a logged query (or --answer) and the snapshot it ran against, so it stays replayable (--unpin: no more)."""
+    with engine(dsn, home) as eng:
+        snapshot = eng.pin(query_id=query_id, answer_id=answer, pinned=not unpin)
+    what = f"answer {answer}" if answer is not None else f"query {query_id}"
+    if as_json:
+        print_json({"entry": what, "pinned": not unpin, "snapshot_id": snapshot})
+    elif unpin:
+        console.print(f"{what} is unpinned: retention treats it, and its snapshot {snapshot}, as any other.")
+    else:
+        console.print(
+            f"{what} is pinned: log retention keeps it, and snapshot retention its snapshot {snapshot}; "
+            "`ranklock log pin --unpin` lets them go.",
             highlight=False,
         )

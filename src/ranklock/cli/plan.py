@@ -172,7 +172,7 @@ def resumes_ingest(
     """Parse resumes into typed fields, scrubbed free text and display-only identity, then ingest them."""
     from ..domains.resumes.load import load_resumes, resume_fields_for
 
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, creates=True) as eng:
         docs = load_resumes(path)  # inside the engine block: an IngestError becomes a clear message
         with progress_bar(not as_json) as prog:
             report = eng.ingest(

@@ -210,7 +210,8 @@ def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") 
             console.print(Text(indent) + line, overflow="fold")
     if not res.hits:
         console.print("no hits")
-    summary = f"{len(res.hits)} of k={res.k} from snapshot {res.snapshot.id}"
+    page = f" after the first {res.offset} (--offset)" if res.offset else ""
+    summary = f"{len(res.hits)} of k={res.k}{page} from snapshot {res.snapshot.id}"
     if res.matching_count is not None:
         summary += f"; {res.matching_count} documents match the filter, complete={res.complete}"
         if res.truncation:

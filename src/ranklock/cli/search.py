@@ -41,6 +41,12 @@ def search(
     collection: Annotated[str, typer.Argument(help="Collection name.")],
     query: Annotated[str | None, typer.Argument(help="The query text (or plan it from --request).")] = None,
     k: Annotated[int, typer.Option("-k", "--k", help="Number of documents to return.")] = 10,
+    offset: Annotated[
+        int,
+        typer.Option(
+            "--offset", help="Skip this many results first: the next page (ranks stay those of the whole list)."
+        ),
+    ] = 0,
     mode: Annotated[str, typer.Option(help="hybrid, lexical or semantic.")] = "hybrid",
     filter: Annotated[str | None, typer.Option("--filter", help="Hard constraints, e.g. 'year >= 2020'.")] = None,
     snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
@@ -108,6 +114,8 @@ def search(
             raise fail("--set applies to a QUERY search; a --request search takes its parameters from the plan.")
         if rerank is not None:
             raise fail("--rerank applies to a QUERY search; a --request search is ranked by its plan.")
+        if offset:
+            raise fail("--offset applies to a QUERY search; a --request search returns its plan's top k.")
 
         search_request_cli(collection, query, request, k=k, explain=explain, as_json=as_json, dsn=dsn, home=home)
         return
@@ -125,8 +133,10 @@ def search(
         if mode != "lexical"
         else "searching…"
     )
-    # --rerank joins the call only when given: a search without it runs exactly as before.
-    reranking = {} if rerank is None else {"rerank": rerank}
+    # --rerank and --offset join the call only when given: a search without them runs exactly as before.
+    reranking: dict[str, Any] = {} if rerank is None else {"rerank": rerank}
+    if offset:
+        reranking["offset"] = offset
     with engine(dsn, home, read_dsn, reranker=reranker) as eng, render.waiting(wait):
         res = eng.search(
             collection,

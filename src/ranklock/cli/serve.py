@@ -30,8 +30,9 @@ def serve(
         list[str] | None,
         typer.Option(
             "--allow-host",
-            help="A Host name the server answers to besides localhost, 127.0.0.1 and [::1] (repeatable); "
-            "beyond loopback, given names are the only ones it answers to.",
+            help="A Host name the server answers to besides localhost, 127.0.0.1 and [::1] (repeatable). Beyond "
+            "loopback, given names are the only ones it answers to; without one, this machine's own names and "
+            "addresses; '*': any Host (behind a proxy that checks it).",
         ),
     ] = None,
     insecure_no_auth: Annotated[
@@ -79,12 +80,21 @@ def serve(
                     "token with the scope read exists. Create one with `ranklock token create NAME` and send it as "
                     "`Authorization: Bearer <token>`, bind 127.0.0.1, or pass --insecure-no-auth (not advised)."
                 )
-        # Load every collection's model before listening, so the first search does not pay for it.
-        for line in eng.warm():
-            logging.getLogger("ranklock.serve").warning("%s", line)
+        if not is_loopback(host):
+            hosts = access.allowed_hosts
+            answered = "any (--allow-host '*')" if hosts is None else ", ".join(sorted(hosts))
+            err_console.print(f"answering to Host: {answered}", highlight=False, soft_wrap=True)
+        # Load every collection's model in the background: the server answers at once (a lexical search
+        # needs no model; one that does waits for this load), and /readyz says which state it is in.
+        threading.Thread(target=_warm, args=(eng,), name="ranklock-warm", daemon=True).start()
         # Bring both logs within their retention policy without delaying start-up, then keep them there.
         threading.Thread(target=_prune_logs, args=(eng,), name="ranklock-log-prune", daemon=True).start()
         run(create_app(eng, access=access), host=host, port=port, header_timeout=eng.settings.header_timeout)
+
+
+def _warm(eng: Any) -> None:
+    for line in eng.warm():
+        logging.getLogger("ranklock.serve").warning("%s", line)
 
 
 def _prune_logs(eng: Any) -> None:

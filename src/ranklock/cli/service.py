@@ -154,6 +154,7 @@ class _Service:
                     "active": self.active - 1,  # less this status request
                     "started_at": self.started_at,
                     "idle_s": self.idle_s,
+                    "idle_for_s": round(time.monotonic() - self.last_request, 1),
                     # Set once a client went away mid-command (or `db stop`): it serves nothing more.
                     "stopping": self.stopping.is_set(),
                 }

@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from ..errors import RanklockError
+from ..phrasing import plural
 from ..snapshot.info import GatedActivation
 from ._common import DsnOpt, HomeOpt, JsonOpt, RerankerOpt, console, engine, err_console, fail, print_json
 from .render import FormatOpt, clip, render_snapshots, resolve_format
@@ -71,6 +72,14 @@ def snapshot_show(
         f"embedded {info['embedded']}, reused {info['reused']}"
     )
     console.print(f"corpus digest {info['corpus_digest']}\nmanifest {info['manifest_hash']}")
+    for p in info["purges"]:
+        console.print(
+            f"[bold yellow]rewritten by purge {p['purge_id']}[/] at {p['at']}: it erased "
+            f"{plural(p['documents'], 'document')} from every snapshot that held them, so this snapshot's manifest "
+            "hash, corpus digest and scores changed then (a replay of an older query reports it).",
+            highlight=False,
+            soft_wrap=True,
+        )
     if info["manifest"] is not None:
         from ..snapshot.manifest import manifest_json
 
@@ -174,6 +183,64 @@ def snapshot_drop(
         f"[bold]{collection}[/]: dropped snapshot {snapshot_id} ({', '.join(out['tables'])}); "
         f"document versions collected: {out['versions_deleted']} ({out['versions_gc']})."
     )
+
+
+@snapshot_app.command("retention")
+def snapshot_retention(
+    collection: CollArg,
+    keep: Annotated[int | None, typer.Option("--keep", help="Keep the newest N snapshots.")] = None,
+    keep_for: Annotated[
+        str | None, typer.Option("--keep-for", help="Keep the snapshots younger than this (7d, 12h, 90m).")
+    ] = None,
+    off: Annotated[bool, typer.Option("--off", help="Keep every snapshot (no retention).")] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show or set which snapshots COLLECTION keeps (default: the newest 10); the active, previous, pinned and
+    replica-held ones always stay. It applies after every write, or now with `ranklock snapshot prune`."""
+    from ..settings import parse_duration
+
+    if off and (keep is not None or keep_for is not None):
+        raise fail("--off keeps every snapshot; give it alone, or --keep N and/or --keep-for DURATION.")
+    try:
+        seconds = None if keep_for is None else parse_duration(keep_for, what="--keep-for")
+    except RanklockError as exc:
+        raise fail(exc) from None
+    with engine(dsn, home) as eng:
+        if off or keep is not None or keep_for is not None:
+            eng.set_snapshot_retention(collection, keep=keep, keep_for=seconds)
+        plan = eng.prune_snapshots(collection, dry_run=True)
+    _print_plan(plan, as_json, "the next write drops")
+
+
+@snapshot_app.command("prune")
+def snapshot_prune(
+    collection: CollArg,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be dropped, drop nothing.")] = False,
+    dsn: DsnOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drop the snapshots COLLECTION's retention no longer keeps, now (every write does it too)."""
+    with engine(dsn, home) as eng:
+        plan = eng.prune_snapshots(collection, dry_run=dry_run)
+    _print_plan(plan, as_json, "would drop" if dry_run else "dropped")
+
+
+def _print_plan(plan: Any, as_json: bool, verb: str) -> None:
+    if as_json:
+        print_json(plan.as_dict())
+        return
+    console.print(f"[bold]{plan.collection}[/]: keeps {plan.policy.describe()}.", highlight=False)
+    for sid, why in plan.kept.items():
+        console.print(f"  snapshot {sid}: kept ({why})", highlight=False)
+    if plan.dropped:
+        console.print(
+            f"{verb} {plural(len(plan.dropped), 'snapshot')}: {', '.join(map(str, plan.dropped))}", highlight=False
+        )
+    else:
+        console.print("nothing to drop.")
 
 
 @snapshot_app.command("merge")
@@ -303,7 +370,7 @@ def replay(
     else:
         console.print(
             f"[bold red]query {query_id}: NOT identical[/] (snapshot {report.snapshot_id}): "
-            f"{len(report.differences)} difference(s)"
+            f"{plural(len(report.differences), 'difference')}"
         )
         table = Table("where", "position", "logged", "replayed")
         for x in report.differences[:50]:
@@ -314,5 +381,15 @@ def replay(
                 json.dumps(x["replayed"], default=str),
             )
         console.print(table)
+        for x in report.differences:
+            if x["where"] == "purge":
+                console.print(
+                    f"snapshot {report.snapshot_id} was rewritten by purge {', '.join(map(str, x['replayed']))} "
+                    "after this query ran: a purge erases documents from every snapshot that held them, so its "
+                    "manifest hash and scores changed (`ranklock snapshot show "
+                    f"{report.collection} {report.snapshot_id}` says when).",
+                    highlight=False,
+                    soft_wrap=True,
+                )
     if not report.identical:
         raise typer.Exit(1)

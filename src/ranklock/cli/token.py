@@ -25,8 +25,8 @@ def token_create(
         list[str] | None,
         typer.Option(
             "--scope",
-            help="read (search, ask, collections, documents) or paid-generator (choose the openai Ask "
-            "generator, billed to you); repeatable. Default: read.",
+            help="read (search, ask, collections, documents), paid-generator (choose the openai Ask "
+            "generator, billed to you) or admin (drop a collection over HTTP); repeatable. Default: read.",
         ),
     ] = None,
     dsn: DsnOpt = None,
@@ -34,7 +34,7 @@ def token_create(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a token and print it once: only its sha256 is stored, so it cannot be shown again."""
-    with engine(dsn, home) as eng:
+    with engine(dsn, home, creates=True) as eng:
         info, secret = eng.create_token(name, scope or ["read"])
     if as_json:
         print_json({**info.as_dict(), "token": secret})

@@ -10,6 +10,7 @@ vector is actually needed; the tokenizer alone comes from the light
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -73,6 +74,7 @@ class SentenceTransformerEmbedder:
         self.id = id or str(self.model_dir)
         self.expected_sha256 = expected_sha256
         self._model: Any = None
+        self._load_lock = threading.Lock()
         self.dim = self._read_dim()
 
     def _read_dim(self) -> int:
@@ -130,23 +132,31 @@ class SentenceTransformerEmbedder:
 
     def _load(self) -> Any:
         if self._model is None:
-            _ = self.sha256  # verify the weights before trusting them
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                SentenceTransformer = require(
-                    "models", "sentence_transformers", "a sentence-transformers embedder"
-                ).SentenceTransformer
-
-                self._model = SentenceTransformer(str(self.model_dir), device="cpu")
-            self._model.eval()
+            # One load at a time: a server warms the model in the background while a search may need it
+            # (ranklock.Engine.warm); the second caller waits for the first load instead of doing its own.
+            with self._load_lock:
+                if self._model is None:
+                    self._model = self._load_model()
         return self._model
+
+    def _load_model(self) -> Any:
+        _ = self.sha256  # verify the weights before trusting them
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            SentenceTransformer = require(
+                "models", "sentence_transformers", "a sentence-transformers embedder"
+            ).SentenceTransformer
+
+            model = SentenceTransformer(str(self.model_dir), device="cpu")
+        model.eval()
+        return model
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         if not texts:

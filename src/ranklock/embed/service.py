@@ -304,6 +304,7 @@ class _Service:
                 "requests": self.requests,
                 "started_at": self.started_at,
                 "idle_s": self.idle_s,
+                "idle_for_s": round(time.monotonic() - self.last_request, 1),
             }, b""
         if op == "stop":
             self.stopping.set()

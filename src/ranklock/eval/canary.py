@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..settings import REQUEST
-from .run import snapshot_info
+from .run import ALL_MODES, snapshot_info
 from .stability import DEFAULT_THRESHOLD, Query, collect_runs, stability_of_runs
 from .target import EvalTarget
 
@@ -59,7 +59,16 @@ class CanaryReport:
 
 def default_record_path(target: EvalTarget, collection: str, mode: str) -> Path:
     """Where the last run is kept when no path is given: ``<home>/canary/<collection>-<mode>.json``."""
-    return Path(target.settings.home) / "canary" / f"{collection}-{mode}.json"
+    return _record_path(Path(target.settings.home), collection, mode)
+
+
+def _record_path(home: Path, collection: str, mode: str) -> Path:
+    return home / "canary" / f"{collection}-{mode}.json"
+
+
+def canary_paths(home: Path, collection: str) -> list[Path]:
+    """The default records of ``collection`` in ``home``, one per mode (a dropped collection's go with it)."""
+    return [_record_path(home, collection, mode) for mode in ALL_MODES]
 
 
 def run_canary(

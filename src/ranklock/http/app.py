@@ -262,11 +262,15 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         return {"status": "ok"}
 
     @app.get("/readyz")
-    async def readyz() -> JSONResponse:
-        """Readiness: the database answers and every active snapshot can be read; 503 names the failing part."""
+    async def readyz(request: Request) -> JSONResponse:
+        """Readiness: the database answers and every active snapshot can be read; 503 names the failing part.
+
+        A probe without a token (an orchestrator's, on a server that needs tokens) gets the status alone."""
         report = (await aeng.readiness()).as_dict()
         ready = report.pop("ready")
-        body = {"status": "ready" if ready else "not_ready", **report}
+        body = {"status": "ready" if ready else "not_ready"}
+        if "read" in scopes_of(request.scope):
+            body.update(report)
         return JSONResponse(status_code=200 if ready else 503, content=body)
 
     @app.get("/api/collections")
@@ -287,6 +291,22 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
             "snapshots": [s.as_dict() for s in await aeng.list_snapshots(name)],
         }
 
+    @app.delete("/api/collections/{name}")
+    async def collection_drop(name: str, request: Request, confirm: str = "") -> dict[str, Any]:
+        """Drop a collection with every snapshot, document and log entry of it (scope admin; ?confirm=NAME)."""
+        if "admin" not in scopes_of(request.scope):
+            raise Forbidden(
+                f"dropping collection {name!r} needs a token with the scope `admin`; create one with "
+                "`ranklock token create NAME --scope read --scope admin`, or run `ranklock collection drop` on the "
+                "server."
+            )
+        if confirm != name:
+            raise InputError(
+                f"a drop deletes every snapshot, document and log entry of {name!r} for good; repeat the name to "
+                f"confirm: DELETE /api/collections/{name}?confirm={name}."
+            )
+        return (await aeng.drop_collection(name)).as_dict()
+
     async def run(req: SearchArguments) -> Response:
         coll = await aeng.collection(req.collection)
         req.check_cost(settings, coll.search_defaults)
@@ -300,7 +320,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
 
     @app.get("/api/search")
     async def search_get(request: Request) -> Response:
-        """Search with the query string: collection, q, k, mode, filter, snapshot, as_of (each once)."""
+        """Search with the query string: collection, q, k, mode, filter, snapshot, as_of, offset (each once)."""
         query = search_query(request.scope.get("query_string", b""))
         return await run(
             SearchArguments(
@@ -311,6 +331,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
                 filter=query.filter,
                 snapshot=query.snapshot,
                 as_of=query.as_of,
+                offset=query.offset,
             )
         )
 

@@ -5,7 +5,9 @@ In order, for each HTTP request (before FastAPI parses anything):
 1. **Host** (:class:`Access.allowed_hosts`): a server bound to loopback answers
    only to ``localhost``, ``127.0.0.1`` and ``[::1]`` (and names given with
    ``--allow-host``), so a web page whose DNS name is rebound to 127.0.0.1
-   cannot read it (421).
+   cannot read it (421); one bound to another interface answers to the names
+   given, else to the machine's own names and addresses (:func:`own_host_names`),
+   and to any Host only with ``--allow-host '*'`` (behind a proxy).
 2. **Token** (``Authorization: Bearer``, ranklock.store.tokens): required when
    :attr:`Access.require_token` (``serve`` on anything but loopback); checked
    whenever one is sent (401: none, malformed, unknown or revoked).  Without
@@ -22,7 +24,8 @@ In order, for each HTTP request (before FastAPI parses anything):
 The request line and headers have their own deadline in the server's HTTP
 protocol (ranklock.http.server, ``RANKLOCK_HEADER_TIMEOUT``): nothing of the
 application runs before the headers are in.  :data:`PUBLIC` routes (liveness,
-the static page) need no token: they hold no data.
+the static page) need no token: they hold no data.  :data:`PROBES` (``/readyz``)
+answer an orchestrator's probe without a token with their status alone.
 """
 
 from __future__ import annotations
@@ -56,12 +59,25 @@ if TYPE_CHECKING:
     from ..async_engine import AsyncEngine
     from ..settings import Settings
 
-__all__ = ["LOOPBACK_HOSTS", "PUBLIC", "Access", "Guard", "is_loopback", "scopes_of", "send_error"]
+__all__ = [
+    "ANY_HOST",
+    "LOOPBACK_HOSTS",
+    "PROBES",
+    "PUBLIC",
+    "Access",
+    "Guard",
+    "is_loopback",
+    "own_host_names",
+    "scopes_of",
+    "send_error",
+]
 
 log = logging.getLogger("ranklock.http")
 
 #: Routes that answer without a token: liveness and the static page (it calls the API with the user's token).
 PUBLIC = frozenset({"/", "/healthz"})
+#: Routes an orchestrator probes without a token: answered with their status alone, the details with one.
+PROBES = frozenset({"/readyz"})
 #: Routes that run a search or an answer: these count against a token's concurrency.
 HEAVY = frozenset({"/api/search", "/api/ask"})
 #: Host names a loopback server answers to.
@@ -96,7 +112,32 @@ class Access:
         extra = frozenset(h.lower().strip("[]") for h in extra_hosts)
         if is_loopback(host):
             return cls(require_token=False, allowed_hosts=LOOPBACK_HOSTS | extra)
-        return cls(require_token=not no_auth, allowed_hosts=extra or None)
+        if ANY_HOST in extra:
+            return cls(require_token=not no_auth, allowed_hosts=None)  # behind a proxy that checks the Host
+        # The names given are the only ones; without any, this machine's own names and addresses, never
+        # whatever a client sends.
+        return cls(require_token=not no_auth, allowed_hosts=extra or own_host_names(host))
+
+
+#: ``--allow-host '*'``: answer to any Host (a proxy in front checks it).
+ANY_HOST = "*"
+
+
+def own_host_names(bind: str) -> frozenset[str]:
+    """The Host names a server bound to ``bind`` answers to without ``--allow-host``: the loopback names, the
+    machine's host name and fully qualified name, the bind address, and every address of its interfaces."""
+    import socket
+
+    import psutil
+
+    names = set(LOOPBACK_HOSTS) | {socket.gethostname().lower(), socket.getfqdn().lower()}
+    if bind not in ("0.0.0.0", "::", ""):
+        names.add(bind.lower().strip("[]"))
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.family in (socket.AF_INET, socket.AF_INET6):
+                names.add(a.address.split("%")[0].lower())  # fe80::1%eth0: the zone is not in a Host header
+    return frozenset(names)
 
 
 @dataclass
@@ -183,7 +224,8 @@ class Guard:
         path = scope.get("path", "")
         try:
             self._check_host(scope)
-            if path in PUBLIC:
+            tokenless_probe = path in PROBES and self.access.require_token and _header(scope, b"authorization") is None
+            if path in PUBLIC or tokenless_probe:
                 # No token, but the body limits: a 100 MB POST to /healthz is no cheaper to read.
                 who, scopes = "", frozenset[str]()
             else:

@@ -11,14 +11,14 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..errors import IngestError
 from ..limits import MAX_DOC_ID_CHARS
 from .document import Document
 from .normalize import normalize, unstorable
 
-__all__ = ["Document", "load_corpus"]
+__all__ = ["Document", "load_corpus", "load_jsonl_stream"]
 
 
 def _finite_float(text: str) -> float:
@@ -67,40 +67,45 @@ def _jsonl_documents(path: Path) -> Iterator[Document]:
     except OSError as exc:
         raise IngestError(f"cannot read {path}: {exc.strerror}; check the path and permissions.") from exc
     with fh:
-        # Bytes, decoded line by line, so a bad byte is reported with its line number.
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            rec = _parse_line(path, lineno, raw)
-            if not isinstance(rec, dict):
-                raise IngestError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}.")
-            raw_id = rec.get("_id", rec.get("id"))
-            if raw_id is None or str(raw_id).strip() == "":
-                raise IngestError(f"{path}:{lineno}: the record has no `_id` (BEIR) or `id` field; add one.")
-            if isinstance(raw_id, (dict, list)):
-                raise IngestError(
-                    f"{path}:{lineno}: the record's id is a JSON {type(raw_id).__name__}; use a string or a number."
-                )
-            if len(str(raw_id)) > MAX_DOC_ID_CHARS:
-                raise IngestError(
-                    f"{path}:{lineno}: the document id is {len(str(raw_id)):,} characters; the limit is "
-                    f"{MAX_DOC_ID_CHARS:,} (MAX_DOC_ID_CHARS). Use a shorter id."
-                )
-            text = rec.get("text", rec.get("body"))
-            if not isinstance(text, str):
-                raise IngestError(
-                    f"{path}:{lineno}: document {raw_id!r} has no string `text` field; add the document text."
-                )
-            title = rec.get("title") or ""
-            if not isinstance(title, str):
-                raise IngestError(f"{path}:{lineno}: document {raw_id!r} has a non-string `title`.")
-            metadata = rec.get("metadata") or {}
-            if not isinstance(metadata, dict):
-                raise IngestError(f"{path}:{lineno}: document {raw_id!r}: `metadata` must be a JSON object.")
-            display = rec.get("display") or {}
-            if not isinstance(display, dict):
-                raise IngestError(f"{path}:{lineno}: document {raw_id!r}: `display` must be a JSON object.")
-            yield Document(normalize(str(raw_id)), normalize(title), normalize(text), metadata, display)
+        yield from _stream_documents(path, fh)
+
+
+def _stream_documents(path: Path, fh: BinaryIO) -> Iterator[Document]:
+    """The documents of a JSONL stream; ``path`` names it in messages."""
+    # Bytes, decoded line by line, so a bad byte is reported with its line number.
+    for lineno, raw in enumerate(fh, 1):
+        if not raw.strip():
+            continue
+        rec = _parse_line(path, lineno, raw)
+        if not isinstance(rec, dict):
+            raise IngestError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}.")
+        raw_id = rec.get("_id", rec.get("id"))
+        if raw_id is None or str(raw_id).strip() == "":
+            raise IngestError(f"{path}:{lineno}: the record has no `_id` (BEIR) or `id` field; add one.")
+        if isinstance(raw_id, (dict, list)):
+            raise IngestError(
+                f"{path}:{lineno}: the record's id is a JSON {type(raw_id).__name__}; use a string or a number."
+            )
+        if len(str(raw_id)) > MAX_DOC_ID_CHARS:
+            raise IngestError(
+                f"{path}:{lineno}: the document id is {len(str(raw_id)):,} characters; the limit is "
+                f"{MAX_DOC_ID_CHARS:,} (MAX_DOC_ID_CHARS). Use a shorter id."
+            )
+        text = rec.get("text", rec.get("body"))
+        if not isinstance(text, str):
+            raise IngestError(
+                f"{path}:{lineno}: document {raw_id!r} has no string `text` field; add the document text."
+            )
+        title = rec.get("title") or ""
+        if not isinstance(title, str):
+            raise IngestError(f"{path}:{lineno}: document {raw_id!r} has a non-string `title`.")
+        metadata = rec.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise IngestError(f"{path}:{lineno}: document {raw_id!r}: `metadata` must be a JSON object.")
+        display = rec.get("display") or {}
+        if not isinstance(display, dict):
+            raise IngestError(f"{path}:{lineno}: document {raw_id!r}: `display` must be a JSON object.")
+        yield Document(normalize(str(raw_id)), normalize(title), normalize(text), metadata, display)
 
 
 def load_corpus(path: str | Path) -> list[Document]:
@@ -123,6 +128,16 @@ def load_corpus(path: str | Path) -> list[Document]:
             f"{p}: unknown corpus format {p.suffix!r}; use a .jsonl file, a BEIR folder with corpus.jsonl, "
             f"or a folder of {', '.join(sorted(formats.SUFFIXES))} files."
         )
+    return _unique(p, docs)
+
+
+def load_jsonl_stream(fh: BinaryIO, name: str = "<stdin>") -> list[Document]:
+    """The documents of JSONL read from ``fh`` (``ranklock ingest NAME -`` reads standard input); ``name`` in messages."""
+    return _unique(Path(name), list(_stream_documents(Path(name), fh)))
+
+
+def _unique(p: Path, docs: list[Document]) -> list[Document]:
+    """``docs``, refused when an id appears twice."""
     seen: dict[str, int] = {}
     for i, d in enumerate(docs):
         if d.doc_id in seen:

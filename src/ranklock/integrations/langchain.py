@@ -13,12 +13,12 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator
 
+from .._extras import require
 from ..engine import Engine
-from ..ingest.formats.base import require
 from ..settings import REQUEST
 from .common import engine_from, hit_metadata, run_search
 
-require("langchain_core", "langchain")
+require("langchain", "langchain_core", "ranklock.integrations.langchain (the LangChain retriever)")
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402

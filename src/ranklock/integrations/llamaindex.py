@@ -11,12 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from .._extras import require
 from ..engine import Engine
-from ..ingest.formats.base import require
 from ..settings import REQUEST
 from .common import engine_from, hit_metadata, run_search
 
-require("llama_index.core", "llamaindex")
+require("llamaindex", "llama_index.core", "ranklock.integrations.llamaindex (the LlamaIndex retriever)")
 
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402

@@ -13,7 +13,7 @@ from ..ingest.normalize import unstorable
 from ..limits import BIGINT_MAX, MAX_K, MAX_QUERY_CHARS
 from ..validation import short_repr
 
-__all__ = ["check_query", "check_request"]
+__all__ = ["check_offset", "check_query", "check_request"]
 
 
 def check_query(query: Any) -> None:
@@ -28,6 +28,17 @@ def check_query(query: Any) -> None:
     problem = unstorable(query, "the query")
     if problem is not None:
         raise QueryError(f"{problem}; remove it from the query.")
+
+
+def check_offset(offset: Any, k: Any) -> None:
+    """Raise QueryError for an offset that is not a whole number, or one that puts ``offset + k`` past MAX_K."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise QueryError(f"offset must be a whole number of results to skip (0 or more), got {short_repr(offset)}.")
+    if isinstance(k, int) and not isinstance(k, bool) and offset + k > MAX_K:
+        raise QueryError(
+            f"offset {offset} + k {k} = {offset + k:,} results, more than the {MAX_K:,} one search ranks; a page "
+            "that deep is better reached with a narrower query or a filter."
+        )
 
 
 def check_request(*, mode: Any, k: Any, snapshot: Any) -> None:

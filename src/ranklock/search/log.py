@@ -406,6 +406,17 @@ def replay_steps(
                 f"{purged[0]['at'].isoformat(timespec='seconds')}; its log entry was removed with the document, "
                 "so it cannot be replayed (`ranklock purge` erases a document from every snapshot and log)."
             )
+        dropped = yield Fetch(
+            "SELECT collection, at FROM ranklock.collection_drops WHERE %s = ANY (query_ids) ORDER BY id LIMIT 1",
+            [query_id],
+            primary=True,
+        )
+        if dropped:
+            raise NotFound(
+                f"query {query_id} searched collection {dropped[0]['collection']!r}, which was dropped at "
+                f"{dropped[0]['at'].isoformat(timespec='seconds')} with its snapshots and log entries; it cannot be "
+                "replayed."
+            )
         from ..store.log_retention import RetentionPolicy, pruned_through
 
         watermark: int = yield Offload(lambda: pruned_through(db))
@@ -437,8 +448,9 @@ def replay_steps(
     exists = yield Fetch("SELECT status, manifest_hash FROM ranklock.snapshots WHERE id = %s", [sid], primary=True)
     if not exists:
         raise NotFound(
-            f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped; "
-            "a replay needs the snapshot it ran against."
+            f"query {query_id} ran against snapshot {sid} of {row['collection']!r}, which has been dropped (by "
+            "`snapshot drop` or by snapshot retention); a replay needs the snapshot it ran against. Pin an entry "
+            "whose replay must keep working: `ranklock log pin ID` keeps it and its snapshot."
         )
     from ..store.timeout import timeout_override
 

@@ -103,11 +103,24 @@ class SearchResult(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     #: Where the search ran: "primary" or a read replica's host:port (ranklock.store.replicas).
     served_by: str = "primary"
+    #: Results skipped before these (a later page, :meth:`page`); the hits keep their ranks in the whole list.
+    offset: int = 0
 
     def to_json(self, *, timings: bool = False, indent: int | None = None, served_by: bool = False) -> str:
         """Canonical JSON.  Timings, the log id and the serving node vary run to run, so they are left out
-        by default (every node serves the same bytes; the digest in the query log is of this JSON)."""
+        by default (every node serves the same bytes; the digest in the query log is of this JSON).
+        ``offset`` appears only on a later page, so a first page's bytes are what they always were."""
         exclude = set() if timings else {"timings", "query_id"}
         if not served_by:
             exclude.add("served_by")
+        if not self.offset:
+            exclude.add("offset")
         return self.model_dump_json(exclude=exclude, indent=indent)
+
+    def page(self, offset: int, k: int) -> SearchResult:
+        """Hits ``offset + 1`` to ``offset + k`` of this result (a search of ``offset + k``), ranks unchanged.
+
+        The search behind a page is the ``offset + k`` one, logged as such: ``query_id`` replays it.
+        ``complete`` speaks of that whole list, so a short last page of an exhausted corpus is complete.
+        """
+        return self.model_copy(update={"hits": self.hits[offset : offset + k], "k": k, "offset": offset})

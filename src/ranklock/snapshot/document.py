@@ -12,6 +12,7 @@ from ..collection import CollectionInfo
 from ..errors import NotFound
 from ..store.database import Database
 from ..store.steps import Fetch, Steps, run_steps
+from .purge import purged_id_hash
 from .segments import live_documents_sql
 
 __all__ = ["StoredDocument", "get_document", "get_document_steps"]
@@ -56,6 +57,17 @@ def get_document_steps(coll: CollectionInfo, snapshot_id: int, doc_id: str) -> S
     )
     row = rows[0] if rows else None
     if row is None:
+        # An erased document is not "not found": say which purge erased it (its keyed hash tells).
+        purged = yield Fetch(
+            "SELECT id, at FROM ranklock.purges WHERE collection_id = %s AND %s = ANY (id_hashes) ORDER BY id DESC "
+            "LIMIT 1",
+            [coll.id, purged_id_hash(coll.name, doc_id)],
+        )
+        if purged:
+            raise NotFound(
+                f"document {doc_id!r} of {coll.name!r} was erased by purge {purged[0]['id']} at "
+                f"{purged[0]['at'].isoformat(timespec='seconds')}, from every snapshot; nothing of it is stored."
+            )
         raise NotFound(
             f"collection {coll.name!r} has no document {doc_id!r} in snapshot {snapshot_id}; "
             "use a doc_id from a search hit of that snapshot."

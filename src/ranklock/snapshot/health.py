@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import RanklockError
+from ..phrasing import plural
 from ..store.steps import Block, Fetch, Steps
 from ..store.tables import segment_table
 from .segments import Layout, segments_sql
@@ -38,10 +39,15 @@ class Readiness:
     collections: tuple[Mapping[str, Any], ...]
     #: ``{type, message}`` naming the failing part and the fix; None when ready.
     error: Mapping[str, str] | None = None
+    #: The embedding models (``Engine.warm``): ``{state, lines}``; while ``loading`` a lexical search is
+    #: served at once and one that needs a vector waits for the load.
+    models: Mapping[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON of ``/readyz`` (with ``status`` for ``ready``): ``error`` only when not ready."""
         out: dict[str, Any] = {"ready": self.ready, "database": self.database, "collections": list(self.collections)}
+        if self.models is not None:
+            out["models"] = self.models
         if self.error is not None:
             out["error"] = self.error
         return out
@@ -74,7 +80,7 @@ def readiness_steps(timeout: float, recoveries: Callable[[], int]) -> Steps[Read
     names = ", ".join(f"{c['name']} ({c['error']})" for c in failing)
     error = {
         "type": "SnapshotError",
-        "message": f"{len(failing)} collection(s) cannot serve: {names}. "
+        "message": f"{plural(len(failing), 'collection')} cannot serve: {names}. "
         "Activate a ready snapshot (`ranklock snapshot activate`) or re-ingest.",
     }
     return Readiness(False, database, tuple(collections), error)

@@ -62,6 +62,9 @@ class SnapshotDetail(SnapshotInfo):
     collection: str
     stats: Mapping[str, Any]
     manifest: Mapping[str, Any] | None
+    #: The purges that rewrote it, oldest first (ranklock.snapshot.purged.purges_of): its manifest hash and
+    #: its scores changed then, as an erasure must.
+    purges: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,12 +108,15 @@ class DropReport:
     """What ``snapshot drop`` removed: the snapshot, its tables, the segments no snapshot references any more."""
 
     collection: str
-    dropped: int
+    #: The snapshot dropped (None when several were: ``snapshots``).
+    dropped: int | None
     tables: tuple[str, ...]
     segments_dropped: tuple[int, ...]
     #: "done", or why the collection of unreferenced document versions was deferred.
     versions_gc: str
     versions_deleted: int
+    #: Every snapshot dropped.
+    snapshots: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}

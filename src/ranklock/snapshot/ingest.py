@@ -19,7 +19,7 @@ that ``replace`` removes, are masked (ranklock.snapshot.segments).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..collection import CollectionInfo, read_collection
 from ..embed.base import Embedder
@@ -27,11 +27,13 @@ from ..errors import IngestError
 from ..ingest.chunker import document_text
 from ..ingest.document import Document
 from ..ingest.fields import check_effective_dates, coerce_document_fields
+from ..phrasing import named, plural
 from ..store.database import Database
 from ..store.documents import store_versions
 from . import lifecycle
 from .build import BuildReport, Progress, build_snapshot, prepare_documents, reap_dead_builds
 from .merge import MergeOutcome, merge
+from .purged import purged_among
 from .segments import live_count, live_documents
 from .writer import writing
 
@@ -49,7 +51,8 @@ __all__ = [
 class IngestOutcome:
     """What :func:`ingest_snapshot` built, and how the document set changed from its parent."""
 
-    build: BuildReport
+    #: The snapshot built, or None: the input changed nothing, so the active snapshot stays (``parent_id``).
+    build: BuildReport | None
     added: int
     changed: int
     removed: int
@@ -60,6 +63,12 @@ class IngestOutcome:
     lock_wait: float
     #: The merge the policy ran after activating (ranklock.snapshot.merge), if any.
     merge: MergeOutcome | None = None
+    #: Given ids that an earlier snapshot held but the active one did not (deleted, or removed by a
+    #: replace): added back, and said so.
+    deleted_readded: tuple[str, ...] = ()
+    #: Given ids a purge erased, with the purge's id: left out (``purged_readded`` with ``allow_purged``).
+    purged_skipped: dict[str, int] = field(default_factory=dict)
+    purged_readded: dict[str, int] = field(default_factory=dict)
 
 
 def _noop(_stage: str, _done: int, _total: int) -> None:
@@ -79,9 +88,11 @@ def split_empty(docs: Sequence[Document]) -> tuple[dict[str, Document], list[str
 
 def empty_snapshot_error(name: str, previous: int, active: int | None, skipped: list[str]) -> IngestError:
     """Refusal of a snapshot with no document (``allow_empty`` overrides it)."""
-    why = f"; {_named(skipped)} had empty text and were skipped" if skipped else ""
+    verb = "was" if len(skipped) == 1 else "were"
+    why = f"; {_named(skipped)} had empty text and {verb} skipped" if skipped else ""
     was = (
-        f"would remove all {previous} document(s) of the active snapshot {active} of {name!r}"
+        f"would remove {'the' if previous == 1 else 'all'} {plural(previous, 'document')} of the active snapshot "
+        f"{active} of {name!r}"
         if previous
         else f"would make a snapshot of {name!r} with no documents"
     )
@@ -91,11 +102,9 @@ def empty_snapshot_error(name: str, previous: int, active: int | None, skipped: 
     )
 
 
-def _named(ids: list[str], limit: int = 10) -> str:
-    """``ids`` for a message: the first ``limit`` quoted, then how many more."""
-    shown = ", ".join(repr(i) for i in ids[:limit])
-    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
-    return f"{len(ids)} document{'s' if len(ids) != 1 else ''} ({shown}{more})"
+def _named(ids: list[str]) -> str:
+    """``ids`` for a message: ``document 'a'``, or ``2 documents ('a', 'b')``."""
+    return f"document {named(ids)}" if len(ids) == 1 else f"{plural(len(ids), 'document')} ({named(ids)})"
 
 
 def ingest_snapshot(
@@ -108,6 +117,7 @@ def ingest_snapshot(
     replace: bool = False,
     activate: bool = True,
     allow_empty: bool = False,
+    allow_purged: bool = False,
     skipped: list[str] | None = None,
     progress: Progress | None = None,
 ) -> IngestOutcome:
@@ -115,6 +125,9 @@ def ingest_snapshot(
 
     ``given`` maps doc_id to a document with text (see :func:`split_empty`);
     ``skipped`` only feeds the message of the refusal of an empty snapshot.
+    An input that changes nothing builds nothing: the active snapshot stays (``build`` is None), unless
+    ``activate`` is False (a candidate asked for is built).
+    An id a purge erased is left out unless ``allow_purged``, and named either way.
     """
     name = coll.name
     progress = progress or _noop
@@ -122,8 +135,15 @@ def ingest_snapshot(
     for d in given.values():
         coerce_document_fields(coll, d)
         check_effective_dates(d)
-    # The slow part first, with no lock held: chunks cut, vectors cached.
-    prepared = prepare_documents(db, coll, list(given.values()), emb, progress)
+    # A purge is an erasure: its ids come back only when the caller says so, and before anything of
+    # them is chunked or embedded (the purge emptied the embedding cache of their texts too).
+    purged = purged_among(db, coll, list(given))
+    if purged and not allow_purged:
+        given = {i: d for i, d in given.items() if i not in purged}
+    # The slow part first, with no lock held: chunks cut, vectors cached (nothing to do for an
+    # input the active snapshot already holds, as when the same folder is ingested again).
+    unchanged_before = activate and _unchanged(db, coll, given, replace)
+    prepared = None if unchanged_before else prepare_documents(db, coll, list(given.values()), emb, progress)
     with writing(db, coll.id, name, lock_wait) as waited:
         coll = read_collection(db, name)  # the active snapshot now is the parent
         reap_dead_builds(db, coll.id)
@@ -143,6 +163,23 @@ def ingest_snapshot(
         changed = len(write) - added
         unchanged = len(given) - len(write)
         removed = len(removed_ids)
+        readded = tuple(sorted(_stored_ids(db, coll.id, [i for i in given if i not in live]), key=_c_order))
+        purged_skipped, purged_readded = ({}, purged) if allow_purged else (purged, {})
+        if parent is not None and not write and not dead and activate:
+            # The active snapshot holds exactly this: a new one would differ only in its id.  (A build
+            # asked not to be activated is a candidate the caller wants, identical or not: built.)
+            return IngestOutcome(
+                None,
+                0,
+                0,
+                0,
+                unchanged,
+                parent,
+                waited,
+                deleted_readded=readded,
+                purged_skipped=purged_skipped,
+                purged_readded=purged_readded,
+            )
         # Shared version lock: a concurrent `snapshot drop` must not collect the
         # versions stored here before the new snapshot references them.
         with lifecycle.holding_versions(db, coll.id):
@@ -169,7 +206,33 @@ def ingest_snapshot(
         parent_id=coll.active_snapshot_id,
         lock_wait=waited,
         merge=merged,
+        deleted_readded=readded,
+        purged_skipped=purged_skipped,
+        purged_readded=purged_readded,
     )
+
+
+def _unchanged(db: Database, coll: CollectionInfo, given: dict[str, Document], replace: bool) -> bool:
+    """Whether the active snapshot holds exactly these versions (all of its documents, for ``replace``).
+
+    Read with no lock held, only to skip the preparation; the build decides again under the lock.
+    """
+    if coll.active_snapshot_id is None:
+        return False
+    live = live_documents(db, coll.active_snapshot_id, None if replace else list(given))
+    same = all(i in live and live[i][1] == d.content_hash for i, d in given.items())
+    return same and (not replace or len(live) == len(given))
+
+
+def _stored_ids(db: Database, collection_id: int, ids: list[str]) -> set[str]:
+    """The ids among ``ids`` with a stored version: an earlier snapshot held them (a purge erases the versions)."""
+    if not ids:
+        return set()
+    rows = db.fetchall(
+        "SELECT DISTINCT doc_id FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s)",
+        [collection_id, ids],
+    )
+    return {r["doc_id"] for r in rows}
 
 
 @dataclass(frozen=True)
@@ -211,7 +274,7 @@ def delete_documents(
         missing = tuple(i for i in wanted if i not in live)
         if missing and not missing_ok:
             raise IngestError(
-                f"snapshot {parent} of {coll.name!r} has no {_named(list(missing))}; nothing was deleted. "
+                f"snapshot {parent} of {coll.name!r} holds no {_named(list(missing))}; nothing was deleted. "
                 "Check the ids (a search hit's doc_id), or pass --missing-ok to delete the others."
             )
         deleted = tuple(i for i in wanted if i in live)

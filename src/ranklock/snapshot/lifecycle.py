@@ -18,7 +18,7 @@ activate) lives in the Engine, which sits above both eval and snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -33,6 +33,7 @@ from ..store.steps import Fetch, Offload, Steps, run_steps
 from .build import drop_segment_tables, drop_snapshot_tables, reap_dead_builds
 from .info import Activation, DropReport, SnapshotDetail, SnapshotDiff, SnapshotInfo
 from .manifest import diff_manifests
+from .purged import purges_of
 from .segments import collect_segments, live_documents_sql, segments_sql
 from .writer import writing
 
@@ -40,6 +41,7 @@ __all__ = [
     "activate",
     "diff_snapshots",
     "drop_snapshot",
+    "drop_snapshots",
     "holding_versions",
     "list_snapshots",
     "list_snapshots_steps",
@@ -197,6 +199,7 @@ def snapshot_info(db: Database, coll: CollectionInfo, snapshot_id: int | None = 
         collection=name,
         stats=r["stats"] or {},
         manifest=full["manifest"] if full else None,
+        purges=tuple(purges_of(db, sid)),
     )
 
 
@@ -284,8 +287,14 @@ def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wai
     then deleted, unless an ingest of the collection is in flight (it may be
     about to reference them); ``versions_gc`` says which happened.
     """
+    return drop_snapshots(db, coll, [snapshot_id], lock_wait)
+
+
+def drop_snapshots(db: Database, coll: CollectionInfo, snapshot_ids: Sequence[int], lock_wait: float) -> DropReport:
+    """:func:`drop_snapshot` of several snapshots in one transaction, the segments and versions collected once
+    (snapshot retention drops many at a time: ranklock.snapshot.retention)."""
     name = coll.name
-    sid = int(snapshot_id)
+    ids = sorted({int(i) for i in snapshot_ids})
     # Under the writer lock: never between an ingest's reading the active
     # snapshot and its activating, nor racing an activation of this snapshot.
     with writing(db, coll.id, name, lock_wait), db.connection() as conn, conn.transaction():
@@ -295,29 +304,31 @@ def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wai
         ).fetchone()
         assert cur is not None  # the collection was just read
         active, previous = cur
-        if active == sid:
-            raise SnapshotError(
-                f"snapshot {sid} is the active snapshot of {name!r} and keeps serving; activate or roll back "
-                f"to another snapshot first, then drop it."
-            )
-        snap = conn.execute(
-            "SELECT status FROM ranklock.snapshots WHERE id = %s AND collection_id = %s FOR UPDATE", [sid, coll.id]
-        ).fetchone()
-        if snap is None:
-            raise _missing(name, sid)
-        if snap[0] == "building":
-            got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [locks.BUILD, sid]).fetchone()
-            if not got or not got[0]:
+        tables: list[str] = []
+        for sid in ids:
+            if active == sid:
                 raise SnapshotError(
-                    f"snapshot {sid} of {name!r} is being built by a live process; wait for the build to "
-                    "finish (then drop it) or stop that process."
+                    f"snapshot {sid} is the active snapshot of {name!r} and keeps serving; activate or roll back "
+                    f"to another snapshot first, then drop it."
                 )
-        if previous == sid:
-            conn.execute("UPDATE ranklock.collections SET previous_snapshot_id = NULL WHERE id = %s", [coll.id])
-        # The snapshot's own table, its row (and with it what it references), then every segment
-        # no remaining snapshot references, with its tables (ranklock.store.tables), in this transaction.
-        tables = drop_snapshot_tables(conn, sid)
-        conn.execute("DELETE FROM ranklock.snapshots WHERE id = %s", [sid])
+            snap = conn.execute(
+                "SELECT status FROM ranklock.snapshots WHERE id = %s AND collection_id = %s FOR UPDATE", [sid, coll.id]
+            ).fetchone()
+            if snap is None:
+                raise _missing(name, sid)
+            if snap[0] == "building":
+                got = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [locks.BUILD, sid]).fetchone()
+                if not got or not got[0]:
+                    raise SnapshotError(
+                        f"snapshot {sid} of {name!r} is being built by a live process; wait for the build to "
+                        "finish (then drop it) or stop that process."
+                    )
+            if previous == sid:
+                conn.execute("UPDATE ranklock.collections SET previous_snapshot_id = NULL WHERE id = %s", [coll.id])
+            # The snapshot's own table and its row (and with it what it references).
+            tables += drop_snapshot_tables(conn, sid)
+            conn.execute("DELETE FROM ranklock.snapshots WHERE id = %s", [sid])
+        # Then every segment no remaining snapshot references, with its tables (ranklock.store.tables).
         segments = collect_segments(conn, coll.id)
         for g in segments:
             tables += drop_segment_tables(conn, g)
@@ -336,11 +347,12 @@ def drop_snapshot(db: Database, coll: CollectionInfo, snapshot_id: int, lock_wai
             collected = int(gc[0]) if gc else 0
     return DropReport(
         name,
-        sid,
+        ids[0] if len(ids) == 1 else None,
         tables=tuple(sorted(tables)),
         segments_dropped=tuple(segments),
         versions_gc="done" if collected is not None else "deferred: an ingest is in progress",
         versions_deleted=collected or 0,
+        snapshots=tuple(ids),
     )
 
 

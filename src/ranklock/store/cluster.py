@@ -140,6 +140,25 @@ class LocalCluster:
         """The coordinator's DSN: what ``RANKLOCK_DSN`` is set to for the engine to use the cluster."""
         return self._registered()[0].dsn()
 
+    def home_dsn(self) -> str | None:
+        """The coordinator's DSN when this home holds a cluster, which is then the home's database; else None.
+
+        A command given no ``--dsn`` uses it (ranklock.Engine), so a home made with ``db cluster create``
+        ingests into the cluster, not into a single-node server beside it.  A node that is not running is
+        an error naming the fix: the operator stopped the cluster, and no command starts it behind them.
+        """
+        nodes = self.nodes()
+        if not nodes:
+            return None
+        down = [n.name for n in nodes if not n.server(self.home).running()]
+        if down:
+            raise DatabaseUnavailable(
+                f"the local Citus cluster of {self.home} is this home's database, and {', '.join(down)} "
+                f"{'is' if len(down) == 1 else 'are'} not running; start it with `ranklock db cluster start` "
+                "(`ranklock db cluster status` shows each node), or remove it with `ranklock db cluster drop`."
+            )
+        return nodes[0].dsn()
+
     # -- create -------------------------------------------------------------------------------
 
     def create(self, workers: int, *, port: int | None = None) -> dict[str, Any]:

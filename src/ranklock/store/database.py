@@ -141,8 +141,11 @@ class Database:
                 self._migrate(conn)
                 self.data_directory = data_directory(conn)
         except psycopg.OperationalError as exc:
+            # libpq's text spans lines and may end in a question ("...accepting TCP/IP connections?"):
+            # one line, and no full stop after a question mark.
+            said = " ".join(str(exc).split())
             raise DatabaseUnavailable(
-                f"cannot connect to PostgreSQL at {_redact(dsn)}: {str(exc).strip()}. "
+                f"cannot connect to PostgreSQL at {_redact(dsn)}: {said}{'' if said.endswith(('.', '?', '!')) else '.'} "
                 "Check that the server runs and the DSN is right, or unset RANKLOCK_DSN "
                 "to use the embedded server."
             ) from exc

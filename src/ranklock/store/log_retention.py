@@ -45,6 +45,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ConfigError, RanklockError
+from ..settings import human_duration
 from . import locks
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ __all__ = [
     "age_cut_sql",
     "log_status",
     "logs_status",
+    "pin_entry",
     "prune",
     "prune_all",
     "prune_interval",
@@ -118,29 +120,29 @@ def size_cut_sql(log_: LogTable) -> sql.Composed:
 
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """Keep entries younger than ``max_age_s`` (0: any age) and at most ``max_bytes`` of them (0: any size)."""
+    """Keep entries younger than ``max_age_s`` (0: any age) and at most ``max_bytes`` of them (0: any size).
+
+    ``everything``: keep none (``ranklock log prune --older-than 0s``), where a 0 in the settings means
+    no limit.  Pinned entries (``ranklock log pin``) stay whatever the policy.
+    """
 
     max_age_s: float
     max_bytes: int
+    everything: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetentionPolicy:
         return cls(max_age_s=settings.log_retention, max_bytes=settings.log_max_bytes)
 
     def describe(self) -> str:
-        age = "any age" if not self.max_age_s else f"{_human_age(self.max_age_s)}"
+        if self.everything:
+            return "no entry but the pinned ones"
+        age = "any age" if not self.max_age_s else human_duration(self.max_age_s)
         size = "any size" if not self.max_bytes else f"{_human_bytes(self.max_bytes)}"
         return f"{age}, {size}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"max_age_s": self.max_age_s, "max_bytes": self.max_bytes, "describe": self.describe()}
-
-
-def _human_age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 def _human_bytes(n: int) -> str:
@@ -163,7 +165,10 @@ def prune(db: Database, policy: RetentionPolicy, *, batch: int, log_: LogTable =
         if row is None or not row[0]:
             return {"deleted": 0, "bytes": 0, "pruned_through": None, "skipped": True}
         cutoff = 0
-        if policy.max_age_s > 0:
+        if policy.everything:
+            newest = conn.execute(sql.SQL("SELECT max(id) FROM {}").format(_t(log_))).fetchone()
+            cutoff = int(newest[0]) if newest is not None and newest[0] is not None else 0
+        elif policy.max_age_s > 0:
             # The oldest entry young enough to keep; ids grow with time, so every
             # lower id is older (a concurrent insert can lag by a moment).
             young = conn.execute(age_cut_sql(log_), [policy.max_age_s]).fetchone()
@@ -182,7 +187,8 @@ def prune(db: Database, policy: RetentionPolicy, *, batch: int, log_: LogTable =
             return {"deleted": 0, "bytes": 0, "pruned_through": None, "skipped": False}
         gone = conn.execute(
             sql.SQL(
-                "WITH d AS (DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE id <= %s ORDER BY id LIMIT %s) "
+                "WITH d AS (DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE id <= %s AND NOT pinned "
+                "ORDER BY id LIMIT %s) "
                 "RETURNING id, coalesce(bytes, 0) AS bytes) SELECT count(*), coalesce(sum(bytes), 0), max(id) FROM d"
             ).format(t=_t(log_)),
             [cutoff, batch],
@@ -318,6 +324,41 @@ def log_status(db: Database, policy: RetentionPolicy, log_: LogTable = QUERY_LOG
 def logs_status(db: Database, policy: RetentionPolicy) -> dict[str, LogStatus]:
     """:func:`log_status` of each log, by name (``db status``)."""
     return {log_.name: log_status(db, policy, log_) for log_ in LOGS}
+
+
+def pin_entry(db: Database, *, query_id: int | None = None, answer_id: str | None = None, pinned: bool = True) -> int:
+    """Pin (or unpin) one query-log or answer-log entry; the id of the snapshot it ran against.
+
+    A pinned entry is kept by retention here and its snapshot by snapshot retention
+    (ranklock.snapshot.retention); NotFound when the entry is not in the log.
+    """
+    from ..errors import InputError, NotFound
+
+    if (query_id is None) == (answer_id is None):
+        raise InputError("name one log entry to pin: a query id, or --answer ANSWER_ID; not both, not neither.")
+    if query_id is not None:
+        what, row = (
+            f"query {query_id}",
+            db.fetchone(
+                "UPDATE ranklock.query_log SET pinned = %s WHERE id = %s RETURNING snapshot_id", [pinned, query_id]
+            ),
+        )
+    else:
+        # An answer id names one answer; the same answer asked twice is logged twice, each entry pinned.
+        what, row = (
+            f"answer {answer_id}",
+            db.fetchone(
+                "WITH u AS (UPDATE ranklock.answer_log SET pinned = %s WHERE answer_id = %s RETURNING id, snapshot_id) "
+                "SELECT snapshot_id FROM u ORDER BY id DESC LIMIT 1",
+                [pinned, answer_id],
+            ),
+        )
+    if row is None or row["snapshot_id"] is None:
+        raise NotFound(
+            f"{what} is not in the log (pruned by retention, removed by a purge or a drop, or never logged); only a "
+            "logged entry can be pinned. `ranklock db status` shows what the logs hold."
+        )
+    return int(row["snapshot_id"])
 
 
 def pruned_through(db: Database, log_: LogTable = QUERY_LOG) -> int:

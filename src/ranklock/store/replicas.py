@@ -408,6 +408,31 @@ class ReadRouter:
         except psycopg.Error:
             return False
 
+    def snapshots_in_use(self, collection: str) -> dict[int, str]:
+        """Snapshot id -> the replica whose catalog still names it active or previous for ``collection``.
+
+        Snapshot retention keeps those (ranklock.snapshot.retention): a replica that has not replayed a
+        switch yet still serves the old snapshot to a client that reads it directly.  A replica that
+        cannot be asked is left out: it replays the switch before the drop, in WAL order.
+        """
+        out: dict[int, str] = {}
+        for node in self.nodes:
+            if node.state == "down" or node.db is None:
+                continue
+            try:
+                row = node.db.fetchone(
+                    "SELECT active_snapshot_id AS a, previous_snapshot_id AS p FROM ranklock.collections "
+                    "WHERE name = %s",
+                    [collection],
+                )
+            except (DatabaseUnavailable, psycopg.OperationalError) as exc:
+                node.mark_down(str(exc))
+                continue
+            for sid in (row or {}).values():
+                if sid is not None:
+                    out.setdefault(int(sid), f"replica {node.name}")
+        return out
+
     def status(self) -> list[ReplicaStatus]:
         """Each node: state, replay position, lag in bytes and seconds (``ranklock replica list``)."""
         row = self.primary.fetchone("SELECT pg_current_wal_lsn()::text AS lsn")

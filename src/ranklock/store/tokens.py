@@ -7,8 +7,9 @@ itself is never stored, logged or compared::
     >>> info, secret = create_token(db, "agent", ["read"])
     >>> verify_token_steps(secret)        # steps: TokenInfo, or Unauthorized naming why
 
-Scopes (:data:`SCOPES`): ``read`` (search, ask, collections, documents) and
-``paid-generator`` (choose an Ask generator billed to the operator: ``openai``).
+Scopes (:data:`SCOPES`): ``read`` (search, ask, collections, documents),
+``paid-generator`` (choose an Ask generator billed to the operator: ``openai``) and
+``admin`` (drop a collection: ``DELETE /api/collections/NAME``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ __all__ = [
     "verify_token_steps",
 ]
 
-#: Every scope a token can hold, sorted; the table's CHECK (migration 0010) lists the same.
-SCOPES = ("paid-generator", "read")
+#: Every scope a token can hold, sorted; the table's CHECK (migrations 0010, 0014) lists the same.
+SCOPES = ("admin", "paid-generator", "read")
 _PREFIX = "rlk_"
 _SHAPE = re.compile(r"rlk_[A-Za-z0-9_-]{43}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import IngestError
+from ...phrasing import plural
 from ..document import Document
 from ..normalize import normalize
 from .base import Extracted, Unreadable, read_utf8, without_title_line
@@ -160,7 +161,7 @@ def unreadable_error(root: Path, bad: list[UnreadableFile], *, skip_hint: bool =
     lines = "\n".join(f"  {u.path}: {u.reason}" for u in bad)
     hint = ", or pass --skip-unreadable to ingest the rest and leave these out" if skip_hint else ""
     return IngestError(
-        f"{len(bad)} file(s) under {root} could not be read; nothing was ingested:\n{lines}\nFix or remove them{hint}."
+        f"{plural(len(bad), 'file')} under {root} could not be read; nothing was ingested:\n{lines}\nFix or remove them{hint}."
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...phrasing import plural
 from .base import Extracted, Unreadable, require
 
 __all__ = ["read_pdf"]
@@ -25,7 +26,7 @@ def read_pdf(path: Path) -> Extracted:
     text = "\n\n".join(p for p in pages if p)
     if not text.strip():
         raise Unreadable(
-            f"no text layer in {len(pages)} page(s) (a scanned or image-only PDF); run OCR on it "
+            f"no text layer in {plural(len(pages), 'page')} (a scanned or image-only PDF); run OCR on it "
             "(e.g. ocrmypdf) and ingest the result"
         )
     title = str(info.title).strip() if info is not None and info.title else ""

@@ -28,6 +28,11 @@ _NULL_OPS = ("is_null", "is_not_null")
 _ORDERED = (*_COMPARISONS, "in", "between", *_NULL_OPS)
 
 _EXAMPLE = 'e.g. years_exp >= 5 and skills has "python"'
+#: A date or timestamp written without quotes, with the field and operator before it.
+_UNQUOTED_DATE = re.compile(
+    r"(?:(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*)?(?P<op>>=|<=|!=|=|<|>)\s*"
+    r"(?P<date>\d{4}-\d{2}(?:-\d{2})?(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?(?:Z|[+-]\d{2}:?\d{2})?)"
+)
 
 
 # -- the expression language ---------------------------------------------------------
@@ -54,6 +59,16 @@ class _Tok:
     value: Any = None
 
 
+def _example(text: str) -> str:
+    """The example a syntax error of ``text`` ends with: a quoted date when ``text`` holds an unquoted one
+    (2024-01-01 reads as the number 2024 followed by -01), else the general one."""
+    m = _UNQUOTED_DATE.search(text)
+    if m is None:
+        return _EXAMPLE
+    field = m.group("field") or "date"
+    return f'a date or time is a quoted string: {field} {m.group("op")} "{m.group("date")}"'
+
+
 def _tokenize(text: str) -> list[_Tok]:
     toks: list[_Tok] = []
     pos = 0
@@ -66,7 +81,7 @@ def _tokenize(text: str) -> list[_Tok]:
                     f"filter syntax error at position {pos}: string starting here has no closing {ch}; "
                     f"close it with {ch}."
                 )
-            raise FilterError(f"filter syntax error at position {pos}: unexpected character {ch!r}; {_EXAMPLE}.")
+            raise FilterError(f"filter syntax error at position {pos}: unexpected character {ch!r}; {_example(text)}.")
         kind = m.lastgroup or ""
         raw = m.group()
         if kind == "ws":
@@ -109,6 +124,7 @@ class _Parser:
     """Recursive descent: or < and < not < comparison, parentheses group."""
 
     def __init__(self, text: str) -> None:
+        self.text = text
         self.toks = _tokenize(text)
         self.i = 0
         self.depth = 0  # open parentheses and `not`s around the current position
@@ -130,7 +146,7 @@ class _Parser:
         tok = self.peek()
         found = "end of input" if tok.kind == "end" else repr(tok.text)
         return FilterError(
-            f"filter syntax error at position {tok.pos}: expected {expected}, found {found}; {_EXAMPLE}."
+            f"filter syntax error at position {tok.pos}: expected {expected}, found {found}; {_example(self.text)}."
         )
 
     def expect_punct(self, ch: str) -> None:
