@@ -167,14 +167,24 @@ def levels_pair(citus_cluster: LocalCluster, engine: Engine, cname: str) -> Iter
     on_cluster.close()
 
 
-@pytest.mark.parametrize("knobs", [{}, {"SEED_PER_TERM": 1}, {"SEED_PER_TERM": 100_000, "DEEPER": 0, "SKIP_LEVEL": 0}])
-def test_the_pruned_impact_plan_on_shards_answers_as_one_node(
-    levels_pair: tuple[Engine, Engine], cname: str, monkeypatch: pytest.MonkeyPatch, knobs: dict[str, int]
+@pytest.mark.parametrize(
+    ("plan", "knobs"),
+    [
+        ("sharded_impact", {"DENSE_MAX_TERMS": 0}),
+        ("sharded_impact", {"DENSE_MAX_TERMS": 0, "SEED_PER_TERM": 1}),
+        ("sharded_impact", {"DENSE_MAX_TERMS": 0, "SEED_PER_TERM": 100_000, "DEEPER": 0, "SKIP_LEVEL": 0}),
+        ("sharded_dense", {}),
+        ("sharded_dense", {"SEED_PER_TERM": 1}),
+        ("sharded_dense", {"DENSE_PROBE": 1}),
+    ],
+)
+def test_the_pruned_plans_on_shards_answer_as_one_node(
+    levels_pair: tuple[Engine, Engine], cname: str, monkeypatch: pytest.MonkeyPatch, plan: str, knobs: dict[str, float]
 ) -> None:
-    """A global theta from seeds on every shard, then each shard reads only what can reach it: exact.
+    """A global theta from seeds on every shard, then each shard scores only what can reach it: exact.
 
-    Few postings take the plain sum; here every query takes the pruned plan, over two segments with dead
-    rows, under filters and as_of, with seeds from one posting a term (theta often 0: the sum's fallback)
+    Few postings take the plain sum; here every query takes a pruned plan, over two segments with dead
+    rows, under filters and as_of, with seeds from one posting a term (theta often 0: the fallback)
     to every posting."""
     import ranklock.search.bm25 as bm25_module
 
@@ -187,7 +197,7 @@ def test_the_pruned_impact_plan_on_shards_answers_as_one_node(
         if mode == "semantic" or kw.get("query_syntax") or kw.get("lexical_ranker") or "k1" in kw:
             continue
         _, params = cluster.search_sql(cname, query, k=15, mode=mode, **kw)
-        assert params["bm25_plan"] == "sharded_impact", (query, kw)
+        assert params["bm25_plan"] == plan, (query, kw)
     assert _answers(cluster, cname) == _answers(one, cname)
 
 

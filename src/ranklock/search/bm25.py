@@ -323,14 +323,13 @@ def prepare_bm25(
     if impact:
         lp["bm25_postings"] = total
         lp["bm25_terms"] = terms
-        if layout.distributed:
-            lp["bm25_plan"] = "sharded" if total <= FULL_SCAN_POSTINGS else "sharded_impact"
-        elif total <= FULL_SCAN_POSTINGS:
-            lp["bm25_plan"] = "full"
-        elif dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS:
-            lp["bm25_plan"] = "dense"
+        dense_plan = dense and 1 <= n_dense <= DENSE_MAX_TERMS and rest <= DENSE_REST_POSTINGS
+        if total <= FULL_SCAN_POSTINGS:
+            lp["bm25_plan"] = "sharded" if layout.distributed else "full"
+        elif dense_plan:
+            lp["bm25_plan"] = "sharded_dense" if layout.distributed else "dense"
         else:
-            lp["bm25_plan"] = "impact"
+            lp["bm25_plan"] = "sharded_impact" if layout.distributed else "impact"
     lp.update(
         {
             # The snapshot's statistics: its live chunks and their average length (exact integers, so the
@@ -355,7 +354,7 @@ def prepare_bm25(
             "bm25_max_chunks": max(1, max_chunks),
         }
     )
-    if lp.get("bm25_plan") == "dense":
+    if lp.get("bm25_plan") in ("dense", "sharded_dense"):
         lp.update(
             {
                 "bm25_dense_seeds": DENSE_SEEDS,
@@ -405,7 +404,7 @@ def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int)
     lp = bm25.params
     chunks = max(1, int(lp.get("bm25_chunks") or 1))
     admitted = max(1, admitted_chunks)
-    if bm25.strategy == "sharded_impact" and _constrained(spec):
+    if bm25.strategy in ("sharded_impact", "sharded_dense") and _constrained(spec):
         # Its seeds are read down to a weight, not until enough pass: read as many more as the filter rejects.
         return dataclasses.replace(bm25, params={**lp, "bm25_seed_reads": SEED_PER_TERM * chunks / admitted})
     if bm25.strategy not in ("impact", "dense") or not _constrained(spec):
@@ -704,8 +703,8 @@ def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sq
         return _admitted_sql(spec)
     if bm25.strategy == "sharded":
         return _sharded_sql(spec, where)
-    if bm25.strategy == "sharded_impact":
-        return _sharded_impact_sql(spec)
+    if bm25.strategy in ("sharded_impact", "sharded_dense"):
+        return _sharded_pruned_sql(spec, dense=bm25.strategy == "sharded_dense")
     dense = bm25.strategy == "dense"
     # Under a constraint the plan's candidates are checked once (_admits), then only admitted rows go on.
     checked = not _unfiltered(spec)
@@ -806,8 +805,10 @@ def _sharded_sql(spec: SearchSpec, where: sql.Composable) -> sql.Composable:
     ).format(qt=_query_terms(spec), arms=sql.SQL("\nUNION ALL\n").join(_summed_arms(spec, where)))
 
 
-def _summed_arms(spec: SearchSpec, where: sql.Composable) -> list[sql.Composable]:
-    """The sharded plan's arm of each segment (:func:`_sharded_sql`)."""
+def _summed_arms(
+    spec: SearchSpec, where: sql.Composable, *, when: sql.Composable | None = None
+) -> list[sql.Composable]:
+    """The sharded plan's arm of each segment (:func:`_sharded_sql`), run only ``when`` (if given)."""
     k1, b, avgdl = _k1_b_avgdl()
     weight = weight_sql(sql.SQL("qt.idf"), sql.SQL("p.tf"), sql.SQL("p.len"), k1, b, avgdl)
     return [
@@ -815,7 +816,7 @@ def _summed_arms(spec: SearchSpec, where: sql.Composable) -> list[sql.Composable
             """(SELECT c.doc_id, c.chunk, s.score FROM (
         SELECT p.{dist}, p.row_id, sum(qt.qtf * {weight} ORDER BY qt.ord) AS score
         FROM {postings} AS p JOIN qt ON qt.seg = {seg} AND qt.term_id = p.term_id
-        WHERE p.term_id = ANY (ARRAY(SELECT qt.term_id FROM qt WHERE qt.seg = {seg})) AND {pkey}
+        WHERE p.term_id = ANY (ARRAY(SELECT qt.term_id FROM qt WHERE qt.seg = {seg})) AND {pkey} AND {when}
         GROUP BY p.{dist}, p.row_id) AS s
     JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t WHERE {tkey}) AS c ON c.{dist} = s.{dist} AND c.row_id = s.row_id
     WHERE {where}
@@ -826,6 +827,7 @@ def _summed_arms(spec: SearchSpec, where: sql.Composable) -> list[sql.Composable
             postings=segment_table("postings", g.id),
             seg=sql.SQL("{}::bigint").format(sql.Literal(g.id)),
             pkey=g.key_sql("p"),
+            when=sql.SQL("TRUE") if when is None else when,
             chunks=segment_table("chunks", g.id),
             tkey=g.key_sql("t"),
             where=where,
@@ -834,8 +836,8 @@ def _summed_arms(spec: SearchSpec, where: sql.Composable) -> list[sql.Composable
     ]
 
 
-def _sharded_impact_sql(spec: SearchSpec) -> sql.Composable:
-    """The impact plan on shards: a global theta first, then every shard reads only what can still reach it.
+def _sharded_pruned_sql(spec: SearchSpec, *, dense: bool) -> sql.Composable:
+    """The impact or dense plan on shards: a global theta first, then every shard scores only what can reach it.
 
     One statement, which Citus runs as a few steps (docs/scaling.md):
 
@@ -845,25 +847,32 @@ def _sharded_impact_sql(spec: SearchSpec) -> sql.Composable:
        the query's terms cannot be pushed down), scored exactly from the
        forward table, filtered, each shard's best ``depth`` documents.
     2. theta, on the coordinator: the ``depth``-th best of those (a real score
-       of real documents, so a lower bound of the branch's last); then each
-       term's read depth, by the impact plan's own rule (:func:`_read_depths_ctes`).
-    3. Every shard: each term's postings down to its depth, each chunk's
-       bound (as in the impact plan), those reaching theta scored exactly
-       and filtered, its top ``depth * max_chunks``; the coordinator merges.
+       of real documents, so a lower bound of the branch's last).
+    3. The candidates.  Impact (``dense`` false): each term's read depth by the
+       impact plan's own rule (:func:`_read_depths_ctes`, on the coordinator),
+       then on every shard each term's postings down to its depth and each
+       chunk's bound.  Dense: the dense plan's bounds themselves
+       (:func:`_dense_ctes`): the blocks are reference tables, summed on the
+       coordinator, the other terms' postings read on the shards.
+    4. Every shard: its candidates reaching theta scored exactly and filtered,
+       its top ``depth * max_chunks``; the coordinator merges.
 
     The exact score is the forward table's, by the one expression every plan
     uses, with the query's term ids, frequencies and idfs bound as arrays
     (``bm25_ids_<segment>``: Citus pushes down no subquery correlated with a
     relation of the coordinator), so each chunk gets the bits it gets on one
     node.  When the seeds cannot bound theta (fewer than ``depth`` documents
-    pass the filter), step 3 is the sharded plan's full sum instead.
+    pass the filter), theta is 0: the impact plan reads every posting of the
+    terms and scores every chunk read; the dense plan sums them (the sharded
+    plan's arms, run only then).
     """
     unfiltered = _unfiltered(spec)
     # The dead rows in one CTE of the statement: Citus sends them to the workers once (508 kB at 200k
     # chunks with 10 % replaced), where each use of the catalog's rows was sent again (7 times a search).
     dead = spec.layout.dead_rows > 0
     where = where_sql(spec, dead="dead_rows" if dead else None)
-    seed_docs, pruned = [], []
+    seed_docs: list[sql.Composable] = []
+    arms: list[sql.Composable] = []
     for g in spec.layout.segments:
         seg, dist = sql.SQL("{}::bigint").format(sql.Literal(g.id)), sql.Identifier(g.distribution or "doc_id")
         chunks, tkey = segment_table("chunks", g.id), g.key_sql("t")
@@ -898,23 +907,46 @@ def _sharded_impact_sql(spec: SearchSpec) -> sql.Composable:
                 "AND {where} GROUP BY f.{dist}, f.doc_id ORDER BY best DESC LIMIT %(depth)s::bigint)"
             ).format(**parts)
         )
-        pruned.append(
+        candidates = (
+            # An array of row ids, so each shard probes its forward rows (and their chunks) by index: as a
+            # semi-join with the broadcast candidates the planner scanned the whole chunk table of the shard.
             sql.SQL(
-                """(SELECT c.doc_id, c.chunk, s.score FROM (
-        SELECT f.{dist}, f.row_id, {score} AS score FROM {forward} AS f
-        WHERE (f.{dist}, f.row_id) IN (
+                "f.row_id = ANY (ARRAY(SELECT k.row_id FROM cand AS k "
+                "WHERE k.seg = {seg} AND k.bound >= (SELECT cut FROM theta)))"
+            )
+            if dense
+            else sql.SQL(
+                """(f.{dist}, f.row_id) IN (
             SELECT e.{dist}, e.row_id FROM thr_all AS thr CROSS JOIN LATERAL (
                 SELECT x.{dist}, x.row_id, x.w FROM {postings} AS x
                 WHERE x.term_id = thr.term_id AND x.w >= thr.f AND {xkey}) AS e
             WHERE thr.seg = {seg}
             GROUP BY e.{dist}, e.row_id
-            HAVING (SELECT fs.fsum FROM fs WHERE fs.seg = {seg}) + sum(thr.scale * e.w - thr.fq) >= (SELECT cut FROM theta))
-          AND {fkey}) AS s
+            HAVING (SELECT fs.fsum FROM fs WHERE fs.seg = {seg}) + sum(thr.scale * e.w - thr.fq) >= (SELECT cut FROM theta))"""
+            )
+        ).format(**parts)
+        arms.append(
+            sql.SQL(
+                """(SELECT c.doc_id, c.chunk, s.score FROM (
+        SELECT f.{dist}, f.row_id, {score} AS score FROM {forward} AS f WHERE {candidates} AND {fkey}) AS s
     JOIN (SELECT {seg} AS seg, t.* FROM {chunks} AS t WHERE {tkey}) AS c ON c.{dist} = s.{dist} AND c.row_id = s.row_id
     WHERE {where}
     ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint)"""
-            ).format(**parts)
+            ).format(candidates=candidates, **parts)
         )
+    if dense:
+        middle = _dense_ctes(spec, "cand")
+        arms += _summed_arms(spec, where, when=sql.SQL("(SELECT theta FROM theta) = 0"))
+    else:
+        middle = sql.SQL(
+            """{depths},
+thr_all AS MATERIALIZED (
+    -- theta 0 (the seeds could not bound it): every term read whole, every chunk read scored.
+    SELECT seg, term_id, scale, f, fq FROM thr
+    UNION ALL SELECT qt.seg, qt.term_id, qt.scale, 0::float8, 0::float8 FROM qt WHERE (SELECT theta FROM theta) = 0
+),
+fs AS MATERIALIZED (SELECT seg, sum(fq) AS fsum FROM thr_all GROUP BY seg)"""
+        ).format(depths=_read_depths_ctes())
     return sql.SQL(
         """WITH {qt},{dead}
 seedw AS MATERIALIZED (
@@ -928,26 +960,20 @@ seedw AS MATERIALIZED (
 ),
 seed_docs AS MATERIALIZED ({seed_docs}),
 theta AS MATERIALIZED (
-    -- Fewer than depth seed documents pass the filter: theta = 0, every posting is summed.
+    -- Fewer than depth seed documents pass the filter: theta = 0.
     SELECT th.theta, th.theta - 1e-9 * (1 + th.theta) AS cut FROM (
         SELECT coalesce((SELECT best FROM seed_docs ORDER BY best DESC LIMIT 1 OFFSET (%(depth)s::bigint - 1)), 0)
                AS theta) AS th
 ),
-{depths},
-thr_all AS MATERIALIZED (
-    -- theta 0 (the seeds could not bound it): every term read whole, every chunk read scored.
-    SELECT seg, term_id, scale, f, fq FROM thr
-    UNION ALL SELECT qt.seg, qt.term_id, qt.scale, 0::float8, 0::float8 FROM qt WHERE (SELECT theta FROM theta) = 0
-),
-fs AS MATERIALIZED (SELECT seg, sum(fq) AS fsum FROM thr_all GROUP BY seg)
+{middle}
 SELECT h.doc_id, h.chunk, h.score FROM ({arms}) AS h
 ORDER BY h.score DESC, h.doc_id, h.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"""
     ).format(
         qt=_query_terms(spec),
         seed_docs=sql.SQL("\nUNION ALL\n").join(seed_docs),
         dead=sql.SQL("\ndead_rows AS MATERIALIZED ({}),").format(dead_rows_sql(spec.layout)) if dead else sql.SQL(""),
-        depths=_read_depths_ctes(),
-        arms=sql.SQL("\nUNION ALL\n").join(pruned),
+        middle=middle,
+        arms=sql.SQL("\nUNION ALL\n").join(arms),
     )
 
 
@@ -1053,6 +1079,36 @@ thr AS MATERIALIZED (
     )
 
 
+def _rest_sql(spec: SearchSpec) -> sql.Composable:
+    """The dense plan's ``rest`` rows (seg, row_id, r): each chunk's bound from the query's terms without blocks.
+
+    On a cluster, one arm per segment, so each shard sums its own postings (a
+    LATERAL into the union of the segments' distributed tables had Citus pull
+    every posting of the shards to the coordinator first: 41 MB at 20,000
+    chunks).
+    """
+    if not spec.layout.distributed:
+        return sql.SQL(
+            """SELECT qt.seg, p.row_id, sum(qt.scale * p.w) AS r FROM qt CROSS JOIN LATERAL (
+        SELECT x.row_id, x.w FROM {postings} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS p
+    WHERE qt.df < qt.min_df AND (SELECT theta FROM theta) > 0
+    GROUP BY qt.seg, p.row_id"""
+        ).format(postings=_postings(spec))
+    return sql.SQL("\n    UNION ALL ").join(
+        sql.SQL(
+            "SELECT {seg} AS seg, p.row_id, sum(qt.scale * p.w) AS r FROM qt CROSS JOIN LATERAL ("
+            "SELECT x.{dist}, x.row_id, x.w FROM {postings} AS x WHERE x.term_id = qt.term_id AND {xkey}) AS p "
+            "WHERE qt.seg = {seg} AND qt.df < qt.min_df AND (SELECT theta FROM theta) > 0 GROUP BY p.{dist}, p.row_id"
+        ).format(
+            seg=sql.SQL("{}::bigint").format(sql.Literal(g.id)),
+            dist=sql.Identifier(g.distribution or "doc_id"),
+            postings=segment_table("postings", g.id),
+            xkey=g.key_sql("x"),
+        )
+        for g in spec.layout.segments
+    )
+
+
 def _dense_ctes(spec: SearchSpec, name: str) -> sql.Composable:
     """The dense plan's CTEs: ``name`` (seg, row_id, bound) from the dense terms' summed blocks and the others' postings.
 
@@ -1111,10 +1167,7 @@ bq AS MATERIALIZED (
 ),
 rest AS MATERIALIZED (
     -- The other terms' postings, read whole (the plan is chosen only when they are few), as bounds.
-    SELECT qt.seg, p.row_id, sum(qt.scale * p.w) AS r FROM qt CROSS JOIN LATERAL (
-        SELECT x.row_id, x.w FROM {postings} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS p
-    WHERE qt.df < qt.min_df AND (SELECT theta FROM theta) > 0
-    GROUP BY qt.seg, p.row_id
+    {rest}
 ),
 hits AS (
     -- Positions of the set bits: the bit string split on '1', the pieces' lengths summed
@@ -1149,7 +1202,7 @@ hits AS (
 )"""
     ).format(
         dense=_union(spec, "dense", "t.term_id, t.blk, t.v::vector AS v"),
-        postings=_postings(spec),
+        rest=_rest_sql(spec),
         name=sql.Identifier(name),
     )
 

@@ -128,7 +128,7 @@ class LexicalBranch:
         bm25 = prepare_bm25(
             branch, layout, snapshot_totals(ctx.snap), postings, terms=int(row["positive"]), collection=coll.name
         )
-        if bm25.strategy == "sharded_impact":
+        if bm25.strategy in ("sharded_impact", "sharded_dense"):
             # Its shards score with the query's terms bound as arrays: read them once, here.
             spec = ctx.spec.with_branches((dataclasses.replace(branch, bm25=bm25),))
             terms = yield Fetch(sharded_terms_sql(spec), {**branch.params(spec), **bm25.params})

@@ -40,7 +40,7 @@ from psycopg import sql
 
 from ..errors import ConfigError, DatabaseUnavailable, ExtensionError, NotFound
 from .local_node import LocalNode, free_port, pg_bin
-from .server import DATABASE, _file_lock, _import_embedded
+from .server import DATABASE, _file_lock, _import_embedded, shared_buffers_mb
 
 __all__ = ["MAX_LOCAL_WORKERS", "ClusterNode", "LocalCluster", "citus_installation"]
 
@@ -186,7 +186,7 @@ class LocalCluster:
             try:
                 self._initdb(nodes)
                 for node in nodes:
-                    self._start_node(node)
+                    self._start_node(node, len(nodes))
                 self._save(nodes)
                 self._register(nodes)
             except BaseException:
@@ -225,13 +225,18 @@ class LocalCluster:
             # As the server's OS user, so the copy is its own (cp -a keeps the modes).
             server.run(["cp", "-a", f"{first.datadir}/.", str(server.datadir)], timeout=120)
 
-    def _start_node(self, node: ClusterNode) -> None:
-        """Configure a data directory made by :meth:`_initdb`, start it, create the database and extensions."""
+    def _start_node(self, node: ClusterNode, nodes: int) -> None:
+        """Configure a data directory made by :meth:`_initdb`, start it, create the database and extensions.
+
+        The nodes share one machine: each gets its share of the buffers the embedded server would
+        have alone (ranklock.store.server.shared_buffers_mb).
+        """
         server = node.server(self.home, creating=True)
         with open(server.datadir / "postgresql.auto.conf", "a", encoding="utf-8") as fh:
             fh.write(
                 "# ranklock local Citus cluster\n"
                 f"port = {node.port}\n"
+                f"shared_buffers = '{max(128, shared_buffers_mb() // nodes)}MB'\n"
                 "listen_addresses = '127.0.0.1'\n"
                 "unix_socket_directories = ''\n"
                 "shared_preload_libraries = 'citus'\n"
