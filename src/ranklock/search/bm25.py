@@ -82,18 +82,22 @@ absolute ``DENSE_ABS``: the ``DENSE_PROBE`` best bounds are scored exactly
 to raise theta, and the survivors are scored exactly from the forward
 table, as in the impact plan, so the top ``depth`` keeps the same bits.
 
-*Admitted plan* (a hard constraint that admits few chunks).  With a filter
-or ``as_of``, the impact and dense plans take theta from the seeds that pass
-it; when fewer than ``depth`` documents among them do, theta is 0 and every
-posting of the query's terms is summed (seconds for frequent words at a
-million chunks, whatever the filter).  So when the constraint admits at most
-``exact_threshold`` chunks (the setting that makes the vector branch scan a
-small filtered set exactly), or so few that the seeds cannot bound theta, and
-scoring those costs less than reading the postings (a chunk scored ~
-``CHUNK_POSTINGS`` postings read), every admitted
-chunk holding a query term is scored exactly from the forward table, and
-nothing else is read (:func:`choose_admitted_plan`, once the completeness
-count has counted them).
+*Under a hard constraint* (a filter or ``as_of``), once the completeness
+count knows how many chunks it admits (:func:`choose_admitted_plan`), the
+cheapest of three ways by an estimate in posting reads: the *admitted plan*
+scores every admitted chunk holding a query term exactly from the forward
+table, and reads nothing else; or the impact and dense plans prune as above
+with their seeds read in impact order until enough pass the constraint, and
+check it once for each row that can reach the top, in the admitted set listed
+once (``bm25_admit = set``) or in one ordered pass of the rows read
+(``probe``); nothing after a check checks again (:func:`_admits`).  Every
+check reads the segments' narrow filter tables (ranklock.snapshot.filter_table)
+where they have them.
+
+*On shards* (a Citus cluster): few postings are summed on every shard (the
+sharded plan); otherwise a global theta from every shard's seeds bounds the
+impact or dense plan's candidates on every shard, in one statement
+(:func:`_sharded_pruned_sql`).
 
 *Match plan* (websearch syntax, or k1/b other than the snapshot's): every
 chunk matching the tsquery (GIN index) is scored.  Websearch decides the
