@@ -387,8 +387,8 @@ def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int)
     Called once the completeness count knows ``admitted_chunks`` (before the
     statement is built, so ``search_sql`` shows the same plan).  Only the
     impact and dense plans, and only under a filter or ``as_of``.  Each way's
-    cost is estimated in posting reads (a posting read in impact order, about
-    0.3 us at 1M chunks, is the unit):
+    cost is estimated in posting reads (a posting read in impact order and
+    looked up in a hash, about 0.13 us at 1M chunks, is the unit):
 
     * the admitted plan scores every admitted chunk (``CHUNK_POSTINGS``
       each);
@@ -396,9 +396,9 @@ def choose_admitted_plan(spec: SearchSpec, bm25: Bm25Plan, admitted_chunks: int)
       seeds pass the constraint, about ``seeds / s`` of them at a selectivity
       ``s`` (never more than the terms hold), score their seeds and probes
       exactly, and check what they read: in the admitted set, listed once
-      (``LIST_POSTINGS`` an admitted chunk, then about one posting read a
-      lookup: ``bm25_admit = set``, on filter tables only), or by probing each
-      row (``PROBE_POSTINGS`` each: ``probe``).
+      (``LIST_POSTINGS`` an admitted chunk, then a lookup a posting read:
+      ``bm25_admit = set``, on filter tables only), or in one ordered pass of
+      the rows read (``PROBE_POSTINGS`` each: ``probe``).
 
     The constants are measured (docs/benchmarks.md, bench/filtered_plans.py);
     the shape holds on any corpus: the admitted plan grows with what the
@@ -584,26 +584,28 @@ def _doc_best(spec: SearchSpec, rows: str) -> sql.Composable:
     ).format(score=_forward_score(), forward=_forward(spec), rows=_rows_of(rows))
 
 
-def _admits(spec: SearchSpec, bm25: Bm25Plan, alias: str, *, ordered: bool = False) -> sql.Composable:
+def _admits(
+    spec: SearchSpec, bm25: Bm25Plan, alias: str, *, ordered: bool = False, checked: str | None = None
+) -> sql.Composable:
     """Whether the row ``alias`` (its ``seg`` and ``row_id``) is live and passes the hard constraints.
 
     Checked once per row that can reach the top, where the plan first meets
     it (a seed, a candidate, a summed chunk), so nothing after that checks
     again.  On the snapshot's filter tables (ranklock.snapshot.filter_table):
-    a probe of the row's narrow row (``probe``), or, where the constraint
-    admits few enough chunks that listing them costs less than probing the
-    candidates (``bm25_admit = set``, see :func:`choose_admitted_plan`), a
-    lookup in the admitted set listed once (CTE ``adm``).
+    a lookup in the admitted set listed once (CTE ``adm``) where the
+    constraint admits few enough chunks that listing them pays
+    (``bm25_admit = set``, see :func:`choose_admitted_plan`), else membership
+    in ``checked``: a CTE of the rows that passed, checked in one ordered pass
+    of the filter rows (:func:`_checked_rows`).
 
     ``ordered``: the rows are read in an order that must stop at a LIMIT (a
-    term's postings in impact order, for the seeds).  The check is then
-    wrapped in IS TRUE, which keeps PostgreSQL from turning it into a join: as
-    a semi-join the planner read every posting of the term first (540,000 of
-    a frequent word at 1M chunks, 270 ms) and sorted them.  A set of rows (the
-    candidates) is checked by a plain semi-join, which the planner hashes on
-    the smaller side.
+    term's postings in impact order, for the seeds).  The check is wrapped in
+    IS TRUE, which keeps PostgreSQL from turning it into a join: as a
+    semi-join the planner read every posting of the term first (540,000 of a
+    frequent word at 1M chunks, 270 ms) and sorted them.  A membership in
+    ``checked`` is wrapped too: a semi-join the planner thought one row long
+    rescanned the ordered pass once per row.
     """
-    a = sql.Identifier(alias)
     if _unfiltered(spec):
         return sql.SQL("TRUE")
     if not _constrained(spec):
@@ -612,12 +614,16 @@ def _admits(spec: SearchSpec, bm25: Bm25Plan, alias: str, *, ordered: bool = Fal
     if bm25.params.get("bm25_admit") == "set":
         check = sql.SQL("{key} IN (SELECT adm.k FROM adm)").format(key=_row_key(spec, alias))
         return sql.SQL("({}) IS TRUE").format(check) if ordered else check
-    # A scalar subquery, not EXISTS: PostgreSQL 18 turns a correlated EXISTS (LIMIT or not) into a hash of
-    # every admitted row (300,000 at 30 % of 1M chunks: 100 ms, built again for each use), the set this
-    # mode exists to avoid.  A row id is one row of its segment: the subquery has one row or none.
-    return sql.SQL(
-        "(SELECT TRUE FROM {rows} AS c WHERE c.seg = {a}.seg AND c.row_id = {a}.row_id AND {where} LIMIT 1) IS TRUE"
-    ).format(rows=spec.filter_rows, a=a, where=where_sql(spec))
+    if checked is None:
+        raise ValueError("a check outside the admitted set needs the CTE of the rows that passed")
+    return _member(alias, checked)
+
+
+def _member(alias: str, checked: str) -> sql.Composable:
+    """Row ``alias`` is one of CTE ``checked``'s (seg, row_id): a hash of them, built once (IS TRUE, see :func:`_admits`)."""
+    return sql.SQL("(({a}.seg, {a}.row_id) IN (SELECT o.seg, o.row_id FROM {c} AS o)) IS TRUE").format(
+        a=sql.Identifier(alias), c=sql.Identifier(checked)
+    )
 
 
 #: A row's key in the admitted set: its segment id in the high 31 bits, its row id in the low 32 (one bigint
@@ -718,13 +724,16 @@ def bm25_hits_sql(spec: SearchSpec, bm25: Bm25Plan, where: sql.Composable) -> sq
             "{middle},\ncand AS MATERIALIZED (SELECT k.seg, k.row_id, k.bound FROM cand_all AS k WHERE {admits})"
         ).format(middle=middle, admits=_admits(spec, bm25, "k"))
     elif checked:
-        # The candidates' rows checked in one ordered pass of the filter rows, then kept by a hash of those that
-        # passed (IS TRUE: a semi-join the planner thought one candidate long rescanned the pass per candidate).
+        # The candidates' rows checked in one ordered pass of the filter rows, in either way: they are few, and
+        # the admitted set's hash would be built a second time.
         middle = sql.SQL(
             "{middle},\ncand_ok AS MATERIALIZED ({checked}),\n"
-            "cand AS MATERIALIZED (SELECT k.seg, k.row_id, k.bound FROM cand_all AS k "
-            "WHERE ((k.seg, k.row_id) IN (SELECT o.seg, o.row_id FROM cand_ok AS o)) IS TRUE)"
-        ).format(middle=middle, checked=_checked_rows(spec, "cand_all"))
+            "cand AS MATERIALIZED (SELECT k.seg, k.row_id, k.bound FROM cand_all AS k WHERE {admits})"
+        ).format(
+            middle=middle,
+            checked=_checked_rows(spec, "cand_all"),
+            admits=_member("k", "cand_ok"),
+        )
     seeds = (
         sql.SQL("greatest(32, %(bm25_dense_seeds)s::bigint / (SELECT count(DISTINCT ord) FROM qt))")
         if dense
@@ -1229,7 +1238,12 @@ def _summed_ctes(spec: SearchSpec, bm25: Bm25Plan, *, when: sql.Composable, impa
         "when": when,
         "summed_top": _summed_top(spec, bm25),
         # Filtered: only chunks passing it are worth scoring exactly.
-        "summed_where": sql.SQL("") if _unfiltered(spec) else sql.SQL("AND {}").format(_admits(spec, bm25, "summed")),
+        "summed_where": sql.SQL("")
+        if _unfiltered(spec)
+        else sql.SQL("AND {}").format(_admits(spec, bm25, "summed", checked="summed_ok")),
+        "summed_ok": sql.SQL("summed_ok AS MATERIALIZED ({}),\n").format(_checked_rows(spec, "summed"))
+        if _constrained(spec) and bm25.params.get("bm25_admit") != "set"
+        else sql.SQL(""),
     }
     # One posting read for both: exact and in lexeme order for the full plan, order-free for the fallback.
     comment, order = (
@@ -1253,7 +1267,7 @@ def _summed_ctes(spec: SearchSpec, bm25: Bm25Plan, *, when: sql.Composable, impa
     WHERE {when}
     GROUP BY qt.seg, p.row_id
 ),
-summed_cut AS MATERIALIZED (
+{summed_ok}summed_cut AS MATERIALIZED (
     -- ... so only the float top (and anything within the margin of its last)
     -- is scored exactly; no chunk outside can beat it.
     SELECT CASE WHEN count(*) < %(depth)s::bigint * %(bm25_max_chunks)s::bigint THEN '-Infinity'::float8
@@ -1288,7 +1302,9 @@ scored AS MATERIALIZED (
 
 def _summed_top(spec: SearchSpec, bm25: Bm25Plan) -> sql.Composable:
     """The float sums of the top ``depth * max_chunks_per_doc`` summed chunks passing the constraints."""
-    admits = sql.SQL("") if _unfiltered(spec) else sql.SQL(" WHERE {}").format(_admits(spec, bm25, "m"))
+    admits = (
+        sql.SQL("") if _unfiltered(spec) else sql.SQL(" WHERE {}").format(_admits(spec, bm25, "m", checked="summed_ok"))
+    )
     return sql.SQL(
         "SELECT m.s FROM summed AS m{admits} ORDER BY m.s DESC LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
     ).format(admits=admits)
