@@ -15,6 +15,7 @@ whole public surface in one place, about forty methods, each mostly its docstrin
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -452,11 +453,18 @@ class Engine:
 
         Unlike :meth:`delete`, no snapshot keeps them: for an owner who asks to be forgotten.
         The purge is recorded (ids hashed, never the content), so a replay of a removed log
-        entry says it was purged.
+        entry says it was purged.  The bytes go too: the tables that held them are rewritten
+        and the WAL retired; ``unreached`` says what it could not reach.  The canary records
+        under the home forget the ids.
         """
+        from .eval.canary import forget_documents
         from .snapshot.purge import purge_documents
 
-        return purge_documents(self.db, self.collection(name), list(ids), lock_wait=self.settings.lock_wait)
+        out = purge_documents(
+            self.db, self.collection(name), list(ids), lock_wait=self.settings.lock_wait, embedded=not self.settings.dsn
+        )
+        records = forget_documents(self.settings.home, name, ids)
+        return dataclasses.replace(out, canary_records=tuple(str(p) for p in records))
 
     def merge(self, name: str, *, everything: bool = False) -> MergeReport:
         """Fold the active snapshot's small segments into one (``everything``: all of them), as a new active snapshot.

@@ -53,9 +53,23 @@ def purge(
     if as_json:
         print_json(out.__dict__)
         return
+    if out.resumed:
+        console.print(
+            f"[bold]{collection}[/]: purge {out.purge_id} had erased these documents but was interrupted before "
+            "it rewrote what still held their bytes; that is done now."
+        )
+    else:
+        console.print(
+            f"[bold]{collection}[/]: purge {out.purge_id} erased {out.documents} document(s) from "
+            f"{len(out.segments)} segment(s) and {len(out.snapshots)} snapshot(s); {out.versions} stored "
+            f"version(s), {out.cache_vectors} cached vector(s), {out.log_entries_removed} query-log and "
+            f"{out.answers_removed} answer-log entries that quoted them removed."
+        )
+    canary = f"; their ids taken out of {len(out.canary_records)} canary record(s)" if out.canary_records else ""
     console.print(
-        f"[bold]{collection}[/]: purge {out.purge_id} erased {out.documents} document(s) from "
-        f"{len(out.segments)} segment(s) and {len(out.snapshots)} snapshot(s); {out.versions} stored version(s), "
-        f"{out.cache_vectors} cached vector(s), {out.log_entries_removed} query-log and {out.answers_removed} "
-        "answer-log entries that quoted them removed."
+        f"{len(out.rewritten)} table(s) rewritten so no byte of them is left there, {out.wal_removed} WAL "
+        f"segment(s) removed{canary}."
     )
+    console.print("Not reached (say so to whoever asked for the erasure):")
+    for line in out.unreached:
+        console.print(f"  - {line}", highlight=False)

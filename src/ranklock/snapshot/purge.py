@@ -21,12 +21,23 @@ transaction under the collection's writer lock:
   (``ranklock.purges``: ids, time, a keyed hash of each purged id, never
   the content), so replaying one says it was purged instead of "not found".
 
+Deleted rows leave their bytes behind (in heap pages, TOAST, indexes, the
+statistics and the WAL), readable by anyone with the files or the catalog.  So
+every table of a touched segment is rewritten in the same transaction by copy
+and swap (ranklock.store.rewrite: searches read the old table meanwhile and
+wait only for the swap) and analyzed again; after the commit the shared tables
+it deleted from and ``pg_statistic`` are rewritten and the WAL retired
+(ranklock.store.erasure).  The purge says what it could not reach (a WAL
+archive, backups, replicas' files, the disk's free blocks).  If it is killed
+after its commit, running it again finishes the rewrite.
+
 >>> eng.purge("resumes", ["cand-17"]).log_entries_removed   # doctest: +SKIP
 3
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,13 +49,16 @@ from psycopg.types.json import Jsonb
 from ..collection import CollectionInfo, read_collection
 from ..errors import IngestError
 from ..store.database import Database
-from ..store.tables import segment_table
-from .build import drop_snapshot_tables
+from ..store.erasure import erase_leftovers
+from ..store.rewrite import copy_and_swap
+from ..store.tables import SCHEMA, segment_table, segment_table_names
+from .build import drop_snapshot_tables, reap_dead_builds
 from .composition import recount_dead_terms, set_digest
+from .indexes import index_build_settings
 from .manifest import manifest_hash
 from .writer import writing
 
-__all__ = ["PurgeOutcome", "purge_documents", "purged_id_hash"]
+__all__ = ["SHARED_TABLES", "PurgeOutcome", "purge_documents", "purged_id_hash"]
 
 
 def purged_id_hash(collection: str, doc_id: str) -> str:
@@ -52,9 +66,30 @@ def purged_id_hash(collection: str, doc_id: str) -> str:
     return hashlib.sha256(f"ranklock-purge\x00{collection}\x00{doc_id}".encode()).hexdigest()
 
 
+#: The shared tables a purge deletes or updates rows of: rewritten after it commits
+#: (ranklock.store.erasure), so no old row version keeps a byte of the documents.
+SHARED_TABLES = (
+    "ranklock.documents",
+    "ranklock.segment_documents",
+    "ranklock.segments",
+    "ranklock.snapshots",
+    "ranklock.snapshot_dead",
+    "ranklock.snapshot_dead_rows",
+    "ranklock.snapshot_dead_terms",
+    "ranklock.embedding_cache",
+    "ranklock.result_cache",
+    "ranklock.query_log",
+    "ranklock.answer_log",
+)
+
+
 @dataclass(frozen=True)
 class PurgeOutcome:
-    """What a purge erased, by count; ``purge_id`` is its record in ``ranklock.purges``."""
+    """What a purge erased, by count; ``purge_id`` is its record in ``ranklock.purges``.
+
+    ``rewritten``: the relations rewritten so no byte of the documents is left in them;
+    ``unreached``: what it could not reach, in sentences (ranklock.store.erasure).
+    """
 
     purge_id: int
     documents: int
@@ -64,86 +99,201 @@ class PurgeOutcome:
     cache_vectors: int
     log_entries_removed: int
     answers_removed: int
+    rewritten: tuple[str, ...] = ()
+    wal_removed: int = 0
+    unreached: tuple[str, ...] = ()
+    #: Canary records (``<home>/canary``) the purged ids were taken out of (set by the engine).
+    canary_records: tuple[str, ...] = ()
+    #: True when this run only finished the rewrite of an earlier purge that was interrupted after its commit.
+    resumed: bool = False
 
 
-def purge_documents(db: Database, coll: CollectionInfo, ids: Sequence[str], *, lock_wait: float) -> PurgeOutcome:
-    """Erase the documents ``ids`` from every place ranklock stores them (see the module docstring)."""
+def purge_documents(
+    db: Database, coll: CollectionInfo, ids: Sequence[str], *, lock_wait: float, embedded: bool
+) -> PurgeOutcome:
+    """Erase the documents ``ids`` from every place ranklock stores them (see the module docstring).
+
+    ``embedded``: the server is ranklock's own (what the purge cannot reach differs).
+    """
     wanted = sorted(set(ids))
     if not wanted:
         raise IngestError("no document id to purge; name at least one, e.g. `ranklock purge docs d1`.")
-    with writing(db, coll.id, coll.name, lock_wait), db.connection() as conn, conn.transaction():
+    with writing(db, coll.id, coll.name, lock_wait):
+        # A build killed mid-way left a segment with some of its tables: discarded first, as every
+        # writer does, so the purge never meets a half-written segment.
+        reap_dead_builds(db, coll.id)
         coll = read_collection(db, coll.name)
-        found = conn.execute(
-            "SELECT sd.segment_id, sd.doc_id FROM ranklock.segment_documents AS sd "
-            "JOIN ranklock.segments AS g ON g.id = sd.segment_id WHERE g.collection_id = %s AND sd.doc_id = ANY (%s) "
-            "ORDER BY 1, 2",
-            [coll.id, wanted],
+        with db.connection() as conn, conn.transaction():
+            done = _purge(conn, coll, wanted, lock_wait)
+        if done is None:
+            return _resume(db, coll, wanted, embedded)
+        outcome, later = done
+        return _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
+
+
+def _purge(
+    conn: Any, coll: CollectionInfo, wanted: list[str], lock_wait: float
+) -> tuple[PurgeOutcome, list[str]] | None:
+    """The purge's transaction; None when the collection holds none of ``wanted`` (nothing is changed)."""
+    found = conn.execute(
+        "SELECT sd.segment_id, sd.doc_id FROM ranklock.segment_documents AS sd "
+        "JOIN ranklock.segments AS g ON g.id = sd.segment_id WHERE g.collection_id = %s AND sd.doc_id = ANY (%s) "
+        "ORDER BY 1, 2",
+        [coll.id, wanted],
+    ).fetchall()
+    versions = conn.execute(
+        "SELECT count(*) FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s)", [coll.id, wanted]
+    ).fetchone()
+    if not found and not (versions and versions[0]):
+        return None
+    segments = sorted({int(r[0]) for r in found})
+    hashes: set[str] = set()
+    for seg in segments:
+        hashes |= _purge_segment(conn, seg, wanted)
+    snapshots = _fix_snapshots(conn, segments, wanted)
+    n_versions = conn.execute(
+        "WITH d AS (DELETE FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s) RETURNING 1) "
+        "SELECT count(*) FROM d",
+        [coll.id, wanted],
+    ).fetchone()
+    cache = _purge_vectors(conn, coll, hashes)
+    swapped, later = _rewrite_segments(conn, segments, lock_wait)
+    # Entries that quote the documents: the results and branch lists of the query log, the numbered
+    # chunks of the answer log, the result cache of the snapshots that held them.  Their tables are
+    # locked against writes first, until the commit: a search that read the old segment tables and
+    # logs after this point waits, then finds its snapshot's manifest changed and logs nothing
+    # (ranklock.search.log), so no entry that quotes a purged document is written behind the purge.
+    conn.execute(
+        "LOCK TABLE ranklock.query_log, ranklock.answer_log, ranklock.result_cache IN SHARE ROW EXCLUSIVE MODE"
+    )
+    query_ids = [
+        int(r[0])
+        for r in conn.execute(
+            "DELETE FROM ranklock.query_log AS q WHERE q.collection = %s AND EXISTS (SELECT 1 FROM unnest(%s::text[]) "
+            "AS x WHERE jsonb_path_exists(q.result, '$.** ? (@ == $id)', jsonb_build_object('id', x)) "
+            "OR jsonb_path_exists(coalesce(q.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x))) "
+            "RETURNING q.id",
+            [coll.name, wanted],
         ).fetchall()
-        versions = conn.execute(
-            "SELECT count(*) FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s)", [coll.id, wanted]
-        ).fetchone()
-        if not found and not (versions and versions[0]):
-            raise IngestError(
-                f"collection {coll.name!r} holds no document {', '.join(repr(i) for i in wanted[:10])} in any "
-                "snapshot; nothing was purged. Check the ids (a search hit's doc_id)."
-            )
-        segments = sorted({int(r[0]) for r in found})
-        hashes: set[str] = set()
-        for seg in segments:
-            hashes |= _purge_segment(conn, seg, wanted)
-        snapshots = _fix_snapshots(conn, segments, wanted)
-        n_versions = conn.execute(
-            "WITH d AS (DELETE FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s) RETURNING 1) "
-            "SELECT count(*) FROM d",
-            [coll.id, wanted],
-        ).fetchone()
-        cache = _purge_vectors(conn, coll, hashes)
-        # Entries that quote the documents: the results and branch lists of the query log, the
-        # numbered chunks of the answer log (and the result cache of the snapshots that held them).
-        query_ids = [
-            int(r[0])
-            for r in conn.execute(
-                "DELETE FROM ranklock.query_log AS q WHERE q.collection = %s AND EXISTS (SELECT 1 FROM unnest(%s::text[]) "
-                "AS x WHERE jsonb_path_exists(q.result, '$.** ? (@ == $id)', jsonb_build_object('id', x)) "
-                "OR jsonb_path_exists(coalesce(q.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x))) "
-                "RETURNING q.id",
-                [coll.name, wanted],
-            ).fetchall()
-        ]
-        answer_ids = [
-            int(r[0])
-            for r in conn.execute(
-                "DELETE FROM ranklock.answer_log AS a WHERE a.collection = %s AND EXISTS ("
-                "SELECT 1 FROM jsonb_array_elements(a.chunks) AS c WHERE c ->> 1 = ANY (%s)) RETURNING a.id",
-                [coll.name, wanted],
-            ).fetchall()
-        ]
-        conn.execute("DELETE FROM ranklock.result_cache WHERE snapshot_id = ANY (%s)", [list(snapshots)])
-        row = conn.execute(
-            "INSERT INTO ranklock.purges (collection_id, id_hashes, documents, snapshots, query_ids, answer_ids) "
-            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-            [
-                coll.id,
-                [purged_id_hash(coll.name, i) for i in wanted],
-                len({r[1] for r in found}),
-                list(snapshots),
-                query_ids,
-                answer_ids,
-            ],
-        ).fetchone()
-        assert row is not None
-        purge_id = int(row[0])
-        _record_in_manifests(conn, snapshots, purge_id)
-    return PurgeOutcome(
+    ]
+    answers = conn.execute(
+        "DELETE FROM ranklock.answer_log AS a WHERE a.collection = %s AND EXISTS ("
+        "SELECT 1 FROM jsonb_array_elements(a.chunks) AS c WHERE c ->> 1 = ANY (%s)) RETURNING a.id, a.answer_id",
+        [coll.name, wanted],
+    ).fetchall()
+    conn.execute("DELETE FROM ranklock.result_cache WHERE snapshot_id = ANY (%s)", [list(snapshots)])
+    documents = len({r[1] for r in found})
+    row = conn.execute(
+        "INSERT INTO ranklock.purges (collection_id, id_hashes, documents, snapshots, query_ids, answer_ids, "
+        "answer_keys) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        [
+            coll.id,
+            [purged_id_hash(coll.name, i) for i in wanted],
+            documents,
+            list(snapshots),
+            query_ids,
+            [int(r[0]) for r in answers],
+            sorted({r[1] for r in answers if r[1]}),
+        ],
+    ).fetchone()
+    assert row is not None  # INSERT … RETURNING always returns the row
+    purge_id = int(row[0])
+    _record_in_manifests(conn, snapshots, purge_id)
+    outcome = PurgeOutcome(
         purge_id=purge_id,
-        documents=len({r[1] for r in found}),
+        documents=documents,
         segments=tuple(segments),
         snapshots=tuple(snapshots),
         versions=int(n_versions[0]) if n_versions else 0,
         cache_vectors=cache,
         log_entries_removed=len(query_ids),
-        answers_removed=len(answer_ids),
+        answers_removed=len(answers),
+        rewritten=tuple(swapped),
     )
+    return outcome, later
+
+
+def _rewrite_segments(conn: Any, segments: list[int], lock_wait: float) -> tuple[list[str], list[str]]:
+    """Copy and swap every table of the touched segments (every kind ranklock.store.tables names), then
+    analyze it.  Returns the tables swapped, and those left to rewrite after the commit instead: a Citus
+    cluster's distributed ones, whose shards ``VACUUM FULL`` reaches."""
+    swapped: list[str] = []
+    later: list[str] = []
+    index_build_settings(conn)
+    for seg in segments:
+        distributed = _distributed(conn, seg)
+        for name in _existing_tables(conn, seg):
+            if distributed:
+                later.append(f"{SCHEMA}.{name}")
+                continue
+            copy_and_swap(conn, SCHEMA, name, lock_wait=lock_wait)
+            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(SCHEMA, name)))
+            swapped.append(f"{SCHEMA}.{name}")
+    return swapped, later
+
+
+def _distributed(conn: Any, seg: int) -> bool:
+    row = conn.execute("SELECT stats -> 'shards' FROM ranklock.segments WHERE id = %s", [seg]).fetchone()
+    return bool(row and row[0])
+
+
+def _existing_tables(conn: Any, seg: int) -> list[str]:
+    return [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename = ANY (%s) ORDER BY tablename",
+            [SCHEMA, segment_table_names(seg)],
+        ).fetchall()
+    ]
+
+
+def _erase(db: Database, outcome: PurgeOutcome, tables: Sequence[str], embedded: bool) -> PurgeOutcome:
+    """After the commit: what still holds the bytes is rewritten (ranklock.store.erasure), and the record says so."""
+    left = erase_leftovers(db, tables, embedded=embedded)
+    db.execute(
+        "UPDATE ranklock.purges SET erased_at = clock_timestamp(), unreached = %s WHERE id = %s",
+        [list(left.unreached), outcome.purge_id],
+    )
+    rewritten = (*outcome.rewritten, *left.rewritten)
+    return dataclasses.replace(outcome, rewritten=rewritten, wal_removed=left.wal_removed, unreached=left.unreached)
+
+
+def _resume(db: Database, coll: CollectionInfo, wanted: list[str], embedded: bool) -> PurgeOutcome:
+    """None of ``wanted`` is stored: finish the rewrite of an interrupted purge of them, or say nothing is there."""
+    row = db.fetchone(
+        "SELECT id, documents, snapshots, query_ids, answer_ids FROM ranklock.purges WHERE collection_id = %s "
+        "AND id_hashes @> %s AND erased_at IS NULL ORDER BY id DESC LIMIT 1",
+        [coll.id, [purged_id_hash(coll.name, i) for i in wanted]],
+    )
+    if row is None:
+        raise IngestError(
+            f"collection {coll.name!r} holds no document {', '.join(repr(i) for i in wanted[:10])} in any "
+            "snapshot; nothing was purged. Check the ids (a search hit's doc_id)."
+        )
+    outcome = PurgeOutcome(
+        purge_id=int(row["id"]),
+        documents=int(row["documents"]),
+        segments=(),
+        snapshots=tuple(int(s) for s in row["snapshots"]),
+        versions=0,
+        cache_vectors=0,
+        log_entries_removed=len(row["query_ids"]),
+        answers_removed=len(row["answer_ids"]),
+        resumed=True,
+    )
+    # The segment tables were swapped in the purge's own transaction; the shared tables and the WAL
+    # remain, and on a cluster the distributed segment tables (which ones the purge touched is not
+    # recorded: all of the collection's).
+    with db.connection() as conn:
+        later = [
+            f"{SCHEMA}.{name}"
+            for r in conn.execute(
+                "SELECT id FROM ranklock.segments WHERE collection_id = %s ORDER BY id", [coll.id]
+            ).fetchall()
+            if _distributed(conn, int(r[0]))
+            for name in _existing_tables(conn, int(r[0]))
+        ]
+    return _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
 
 
 def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:

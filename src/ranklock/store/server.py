@@ -197,6 +197,13 @@ class EmbeddedServer:
                     row = conn.execute("SHOW recovery_init_sync_method").fetchone()
                     if row is not None and row[0] != "syncfs":
                         conn.execute("ALTER SYSTEM SET recovery_init_sync_method = 'syncfs'")
+            # A recycled WAL segment is renamed for reuse with its old contents, which a purge must
+            # not leave behind (ranklock.store.erasure): a checkpoint deletes old segments instead.
+            # New segments are written zeroed first (wal_init_zero, the default) either way.
+            row = conn.execute("SHOW wal_recycle").fetchone()
+            if row is not None and row[0] != "off":
+                conn.execute("ALTER SYSTEM SET wal_recycle = off")
+                conn.execute("SELECT pg_reload_conf()")
             row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone()
             if row is None:
                 with contextlib.suppress(psycopg.errors.DuplicateDatabase):
