@@ -80,8 +80,21 @@ def erase_leftovers(db: Database, tables: Sequence[str], *, embedded: bool) -> L
         rewritten = []
         for name in tables:
             schema, _, table = name.partition(".")
-            conn.execute(sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(schema, table)))
+            ident = sql.Identifier(schema, table)
+            # VACUUM skips a table this role may not maintain with a warning, not an error: asked first.
+            if not _may_maintain(conn, ident):
+                unreached.append(
+                    f"{name}: role {role!r} may not rewrite it (it is not its owner); its owner can "
+                    f"(`VACUUM (FULL, ANALYZE) {name}`)"
+                )
+                continue
+            conn.execute(sql.SQL("VACUUM (FULL, ANALYZE) {}").format(ident))
             rewritten.append(name)
+            if not _clear_stale_statistics(conn, ident, schema, table, superuser=bool(superuser)):
+                unreached.append(
+                    f"the statistics of {name}: the purge emptied it, ANALYZE leaves an empty table's statistics as "
+                    "they were, and this server (before PostgreSQL 18) lets only a superuser delete them"
+                )
         if superuser:
             conn.execute("VACUUM FULL pg_catalog.pg_statistic")
             rewritten.append("pg_catalog.pg_statistic")
@@ -115,6 +128,39 @@ def erase_leftovers(db: Database, tables: Sequence[str], *, embedded: bool) -> L
             "overwritten; `ALTER SYSTEM SET wal_recycle = off` before a purge makes its checkpoint delete them"
         )
     return Leftovers(tuple(rewritten), removed, tuple(unreached))
+
+
+def _clear_stale_statistics(
+    conn: psycopg.Connection[Any], ident: sql.Identifier, schema: str, table: str, *, superuser: bool
+) -> bool:
+    """ANALYZE of a table with no row keeps its old statistics (its most common values quote the rows just
+    deleted): delete them.  Returns False when this server does not let the role."""
+    if conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(ident)).fetchone() != (False,):
+        return True
+    if conn.info.server_version >= 180000:
+        conn.execute(
+            "SELECT pg_clear_attribute_stats(%s, %s, a.attname, false) FROM pg_attribute AS a "
+            "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+            [schema, table, ident.as_string(conn)],
+        )
+        return True
+    if superuser:
+        conn.execute("DELETE FROM pg_catalog.pg_statistic WHERE starelid = %s::regclass", [ident.as_string(conn)])
+        return True
+    return False
+
+
+def _may_maintain(conn: psycopg.Connection[Any], table: sql.Identifier) -> bool:
+    """Whether this role may VACUUM ``table``: a superuser, a member of its owner, or (PostgreSQL 17) MAINTAIN."""
+    maintain = "has_table_privilege(c.oid, 'MAINTAIN')" if conn.info.server_version >= 170000 else "false"
+    row = conn.execute(
+        sql.SQL(
+            "SELECT r.rolsuper OR pg_has_role(c.relowner, 'MEMBER') OR {} FROM pg_class AS c, pg_roles AS r "
+            "WHERE c.oid = %s::regclass AND r.rolname = current_user"
+        ).format(sql.SQL(maintain)),
+        [table.as_string(conn)],
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _wal_segments(conn: psycopg.Connection[Any]) -> list[str]:

@@ -1,0 +1,306 @@
+"""A purge as a hostile tester checks it (issue 42): no byte of an erased document is left in the files of the
+home, in the catalog's statistics or in the WAL; searches keep running while it works; an interrupted purge is
+finished by running it again; a purge after a killed ingest, and what it cannot reach, are said plainly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from typer.testing import CliRunner
+
+from fakes import use_hash_embedder
+from ranklock import Document, Engine, NotFound
+from ranklock.cli import app
+from ranklock.eval.canary import run_canary
+from ranklock.store.server import EmbeddedServer
+
+MARKER = "Zqxvormelant"  # a word no other document has: its lexeme is "zqxvormelant"
+VICTIM = "victim-zq81"
+SECRET = f"The {MARKER} sentence names a secret place near the volcano ridge."
+TESTS = str(Path(__file__).resolve().parent)
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _docs(n: int = 12) -> list[Document]:
+    others = [Document(f"keep-{i:02d}", f"Note {i}", f"plain words about volcano lava number {i}") for i in range(n)]
+    return [*others, Document(VICTIM, "Secret", SECRET)]
+
+
+def files_holding(home: Path, needles: list[bytes]) -> dict[str, list[str]]:
+    """Every file under ``home`` holding one of ``needles`` (case-insensitive), as ``grep -rlai`` would find it."""
+    found: dict[str, list[str]] = {}
+    low = [n.lower() for n in needles]
+    for path in sorted(home.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        data = path.read_bytes().lower()
+        hits = [n.decode() for n in low if n in data]
+        if hits:
+            found[str(path.relative_to(home))] = hits
+    return found
+
+
+def statistics_quoting(engine: Engine, needles: list[str]) -> list[dict[str, Any]]:
+    """Rows of pg_stats whose most common values or elements or histogram bounds quote one of ``needles``."""
+    return engine.db.fetchall(
+        "SELECT schemaname, tablename, attname FROM pg_stats WHERE EXISTS (SELECT 1 FROM unnest(%s::text[]) AS n "
+        "WHERE concat_ws(' ', most_common_vals::text, histogram_bounds::text, most_common_elems::text) "
+        "ILIKE '%%' || n || '%%')",
+        [needles],
+    )
+
+
+@pytest.fixture
+def own_home(tmp_path: Path) -> Iterator[Path]:
+    """A home with an embedded server of its own: the test stops it to read its files at rest."""
+    home = tmp_path / "home"
+    yield home
+    EmbeddedServer(home).stop()
+
+
+def test_after_a_purge_no_file_of_the_home_holds_the_text_its_lexemes_or_its_id(own_home: Path) -> None:
+    """The issue: the heap, TOAST, the tsv index, the terms table and its key, both logs, pg_statistic, three WAL
+    files and the canary record still held the purged marker after CHECKPOINT, VACUUM and `db stop`."""
+    eng = Engine(home=own_home, log_queries=True)
+    try:
+        emb = use_hash_embedder(eng)
+        eng.ingest("notes", _docs(), create={"embedder": emb, "index": "hnsw"})
+        # A second version of the victim: its old version is in an older segment, dead there.
+        eng.ingest("notes", [Document(VICTIM, "Secret", SECRET + " It was changed once.")])
+        assert any(h.doc_id == VICTIM for h in eng.search("notes", f"{MARKER} volcano", k=5).hits)
+        eng.ask("notes", f"what does the {MARKER} sentence name?")
+        run_canary(eng, "notes", [("q1", f"{MARKER} ridge", None)])
+        eng.db.execute("ANALYZE")
+        needles = [MARKER, VICTIM]
+        assert statistics_quoting(eng, needles), "the test must first see the marker in the statistics"
+        out = eng.purge("notes", [VICTIM])
+        assert out.documents == 1 and len(out.canary_records) == 1 and out.wal_removed >= 1
+        assert "ranklock.query_log" in out.rewritten and "pg_catalog.pg_statistic" in out.rewritten
+        assert not statistics_quoting(eng, needles)
+        kept = eng.search("notes", "volcano lava", k=20, mode="lexical")
+        assert sorted(h.doc_id for h in kept.hits) == [f"keep-{i:02d}" for i in range(12)]
+    finally:
+        eng.close()
+    EmbeddedServer(own_home).stop()
+    assert files_holding(own_home, [MARKER.encode(), VICTIM.encode()]) == {}
+
+
+def test_searches_keep_running_while_a_purge_rewrites_and_waits_to_swap(engine: Engine, cname: str) -> None:
+    """Copy and swap: the old segment tables serve every search until the swap, which waits for its readers in
+    short attempts instead of queueing the searches behind it."""
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, _docs(40), create={"embedder": emb, "index": "hnsw"})
+    seg = engine.collection(cname).active_snapshot_id
+    reader = psycopg.connect(engine.db.dsn)
+    reader.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("ranklock_data", f"chunks_{seg}")))
+    # The reader's open transaction holds the old chunk table: the purge copies, then waits to swap.
+    done: list[Any] = []
+    purge = threading.Thread(target=lambda: done.append(engine.purge(cname, [VICTIM])))
+    purge.start()
+    try:
+        waited = 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not waited:
+            row = engine.db.fetchone(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE%%'"
+            )
+            waited = int(row["n"]) if row else 0
+            time.sleep(0.01)
+        assert waited, "the purge never tried to swap"
+        slowest = 0.0
+        for _ in range(10):
+            t0 = time.monotonic()
+            res = engine.search(cname, "volcano lava", k=5)
+            slowest = max(slowest, time.monotonic() - t0)
+            assert len(res.hits) == 5
+        assert slowest < 2.0, f"a search waited {slowest:.2f} s behind the purge"
+        assert purge.is_alive() and not done
+    finally:
+        reader.close()
+        purge.join(60)
+    assert done and done[0].documents == 1
+    assert all(h.doc_id != VICTIM for h in engine.search(cname, f"{MARKER} volcano", k=50).hits)
+
+
+def test_a_search_that_logs_after_a_purge_committed_logs_nothing(engine: Engine, rl_home: Path, cname: str) -> None:
+    """A search read the snapshot before the purge and logs after it: the entry would quote the erased document."""
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, _docs(), create={"embedder": emb, "index": "exact"})
+    purged: list[Any] = []
+
+    def purge_before_the_log_write(statement: str, _params: Any) -> None:
+        if statement.startswith("INSERT INTO ranklock.query_log") and not purged:
+            purged.append(engine.purge(cname, [VICTIM]))
+
+    late = Engine(home=rl_home, log_queries=True, tracer=purge_before_the_log_write)
+    try:
+        late._embedders[emb] = engine._embedders[emb]
+        res = late.search(cname, f"{MARKER} volcano", k=5)
+    finally:
+        late.close()
+    assert purged and res.query_id is None and any(h.doc_id == VICTIM for h in res.hits)
+    assert any(
+        w.startswith(f"query log: this search was not logged: a purge changed snapshot {res.snapshot.id} while it ran")
+        for w in res.warnings
+    )
+    row = engine.db.fetchone(
+        "SELECT count(*) AS n FROM ranklock.query_log WHERE collection = %s AND result::text LIKE %s",
+        [cname, f"%{VICTIM}%"],
+    )
+    assert row == {"n": 0}
+
+
+PURGE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from fakes import use_hash_embedder
+from ranklock import Engine
+eng = Engine(dsn=sys.argv[2])
+eng.purge(sys.argv[3], sys.argv[4:])
+"""
+
+
+def test_a_purge_killed_after_its_commit_is_finished_by_running_it_again(engine: Engine, cname: str) -> None:
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, _docs(), create={"embedder": emb, "index": "exact"})
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with psycopg.connect(engine.db.dsn) as blocker:
+        # The rewrite of the stored versions waits for this reader: the purge has committed by then.
+        blocker.execute("SELECT count(*) FROM ranklock.documents")
+        proc = subprocess.Popen([sys.executable, "-c", PURGE, TESTS, engine.db.dsn, cname, VICTIM], env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                row = engine.db.fetchone(
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE "
+                    '\'VACUUM (FULL, ANALYZE) "ranklock"."documents"%%\''
+                )
+                if row and row["n"]:
+                    break
+                time.sleep(0.01)
+            else:
+                pytest.fail("the purge never reached its rewrite of the stored versions")
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    coll = engine.collection(cname)
+    row = engine.db.fetchone("SELECT id, erased_at FROM ranklock.purges WHERE collection_id = %s", [coll.id])
+    assert row is not None and row["erased_at"] is None
+    result = CliRunner().invoke(app, ["purge", cname, VICTIM, "--dsn", engine.db.dsn])
+    assert result.exit_code == 0, result.output
+    assert f"purge {row['id']} had erased these documents but was interrupted" in " ".join(result.output.split())
+    after = engine.db.fetchone("SELECT erased_at FROM ranklock.purges WHERE id = %s", [row["id"]])
+    assert after is not None and after["erased_at"] is not None
+
+
+INGEST = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from fakes import use_hash_embedder
+from ranklock import Document, Engine
+eng = Engine(dsn=sys.argv[2])
+emb = use_hash_embedder(eng)
+changed = Document("keep-00", "Note 0", "plain words about volcano lava number 0, changed")
+eng.ingest(sys.argv[3], [changed, *(Document(f"n{i:04d}", "", f"words of note {i} about lava") for i in range(4000))])
+"""
+
+
+def test_a_purge_after_a_killed_ingest_reaps_the_dead_build_and_names_it(engine: Engine, cname: str) -> None:
+    """The issue: `UndefinedTable: ranklock_data.forward_N` until some other command reaped the dead build, whose
+    snapshot `snapshot diff` then diffed as if it were real and `search --snapshot` called "building"."""
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, _docs(), create={"embedder": emb, "index": "exact"})
+    coll = engine.collection(cname)
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-c", INGEST, TESTS, engine.db.dsn, cname], env=env)
+    dead = None
+    try:
+        # Killed once its segment has a chunk table and the snapshot references the victim's segment,
+        # before its BM25 tables exist: what a purge then recounted and failed on.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            row = engine.db.fetchone(
+                "SELECT s.id FROM ranklock.snapshots AS s WHERE s.collection_id = %s AND s.status = 'building' "
+                "AND to_regclass(format('ranklock_data.chunks_%%s', s.id)) IS NOT NULL "
+                "AND to_regclass(format('ranklock_data.forward_%%s', s.id)) IS NULL",
+                [coll.id],
+            )
+            if row is not None:
+                dead = int(row["id"])
+                break
+            time.sleep(0.002)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert dead is not None, "the ingest finished before it could be killed"
+    runner = CliRunner()
+    never = f"snapshot {dead} of {cname!r} was never finished: the process building it ended (killed or crashed)"
+    got = runner.invoke(app, ["search", cname, "lava", "--snapshot", str(dead), "--dsn", engine.db.dsn])
+    assert got.exit_code == 2 and never in " ".join(got.output.split()), got.output
+    out = engine.purge(cname, [VICTIM])  # right after the kill: nothing reaped the dead build yet
+    assert out.documents == 1
+    status = engine.db.fetchone("SELECT status FROM ranklock.snapshots WHERE id = %s", [dead])
+    assert status == {"status": "failed"}
+    for args in (
+        ["snapshot", "diff", cname, str(coll.active_snapshot_id), str(dead)],
+        ["search", cname, "lava", "--snapshot", str(dead)],
+    ):
+        got = runner.invoke(app, [*args, "--dsn", engine.db.dsn])
+        assert got.exit_code == 2 and never in " ".join(got.output.split()), got.output
+
+
+def test_replay_of_an_answer_the_purge_removed_names_the_purge(engine: Engine, cname: str) -> None:
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, _docs(), create={"embedder": emb, "index": "exact"})
+    answer = engine.ask(cname, f"what does the {MARKER} sentence name?")
+    assert any(c.doc_id == VICTIM for c in answer.chunks)
+    out = engine.purge(cname, [VICTIM])
+    with pytest.raises(NotFound) as exc:
+        engine.replay_answer(answer.answer_id)
+    assert str(exc.value).startswith(
+        f"answer {answer.answer_id} quoted a document that purge {out.purge_id} erased at "
+    )
+
+
+def test_a_purge_on_an_external_server_says_what_it_cannot_reach(engine: Engine, cname: str) -> None:
+    """Through RANKLOCK_DSN as a role that is not a superuser: its own tables are rewritten, pg_statistic and the
+    WAL are not, and the purge says so, with what a superuser would run."""
+    role, database = "rl_purger", "rl_purge_external"
+    with psycopg.connect(engine.db.dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(role)))
+    info = psycopg.conninfo.conninfo_to_dict(engine.db.dsn)
+    with psycopg.connect(**{**info, "dbname": database}, autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION vector")
+        admin.execute("CREATE EXTENSION unaccent")
+    dsn = psycopg.conninfo.make_conninfo(**{**info, "dbname": database, "user": role})
+    ext = Engine(dsn=dsn, log_queries=True)
+    try:
+        emb = use_hash_embedder(ext)
+        ext.ingest(cname, _docs(), create={"embedder": emb, "index": "exact"})
+        ext.search(cname, f"{MARKER} volcano", k=5)
+        out = ext.purge(cname, [VICTIM])
+    finally:
+        ext.close()
+    assert "ranklock.documents" in out.rewritten and "pg_catalog.pg_statistic" not in out.rewritten
+    assert out.wal_removed == 0
+    said = "\n".join(out.unreached)
+    assert f"pg_statistic's old row versions: role {role!r} is not a superuser" in said
+    assert f"the server's WAL: role {role!r} may not switch WAL segments and checkpoint" in said
+    assert "the file system's free blocks" in said and "copies and backups of the data" in said
+    with psycopg.connect(engine.db.dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
