@@ -78,6 +78,13 @@ def ingest(
             "--skip-unreadable", help="Leave out (and name) files that cannot be read instead of failing the ingest."
         ),
     ] = False,
+    follow_links: Annotated[
+        bool,
+        typer.Option(
+            "--follow-links",
+            help="Read symbolic links that lead out of the folder (by default they are refused and named).",
+        ),
+    ] = False,
     shards: ShardsOpt = None,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
@@ -92,7 +99,7 @@ def ingest(
     from .files import load_for_cli, print_files_report
 
     with engine(dsn, home) as eng:
-        loaded = load_for_cli(path, skip_unreadable)
+        loaded = load_for_cli(path, skip_unreadable, follow_links)
         create = {
             "language": language,
             "accent": accent,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,8 @@ class PurgeOutcome:
     canary_records: tuple[str, ...] = ()
     #: True when this run only finished the rewrite of an earlier purge that was interrupted after its commit.
     resumed: bool = False
+    #: Wall seconds of its parts: ``transaction`` (deletes, copy and swap, logs), ``erase`` (after the commit).
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def purge_documents(
@@ -123,11 +126,13 @@ def purge_documents(
         # writer does, so the purge never meets a half-written segment.
         reap_dead_builds(db, coll.id)
         coll = read_collection(db, coll.name)
+        t0 = time.perf_counter()
         with db.connection() as conn, conn.transaction():
             done = _purge(conn, coll, wanted, lock_wait)
         if done is None:
             return _resume(db, coll, wanted, embedded)
         outcome, later = done
+        outcome = dataclasses.replace(outcome, seconds={"transaction": round(time.perf_counter() - t0, 3)})
         return _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
 
 
@@ -249,13 +254,17 @@ def _existing_tables(conn: Any, seg: int) -> list[str]:
 
 def _erase(db: Database, outcome: PurgeOutcome, tables: Sequence[str], embedded: bool) -> PurgeOutcome:
     """After the commit: what still holds the bytes is rewritten (ranklock.store.erasure), and the record says so."""
+    t0 = time.perf_counter()
     left = erase_leftovers(db, tables, embedded=embedded)
     db.execute(
         "UPDATE ranklock.purges SET erased_at = clock_timestamp(), unreached = %s WHERE id = %s",
         [list(left.unreached), outcome.purge_id],
     )
     rewritten = (*outcome.rewritten, *left.rewritten)
-    return dataclasses.replace(outcome, rewritten=rewritten, wal_removed=left.wal_removed, unreached=left.unreached)
+    seconds = {**outcome.seconds, "erase": round(time.perf_counter() - t0, 3)}
+    return dataclasses.replace(
+        outcome, rewritten=rewritten, wal_removed=left.wal_removed, unreached=left.unreached, seconds=seconds
+    )
 
 
 def _resume(db: Database, coll: CollectionInfo, wanted: list[str], embedded: bool) -> PurgeOutcome:
