@@ -39,7 +39,8 @@ def serve(
         typer.Option(
             "--insecure-no-auth",
             help="Serve a non-loopback interface without API tokens: anyone who reaches the port reads every "
-            "collection and spends your LLM key.",
+            "collection (a paid generator still needs a token; only IP addresses and --allow-host names are "
+            "answered as Host).",
         ),
     ] = False,
     dsn: DsnOpt = None,
@@ -69,8 +70,9 @@ def serve(
             if insecure_no_auth:
                 err_console.print(
                     f"[bold red]warning:[/] serving {host}:{port} with --insecure-no-auth: no token is asked for; "
-                    "anyone who reaches this port reads every collection, writes the answer log and can choose a "
-                    "paid generator.",
+                    "anyone who reaches this port reads every collection and writes the answer log (a paid "
+                    "generator still needs a token with that scope; Host names other than IP addresses and "
+                    "--allow-host ones are refused).",
                     highlight=False,
                 )
             elif not live:
@@ -84,7 +86,13 @@ def serve(
             logging.getLogger("ranklock.serve").warning("%s", line)
         # Bring both logs within their retention policy without delaying start-up, then keep them there.
         threading.Thread(target=_prune_logs, args=(eng,), name="ranklock-log-prune", daemon=True).start()
-        run(create_app(eng, access=access), host=host, port=port, header_timeout=eng.settings.header_timeout)
+        run(
+            create_app(eng, access=access),
+            host=host,
+            port=port,
+            header_timeout=eng.settings.header_timeout,
+            trusted_proxies=eng.settings.trusted_proxies,
+        )
 
 
 def _prune_logs(eng: Any) -> None:
