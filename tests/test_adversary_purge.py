@@ -23,6 +23,7 @@ from fakes import use_hash_embedder
 from ranklock import Document, Engine, NotFound
 from ranklock.cli import app
 from ranklock.eval.canary import run_canary
+from ranklock.store import locks
 from ranklock.store.server import EmbeddedServer
 
 MARKER = "Zqxvormelant"  # a word no other document has: its lexeme is "zqxvormelant"
@@ -97,8 +98,8 @@ def test_after_a_purge_no_file_of_the_home_holds_the_text_its_lexemes_or_its_id(
 
 
 def test_searches_keep_running_while_a_purge_rewrites_and_waits_to_swap(engine: Engine, cname: str) -> None:
-    """Copy and swap: the old segment tables serve every search until the swap, which waits for its readers in
-    short attempts instead of queueing the searches behind it."""
+    """Copy and swap: the old segment tables serve every search until the swap, which tries for its locks in
+    short attempts behind the snapshot's read gate instead of queueing the searches behind it."""
     emb = use_hash_embedder(engine)
     engine.ingest(cname, _docs(40), create={"embedder": emb, "index": "hnsw"})
     seg = engine.collection(cname).active_snapshot_id
@@ -112,11 +113,14 @@ def test_searches_keep_running_while_a_purge_rewrites_and_waits_to_swap(engine: 
         waited = 0
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not waited:
+            # The purge is trying to swap once it has held a read gate (an advisory lock of its namespace).
             row = engine.db.fetchone(
-                "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE%%'"
+                "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+                "AND mode = 'ExclusiveLock'",
+                [locks.READ_GATE],
             )
             waited = int(row["n"]) if row else 0
-            time.sleep(0.01)
+            time.sleep(0.005)
         assert waited, "the purge never tried to swap"
         slowest = 0.0
         for _ in range(10):
@@ -124,7 +128,8 @@ def test_searches_keep_running_while_a_purge_rewrites_and_waits_to_swap(engine: 
             res = engine.search(cname, "volcano lava", k=5)
             slowest = max(slowest, time.monotonic() - t0)
             assert len(res.hits) == 5
-        assert slowest < 2.0, f"a search waited {slowest:.2f} s behind the purge"
+        # A search waits at most one attempt: the gate's wait and the tables' (0.5 s each), with a loaded machine's margin.
+        assert slowest < 3.0, f"a search waited {slowest:.2f} s behind the purge"
         assert purge.is_alive() and not done
     finally:
         reader.close()

@@ -51,10 +51,11 @@ from ..collection import CollectionInfo, read_collection
 from ..errors import IngestError
 from ..store.database import Database
 from ..store.erasure import erase_leftovers
-from ..store.rewrite import copy_and_swap
-from ..store.tables import SCHEMA, segment_table, segment_table_names
-from .build import drop_snapshot_tables, reap_dead_builds
+from ..store.rewrite import Copy, copy_table
+from ..store.tables import SCHEMA, segment_table, segment_table_names, snapshot_table_name
+from .build import reap_dead_builds
 from .composition import recount_dead_terms, set_digest
+from .gate import open_gates, swap_behind_gates
 from .indexes import index_build_settings
 from .manifest import manifest_hash
 from .writer import writing
@@ -127,8 +128,12 @@ def purge_documents(
         reap_dead_builds(db, coll.id)
         coll = read_collection(db, coll.name)
         t0 = time.perf_counter()
-        with db.connection() as conn, conn.transaction():
-            done = _purge(conn, coll, wanted, lock_wait)
+        with db.connection() as conn:
+            try:
+                with conn.transaction():
+                    done = _purge(conn, coll, wanted, lock_wait)
+            finally:
+                open_gates(conn)  # closed for the swap; searches read the new tables from here
         if done is None:
             return _resume(db, coll, wanted, embedded)
         outcome, later = done
@@ -162,30 +167,31 @@ def _purge(
         [coll.id, wanted],
     ).fetchone()
     cache = _purge_vectors(conn, coll, hashes)
-    swapped, later = _rewrite_segments(conn, segments, lock_wait)
     # Entries that quote the documents: the results and branch lists of the query log, the numbered
-    # chunks of the answer log, the result cache of the snapshots that held them.  Their tables are
-    # locked against writes first, until the commit: a search that read the old segment tables and
-    # logs after this point waits, then finds its snapshot's manifest changed and logs nothing
+    # chunks of the answer log.  Found now, while searches run; deleted at the end, with those
+    # logged since.
+    seen_query = _quoting(conn, "query_log", coll.name, wanted)
+    seen_answer = _quoting(conn, "answer_log", coll.name, wanted)
+    copies, later = _copy_segments(conn, segments)
+    # The swap, behind the read gates of the snapshots that hold the touched segments
+    # (ranklock.snapshot.gate), and from there to the commit as little as can be.
+    counts = [
+        sql.Identifier(SCHEMA, str(r[0]))
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename = ANY (%s) ORDER BY tablename",
+            [SCHEMA, [snapshot_table_name(sid) for sid in snapshots]],
+        ).fetchall()
+    ]
+    # (value counts: recounted by the next search)
+    swap_behind_gates(conn, snapshots, copies, counts, lock_wait=lock_wait)
+    # The logs are locked against writes until the commit: a search that read the old segment tables
+    # and logs after this point waits, then finds its snapshot's manifest changed and logs nothing
     # (ranklock.search.log), so no entry that quotes a purged document is written behind the purge.
     conn.execute(
         "LOCK TABLE ranklock.query_log, ranklock.answer_log, ranklock.result_cache IN SHARE ROW EXCLUSIVE MODE"
     )
-    query_ids = [
-        int(r[0])
-        for r in conn.execute(
-            "DELETE FROM ranklock.query_log AS q WHERE q.collection = %s AND EXISTS (SELECT 1 FROM unnest(%s::text[]) "
-            "AS x WHERE jsonb_path_exists(q.result, '$.** ? (@ == $id)', jsonb_build_object('id', x)) "
-            "OR jsonb_path_exists(coalesce(q.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x))) "
-            "RETURNING q.id",
-            [coll.name, wanted],
-        ).fetchall()
-    ]
-    answers = conn.execute(
-        "DELETE FROM ranklock.answer_log AS a WHERE a.collection = %s AND EXISTS ("
-        "SELECT 1 FROM jsonb_array_elements(a.chunks) AS c WHERE c ->> 1 = ANY (%s)) RETURNING a.id, a.answer_id",
-        [coll.name, wanted],
-    ).fetchall()
+    query_ids = [int(r[0]) for r in _delete_quoting(conn, "query_log", seen_query, coll.name, wanted)]
+    answers = _delete_quoting(conn, "answer_log", seen_answer, coll.name, wanted)
     conn.execute("DELETE FROM ranklock.result_cache WHERE snapshot_id = ANY (%s)", [list(snapshots)])
     documents = len({r[1] for r in found})
     row = conn.execute(
@@ -197,7 +203,7 @@ def _purge(
             documents,
             list(snapshots),
             query_ids,
-            [int(r[0]) for r in answers],
+            [r[0] for r in answers],
             sorted({r[1] for r in answers if r[1]}),
         ],
     ).fetchone()
@@ -213,16 +219,59 @@ def _purge(
         cache_vectors=cache,
         log_entries_removed=len(query_ids),
         answers_removed=len(answers),
-        rewritten=tuple(swapped),
+        rewritten=tuple(f"{c.schema}.{c.name}" for c in copies),
     )
     return outcome, later
 
 
-def _rewrite_segments(conn: Any, segments: list[int], lock_wait: float) -> tuple[list[str], list[str]]:
-    """Copy and swap every table of the touched segments (every kind ranklock.store.tables names), then
-    analyze it.  Returns the tables swapped, and those left to rewrite after the commit instead: a Citus
-    cluster's distributed ones, whose shards ``VACUUM FULL`` reaches."""
-    swapped: list[str] = []
+#: Which entries of each log quote one of the ids bound as ``ids``: a condition on the log row ``t``.
+_QUOTES = {
+    "query_log": sql.SQL(
+        "EXISTS (SELECT 1 FROM unnest(%(ids)s::text[]) AS x WHERE "
+        "jsonb_path_exists(t.result, '$.** ? (@ == $id)', jsonb_build_object('id', x)) "
+        "OR jsonb_path_exists(coalesce(t.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x)))"
+    ),
+    "answer_log": sql.SQL(
+        "EXISTS (SELECT 1 FROM jsonb_array_elements(t.chunks) AS c WHERE c ->> 1 = ANY (%(ids)s::text[]))"
+    ),
+}
+#: What the purge record keeps of a removed entry: its id, and the answer log's public answer id.
+_RETURNING = {"query_log": sql.SQL("t.id, NULL"), "answer_log": sql.SQL("t.id, t.answer_id")}
+
+
+def _quoting(conn: Any, log: str, collection: str, ids: list[str]) -> tuple[list[int], int]:
+    """The entries of ``log`` that quote ``ids``, and the highest id of the log when they were found."""
+    table = sql.Identifier("ranklock", log)
+    top = conn.execute(sql.SQL("SELECT coalesce(max(id), 0) FROM {}").format(table)).fetchone()
+    found = conn.execute(
+        sql.SQL("SELECT t.id FROM {} AS t WHERE t.collection = %(c)s AND t.id <= %(top)s AND {}").format(
+            table, _QUOTES[log]
+        ),
+        {"c": collection, "top": top[0], "ids": ids},
+    ).fetchall()
+    return [int(r[0]) for r in found], int(top[0])
+
+
+def _delete_quoting(
+    conn: Any, log: str, seen: tuple[list[int], int], collection: str, ids: list[str]
+) -> list[tuple[int, str | None]]:
+    """Delete the entries found by :func:`_quoting` and those of ``log`` written since that quote ``ids``."""
+    found, top = seen
+    rows = conn.execute(
+        sql.SQL(
+            "DELETE FROM {} AS t WHERE t.id = ANY (%(found)s) OR (t.id > %(top)s AND t.collection = %(c)s AND {}) "
+            "RETURNING {}"
+        ).format(sql.Identifier("ranklock", log), _QUOTES[log], _RETURNING[log]),
+        {"found": found, "top": top, "c": collection, "ids": ids},
+    ).fetchall()
+    return [(int(r[0]), r[1]) for r in rows]
+
+
+def _copy_segments(conn: Any, segments: list[int]) -> tuple[list[Copy], list[str]]:
+    """A copy of every table of the touched segments (every kind ranklock.store.tables names), analyzed, to
+    swap in.  Also the tables left to rewrite after the commit instead: a Citus cluster's distributed
+    ones, whose shards ``VACUUM FULL`` reaches."""
+    copies: list[Copy] = []
     later: list[str] = []
     index_build_settings(conn)
     for seg in segments:
@@ -230,11 +279,9 @@ def _rewrite_segments(conn: Any, segments: list[int], lock_wait: float) -> tuple
         for name in _existing_tables(conn, seg):
             if distributed:
                 later.append(f"{SCHEMA}.{name}")
-                continue
-            copy_and_swap(conn, SCHEMA, name, lock_wait=lock_wait)
-            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(SCHEMA, name)))
-            swapped.append(f"{SCHEMA}.{name}")
-    return swapped, later
+            else:
+                copies.append(copy_table(conn, SCHEMA, name))
+    return copies, later
 
 
 def _distributed(conn: Any, seg: int) -> bool:
@@ -374,8 +421,7 @@ def _fix_snapshots(conn: Any, segments: list[int], ids: list[str]) -> list[int]:
     ]
     for sid in touched:
         conn.execute("DELETE FROM ranklock.snapshot_dead WHERE snapshot_id = %s AND doc_id = ANY (%s)", [sid, ids])
-        drop_snapshot_tables(conn, sid)  # its value counts: recounted on the next search
-        _recount(conn, sid)
+        _recount(conn, sid)  # its value counts go at the swap, with the old segment tables
     return touched
 
 

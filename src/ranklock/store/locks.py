@@ -15,6 +15,9 @@ that two concepts never share one::
     ANSWER_LOG_PRUNE (nothing)  the process pruning the answer log
     WRITER         collection   a writer (ingest, activate, rollback, drop) from reading
                                 the active snapshot until it has switched it
+    READ_GATE      snapshot     a search's read transaction (shared, ranklock.search.fusion); a
+                                purge swapping the snapshot's segment tables (exclusive,
+                                ranklock.snapshot.gate)
 
 Example::
 
@@ -23,7 +26,17 @@ Example::
 
 from __future__ import annotations
 
-__all__ = ["ALL", "ANSWER_LOG_PRUNE", "BUILD", "LOG_PRUNE", "MIGRATIONS", "VALUE_COUNTS", "VERSIONS", "WRITER"]
+__all__ = [
+    "ALL",
+    "ANSWER_LOG_PRUNE",
+    "BUILD",
+    "LOG_PRUNE",
+    "MIGRATIONS",
+    "READ_GATE",
+    "VALUE_COUNTS",
+    "VERSIONS",
+    "WRITER",
+]
 
 MIGRATIONS = 7_142_001
 BUILD = 7_142_002
@@ -32,6 +45,7 @@ VALUE_COUNTS = 7_142_004
 LOG_PRUNE = 7_142_005
 WRITER = 7_142_006
 ANSWER_LOG_PRUNE = 7_142_007
+READ_GATE = 7_142_008
 
 #: Every namespace by name (a test checks they are distinct and that no module spells one itself).
 ALL = {
@@ -42,4 +56,5 @@ ALL = {
     "LOG_PRUNE": LOG_PRUNE,
     "WRITER": WRITER,
     "ANSWER_LOG_PRUNE": ANSWER_LOG_PRUNE,
+    "READ_GATE": READ_GATE,
 }

@@ -8,21 +8,24 @@ written.  ``VACUUM FULL`` rewrites the table, but under an ACCESS EXCLUSIVE
 lock for the whole rewrite, index builds included: every search of the
 collection would wait for an HNSW build (docs/reliability.md has the figures).
 
-:func:`copy_and_swap` writes a new table beside the old one, in the caller's
+:func:`copy_table` writes a new table beside the old one, in the caller's
 transaction, while readers go on reading the old one (the copy takes only
-ACCESS SHARE on it); builds its indexes in bulk; and then swaps in one short
-step: the old table is dropped (PostgreSQL truncates its files at commit and
-unlinks them at the next checkpoint) and the new one and its indexes take the
-old names.  The swap waits for a moment when no reader holds the old table,
-in bounded attempts, so a queued swap never holds readers back for long.
+ACCESS SHARE on it), and builds its indexes in bulk; :func:`swap_in` then
+swaps all of them in one short step: the old tables are dropped (PostgreSQL
+truncates their files at commit and unlinks them at the next checkpoint) and
+the new ones and their indexes take the old names.  The swap takes its locks
+only at a moment when no reader holds any of the old tables, so it never
+waits holding one of them.
 
->>> copy_and_swap(conn, "ranklock_data", "chunks_12")   # doctest: +SKIP
+>>> copies = [copy_table(conn, "ranklock_data", "chunks_12")]   # doctest: +SKIP
+>>> swap_in(conn, copies, lock_wait=300)                          # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,13 +34,10 @@ from psycopg import sql
 
 from ..errors import SnapshotError
 
-__all__ = ["copy_and_swap"]
+__all__ = ["Copy", "copy_table", "swap_in"]
 
-#: How long one attempt of the swap waits for the readers of the old table: the longest a search that
-#: starts meanwhile can be held back by the queued swap.
-SWAP_ATTEMPT_MS = 200
-#: The pause between two attempts, so the readers that queued behind one get through.
-_SWAP_PAUSE_S = 0.05
+#: The pause between two attempts to lock the old tables.
+_SWAP_PAUSE_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -65,15 +65,25 @@ def _indexes(conn: psycopg.Connection[Any], table: sql.Identifier) -> list[_Inde
     return [_Index(r[0], tuple(r[1:11]), r[11], r[12], r[13]) for r in rows]
 
 
-def copy_and_swap(conn: psycopg.Connection[Any], schema: str, name: str, *, lock_wait: float = 300.0) -> None:
-    """Replace table ``schema.name`` by a fresh copy of its rows as the caller's transaction sees them.
+@dataclass(frozen=True)
+class Copy:
+    """A table's copy made by :func:`copy_table`, waiting to be swapped in by :func:`swap_in`."""
 
-    Runs inside the caller's transaction (which should have set the
-    maintenance settings its index builds want).  The new table has the old
-    one's columns, defaults, constraints, storage and statistics targets
-    (``LIKE … INCLUDING ALL``) and the same indexes, under the same names,
-    each built once over the copied rows.  Raises :class:`SnapshotError` when
-    readers kept the old table for longer than ``lock_wait`` seconds.
+    schema: str
+    name: str
+    tmp_name: str
+    #: (the copy's index name, the old index's name it takes at the swap)
+    renames: tuple[tuple[str, str], ...]
+
+
+def copy_table(conn: psycopg.Connection[Any], schema: str, name: str) -> Copy:
+    """A fresh copy of table ``schema.name``, of its rows as the caller's transaction sees them, analyzed.
+
+    Runs inside the caller's transaction (which should have set the maintenance settings its index
+    builds want) and takes only ACCESS SHARE on the old table, so its readers go on.  The copy has the
+    old one's columns, defaults, constraints, storage and statistics targets (``LIKE … INCLUDING
+    ALL``) and the same indexes, each built once over the copied rows; it is analyzed here, before the
+    swap, so the swap's short lock does not wait for ANALYZE.
     """
     old = sql.Identifier(schema, name)
     tmp_name = f"{name}__rw"
@@ -85,7 +95,7 @@ def copy_and_swap(conn: psycopg.Connection[Any], schema: str, name: str, *, lock
     by_shape: dict[tuple[Any, ...], list[str]] = defaultdict(list)
     for ix in before:
         by_shape[ix.shape].append(ix.name)
-    renames = [(ix.name, by_shape[ix.shape].pop(0)) for ix in copied]
+    renames = tuple((ix.name, by_shape[ix.shape].pop(0)) for ix in copied)
     # Empty indexes would be filled row by row, many times slower than a build over the whole
     # table (an HNSW graph above all): drop them, copy, and build them again from their own
     # definitions (the server's text for this very table, so no name is rewritten by hand).
@@ -104,14 +114,38 @@ def copy_and_swap(conn: psycopg.Connection[Any], schema: str, name: str, *, lock
             )
         else:
             conn.execute(_catalog_ddl(ix.definition))
-    _lock_for_swap(conn, old, lock_wait)
-    conn.execute(sql.SQL("DROP TABLE {}").format(old))
-    conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(tmp, sql.Identifier(name)))
-    for made, wanted in renames:
-        # Renaming the index of a PRIMARY KEY or UNIQUE constraint renames the constraint too.
+    conn.execute(sql.SQL("ANALYZE {}").format(tmp))
+    return Copy(schema, name, tmp_name, renames)
+
+
+def swap_in(
+    conn: psycopg.Connection[Any], copies: list[Copy], *, also_drop: Sequence[sql.Identifier] = (), lock_wait: float
+) -> None:
+    """Drop the old tables of ``copies`` (and the tables ``also_drop``) and give the copies (and their
+    indexes) the old names.
+
+    Every old table is locked in one statement that does not wait (NOWAIT), retried until no
+    reader holds any of them: a swap that held one table while it waited for another could
+    wait for a reader that itself waits for the first, and every search queued behind.  The
+    caller keeps new readers off first where it can (ranklock.snapshot.purge's read gate).
+    Raises :class:`SnapshotError` after ``lock_wait`` seconds of readers.
+    """
+    olds = [sql.Identifier(c.schema, c.name) for c in copies]
+    if not olds and not also_drop:
+        return
+    _lock_all(conn, [*olds, *also_drop], lock_wait)
+    for table in also_drop:
+        conn.execute(sql.SQL("DROP TABLE {}").format(table))
+    for c, old in zip(copies, olds, strict=True):
+        conn.execute(sql.SQL("DROP TABLE {}").format(old))
         conn.execute(
-            sql.SQL("ALTER INDEX {} RENAME TO {}").format(sql.Identifier(schema, made), sql.Identifier(wanted))
+            sql.SQL("ALTER TABLE {} RENAME TO {}").format(sql.Identifier(c.schema, c.tmp_name), sql.Identifier(c.name))
         )
+        for made, wanted in c.renames:
+            # Renaming the index of a PRIMARY KEY or UNIQUE constraint renames the constraint too.
+            conn.execute(
+                sql.SQL("ALTER INDEX {} RENAME TO {}").format(sql.Identifier(c.schema, made), sql.Identifier(wanted))
+            )
 
 
 def _catalog_ddl(text: str) -> sql.SQL:
@@ -122,24 +156,21 @@ def _catalog_ddl(text: str) -> sql.SQL:
     return sql.SQL(text)
 
 
-def _lock_for_swap(conn: psycopg.Connection[Any], table: sql.Identifier, lock_wait: float) -> None:
-    """Take ACCESS EXCLUSIVE on ``table`` in short attempts (a savepoint each), at most ``lock_wait`` seconds."""
+def _lock_all(conn: psycopg.Connection[Any], tables: list[sql.Identifier], lock_wait: float) -> None:
+    """ACCESS EXCLUSIVE on every one of ``tables``, all or none per attempt (a savepoint each)."""
     deadline = time.monotonic() + lock_wait
-    row = conn.execute("SELECT current_setting('lock_timeout')").fetchone()
-    before = str(row[0]) if row else "0"
+    statement = sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE NOWAIT").format(sql.SQL(", ").join(tables))
     while True:
         try:
             with conn.transaction():
-                conn.execute("SELECT set_config('lock_timeout', %s, true)", [f"{SWAP_ATTEMPT_MS}ms"])
-                conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
-        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+                conn.execute(statement)
+        except psycopg.errors.LockNotAvailable:
             if time.monotonic() > deadline:
                 raise SnapshotError(
-                    f"readers held {table.as_string(conn)} for more than {lock_wait:g} s without a pause, so its "
-                    "rewrite could not be swapped in; nothing was changed. Retry when fewer searches run, or raise "
-                    "RANKLOCK_LOCK_WAIT."
+                    f"readers held the tables {', '.join(t.as_string(conn) for t in tables)} for more than "
+                    f"{lock_wait:g} s without a pause, so their rewrite could not be swapped in; nothing was "
+                    "changed. Retry when fewer searches run, or raise RANKLOCK_LOCK_WAIT."
                 ) from None
             time.sleep(_SWAP_PAUSE_S)
             continue
-        conn.execute("SELECT set_config('lock_timeout', %s, true)", [before])
         return
