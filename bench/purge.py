@@ -68,11 +68,15 @@ class Searching:
 
     def during(self, start: float, end: float) -> dict[str, Any]:
         """Searches that started or ended while [start, end] ran."""
-        took = [d for t0, d in self.times if t0 <= end and t0 + d >= start]
+        runs = [(t0, d) for t0, d in self.times if t0 <= end and t0 + d >= start]
+        took = [d for _, d in runs]
         return {
             "searches": len(took),
             "median_ms": round(statistics.median(took) * 1000, 1) if took else None,
+            "p99_ms": round(sorted(took)[int(0.99 * (len(took) - 1))] * 1000, 1) if took else None,
             "slowest_ms": round(max(took) * 1000, 1) if took else None,
+            # When the five slowest began, in seconds from the start of the run, and how long they took.
+            "slowest_at_s": [(round(t0 - start, 1), round(d, 2)) for t0, d in sorted(runs, key=lambda r: -r[1])[:5]],
             "errors": len(self.errors),
         }
 

@@ -309,3 +309,68 @@ def test_a_purge_on_an_external_server_says_what_it_cannot_reach(engine: Engine,
     with psycopg.connect(engine.db.dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
         admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+FIRST_INGEST = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from fakes import use_hash_embedder
+from ranklock import Document, Engine
+eng = Engine(dsn=sys.argv[2])
+emb = use_hash_embedder(eng)
+docs = [Document(f"n{i:04d}", "", f"words of note {i} about lava") for i in range(3000)]
+eng.ingest(sys.argv[3], docs, create={"embedder": emb})
+"""
+
+
+def test_a_killed_first_ingest_leaves_no_collection_and_the_retry_gets_its_settings(
+    engine: Engine, cname: str, tmp_path: Path
+) -> None:
+    """The issue: the killed first ingest left the collection made with the defaults; the retry's --index exact
+    --language simple --window 128 were silently ignored, as they are on any existing collection."""
+    from ranklock.settings import ChunkerParams
+
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-c", FIRST_INGEST, TESTS, engine.db.dsn, cname], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            row = engine.db.fetchone(
+                "SELECT count(*) AS n FROM ranklock.snapshots AS s JOIN ranklock.collections AS c ON "
+                "c.id = s.collection_id WHERE c.name = %s AND s.status = 'building'",
+                [cname],
+            )
+            if row and row["n"]:
+                break
+            time.sleep(0.005)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert engine.db.fetchone("SELECT provisional FROM ranklock.collections WHERE name = %s", [cname]) == {
+        "provisional": True
+    }, "the first ingest was not killed mid-way"
+    assert cname not in [c.name for c in engine.collections()]  # the listing removed it
+    emb = use_hash_embedder(engine)
+    docs = [Document("d1", "", "lava words")]
+    engine.ingest(
+        cname,
+        docs,
+        create={
+            "embedder": emb,
+            "index": "exact",
+            "language": "simple",
+            "chunker": ChunkerParams(window=128, overlap=16),
+        },
+    )
+    coll = engine.collection(cname)
+    assert (coll.index_kind, coll.language, coll.chunker.window, coll.provisional) == ("exact", "simple", 128, False)
+    (tmp_path / "note.md").write_text("More lava words.\n")
+    got = CliRunner().invoke(
+        app, ["ingest", cname, str(tmp_path), "--index", "hnsw", "--window", "256", "--dsn", engine.db.dsn]
+    )
+    assert got.exit_code == 2
+    assert " ".join(got.output.split()) == (
+        f"error: collection {cname!r} exists, and this ingest asks for settings it was not made with: index hnsw "
+        "(the collection has exact); window 256 (the collection has 128). They are fixed for a collection's "
+        "lifetime: leave them out to ingest into it, or ingest into a new collection (another name)."
+    )

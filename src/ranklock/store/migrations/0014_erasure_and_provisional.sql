@@ -7,3 +7,9 @@ ALTER TABLE ranklock.purges
     ADD COLUMN erased_at timestamptz,
     ADD COLUMN unreached text[] NOT NULL DEFAULT '{}';
 -- Purges made before this migration deleted rows only; nothing says their bytes were rewritten.
+
+-- A collection an ingest created for itself is provisional until a snapshot of it is ready: if that
+-- first ingest dies (killed before its first snapshot), the next ingest or `ranklock collections`
+-- removes it instead of keeping an empty collection with settings nobody chose again
+-- (ranklock.snapshot.abandoned).
+ALTER TABLE ranklock.collections ADD COLUMN provisional boolean NOT NULL DEFAULT false;
