@@ -4,6 +4,7 @@ finished by running it again; a purge after a killed ingest, and what it cannot 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -374,3 +375,50 @@ def test_a_killed_first_ingest_leaves_no_collection_and_the_retry_gets_its_setti
         "(the collection has exact); window 256 (the collection has 128). They are fixed for a collection's "
         "lifetime: leave them out to ingest into it, or ingest into a new collection (another name)."
     )
+
+
+def test_db_stop_waits_for_a_running_ingest_and_a_forced_stop_is_not_undone(own_home: Path, tmp_path: Path) -> None:
+    """The issue: `ranklock db stop` during an ingest made the ingest fail, and its reconnect logic started the
+    server again, undoing the operator's stop (before a backup, say)."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"_id": f"n{i:05d}", "text": f"words of note {i} about lava"}) + "\n" for i in range(6000))
+    )
+    eng = Engine(home=own_home)
+    eng.close()  # the server runs; the ingest below is its only client
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    launcher = str(Path(TESTS) / "mcp_hash_server.py")  # the CLI, with the tests' hash embedder resolvable
+    proc = subprocess.Popen(
+        [sys.executable, launcher, "ingest", "big", str(corpus), "--home", str(own_home), "--embedder", "test:hash-8"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    server = EmbeddedServer(own_home)
+    try:
+        deadline = time.monotonic() + 120
+        while not server.writers() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.writers(), "the ingest never started writing"
+        runner = CliRunner()
+        got = runner.invoke(app, ["db", "stop", "--home", str(own_home)])
+        assert got.exit_code == 2, got.output
+        assert " ".join(got.output.split()).startswith(
+            "error: not stopped: 1 writer(s) are running: a writer of collection 'big' (backend pid "
+        )
+        assert server.running()
+        got = runner.invoke(app, ["db", "stop", "--force", "--home", str(own_home)])
+        assert got.exit_code == 0 and got.output.startswith("stopped"), got.output
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, err
+    assert "was stopped on purpose (`ranklock db stop` at " in " ".join(err.split()), err
+    time.sleep(1)
+    assert not server.running()  # nobody started it again
+    assert server.stopped_on_purpose() is not None
+    got = CliRunner().invoke(app, ["collections", "--home", str(own_home)])  # a new command starts it
+    assert got.exit_code == 0 and server.running() and server.stopped_on_purpose() is None

@@ -161,7 +161,7 @@ class Engine:
 
             server = EmbeddedServer(settings.home)
             uri = server.uri()
-            restart = server.uri  # starts the server again if it died, within the seconds it is given
+            restart = server.restart  # starts it again if it died (not if stopped on purpose), within the seconds given
             diagnose = server.diagnose
         from .store.trace import stderr_timer
 

