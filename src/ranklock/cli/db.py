@@ -123,6 +123,12 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
         console.print("command service: not running (the next search starts it)")
     if embedder is None:
         console.print("embedding service: not running (the next command that needs the model starts it)")
+    elif "unresponsive" in embedder:
+        console.print(
+            f"embedding service: pid {embedder['pid']}, running but not answering: {embedder['unresponsive']}",
+            highlight=False,
+            soft_wrap=True,
+        )
     else:
         console.print(
             f"embedding service: pid {embedder['pid']}, {embedder['id']} ({embedder['sha256'][:12]}…), "
