@@ -103,7 +103,12 @@ def erase_leftovers(db: Database, tables: Sequence[str], *, embedded: bool) -> L
                 f"pg_statistic's old row versions: role {role!r} is not a superuser, so it cannot rewrite the "
                 "catalog; a superuser can (`VACUUM FULL pg_catalog.pg_statistic`)"
             )
-        removed, why = _retire_wal(conn) if superuser else (0, None)
+        removed, why = 0, None
+        if superuser:
+            try:
+                removed, why = _retire_wal(conn)
+            except psycopg.Error as exc:  # a server that refuses a step (a setting, an extension's hook)
+                why = f"the server's WAL: it refused to switch segments and checkpoint ({str(exc).strip()[:200]})"
         if not superuser:
             unreached.append(
                 f"the server's WAL: role {role!r} may not switch WAL segments and checkpoint; a superuser can "
