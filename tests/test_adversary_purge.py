@@ -104,6 +104,11 @@ def test_searches_keep_running_while_a_purge_rewrites_and_waits_to_swap(engine: 
     emb = use_hash_embedder(engine)
     engine.ingest(cname, _docs(40), create={"embedder": emb, "index": "hnsw"})
     seg = engine.collection(cname).active_snapshot_id
+    indexes = (
+        "SELECT tablename, indexname, regexp_replace(indexdef, '^CREATE (UNIQUE )?INDEX \\S+ ', '') AS def "
+        "FROM pg_indexes WHERE schemaname = 'ranklock_data' AND tablename ~ %s ORDER BY 1, 2"
+    )
+    before = engine.db.fetchall(indexes, [f"_{seg}$"])
     reader = psycopg.connect(engine.db.dsn)
     reader.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("ranklock_data", f"chunks_{seg}")))
     # The reader's open transaction holds the old chunk table: the purge copies, then waits to swap.
@@ -137,6 +142,8 @@ def test_searches_keep_running_while_a_purge_rewrites_and_waits_to_swap(engine: 
         purge.join(60)
     assert done and done[0].documents == 1
     assert all(h.doc_id != VICTIM for h in engine.search(cname, f"{MARKER} volcano", k=50).hits)
+    # The swapped tables have the indexes (and constraint names) they had, each built anew.
+    assert engine.db.fetchall(indexes, [f"_{seg}$"]) == before and len(before) >= 6
 
 
 def test_a_search_that_logs_after_a_purge_committed_logs_nothing(engine: Engine, rl_home: Path, cname: str) -> None:

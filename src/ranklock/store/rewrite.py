@@ -88,6 +88,18 @@ def copy_table(conn: psycopg.Connection[Any], schema: str, name: str) -> Copy:
     old = sql.Identifier(schema, name)
     tmp_name = f"{name}__rw"
     tmp = sql.Identifier(schema, tmp_name)
+    # A serial column's sequence belongs to the old table and would go with it at the swap, leaving
+    # the copy's default pointing at nothing: refused loudly (an identity column gets its own).
+    owned = conn.execute(
+        "SELECT string_agg(s.relname, ', ') FROM pg_depend AS d JOIN pg_class AS s ON s.oid = d.objid "
+        "WHERE d.refobjid = %s::regclass AND d.deptype = 'a' AND s.relkind = 'S'",
+        [old.as_string(conn)],
+    ).fetchone()
+    if owned and owned[0]:
+        raise SnapshotError(
+            f"{old.as_string(conn)} owns the sequence(s) {owned[0]}, which a copy and swap cannot keep; "
+            "use an identity column (or none) in a segment table."
+        )
     conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL)").format(tmp, old))
     before, copied = _indexes(conn, old), _indexes(conn, tmp)
     # The copies' names are made up by LIKE: each is matched with the old index of its shape
