@@ -421,7 +421,9 @@ def test_a_killed_first_ingest_leaves_no_collection_and_the_retry_gets_its_setti
     --language simple --window 128 were silently ignored, as they are on any existing collection."""
     from ranklock.settings import ChunkerParams
 
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # Its sessions are named, so the test can wait for the server to end them after the kill.
+    appname = f"killed-first-ingest-{os.getpid()}"
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "PGAPPNAME": appname}
     proc = subprocess.Popen([sys.executable, "-c", FIRST_INGEST, TESTS, engine.db.dsn, cname], env=env)
     try:
         deadline = time.monotonic() + 120
@@ -434,9 +436,18 @@ def test_a_killed_first_ingest_leaves_no_collection_and_the_retry_gets_its_setti
             if row and row["n"]:
                 break
             time.sleep(0.005)
+        named = engine.db.fetchone("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = %s", [appname])
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+    assert named and named["n"] > 0, "the first ingest's sessions do not carry PGAPPNAME"
+    # A backend notices its client is gone when it next reads from it: one in the middle of a statement
+    # finishes it first, holding the build and writer locks until then (longer on a loaded machine).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and engine.db.fetchone(
+        "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = %s", [appname]
+    ):
+        time.sleep(0.05)
     assert engine.db.fetchone("SELECT provisional FROM ranklock.collections WHERE name = %s", [cname]) == {
         "provisional": True
     }, "the first ingest was not killed mid-way"
