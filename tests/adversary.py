@@ -29,15 +29,22 @@ def free_port() -> int:
 
 
 @contextmanager
-def real_server(app: Any, *, header_timeout: float = 10.0) -> Iterator[int]:
-    """``app`` under uvicorn with ranklock's HTTP protocol (the header deadline), in a thread; yields the port."""
+def real_server(app: Any, *, header_timeout: float = 10.0, trusted_proxies: tuple[str, ...] = ()) -> Iterator[int]:
+    """``app`` under uvicorn as `ranklock serve` configures it (ranklock.http.server), in a thread; yields the port."""
     import uvicorn
 
-    from ranklock.http.server import protocol_class
+    from ranklock.http.server import server_config
 
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", http=protocol_class(header_timeout))
+        server_config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            header_timeout=header_timeout,
+            trusted_proxies=trusted_proxies,
+            log_level="warning",
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

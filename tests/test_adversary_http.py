@@ -68,8 +68,17 @@ def tokens(engine: Engine) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def secured(engine: Engine, coll: str, tokens: dict[str, Any]) -> TestClient:  # noqa: ARG001 (coll, tokens: made first)
-    """The app as `serve --host 0.0.0.0` runs it: a token on every route but the public ones."""
-    return TestClient(create_app(engine, access=Access(require_token=True)), raise_server_exceptions=False)
+    """The app as `serve --host 0.0.0.0` runs it: a token on every route but the public ones.
+
+    Its tests send hundreds of refused tokens from one client on purpose, so the limit on failed
+    authentications (tested on its own below) is off for it.
+    """
+    saved = engine.settings
+    engine.settings = saved.model_copy(update={"auth_fail_limit": (0, 1.0)})
+    try:
+        return TestClient(create_app(engine, access=Access(require_token=True)), raise_server_exceptions=False)
+    finally:
+        engine.settings = saved
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -564,3 +573,52 @@ def test_300_half_sent_requests_are_all_closed_at_the_header_timeout(engine: Eng
         # The server still answers a well-behaved client.
         status, _, body, _ = request(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert status == 200 and body == {"status": "ok"}
+
+
+# -- who the client is (issue 42) ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("coll")
+def test_x_forwarded_for_from_loopback_is_not_believed_unless_the_proxy_is_named(
+    engine: Engine, limited: Settings
+) -> None:
+    """The issue: uvicorn believed X-Forwarded-For from 127.0.0.1, so any local process escaped the per-client
+    limits (a new address a request) and wrote forged addresses into the access log."""
+    limited.rate_limit = (3, 60.0)
+    forged = [{"X-Forwarded-For": f"203.0.113.{i}"} for i in range(5)]
+    with real_server(create_app(engine)) as port:
+        got = [httpx.get(f"http://127.0.0.1:{port}/api/collections", headers=h).status_code for h in forged]
+        assert got == [200, 200, 200, 429, 429]
+        r = httpx.get(f"http://127.0.0.1:{port}/api/collections", headers=forged[0])
+        assert "for client 127.0.0.1 (RANKLOCK_RATE_LIMIT)" in r.json()["error"]["message"]
+    limited.rate_limit = (3, 60.0)  # a fresh app: fresh buckets
+    with real_server(create_app(engine), trusted_proxies=("127.0.0.1",)) as port:
+        got = [httpx.get(f"http://127.0.0.1:{port}/api/collections", headers=h).status_code for h in forged]
+        assert got == [200, 200, 200, 200, 200]  # a named proxy: each forwarded client has its own bucket
+
+
+@pytest.mark.usefixtures("coll")
+def test_failed_authentications_are_rate_limited_before_any_lookup(
+    engine: Engine, tokens: dict[str, Any], limited: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue: 1,300 wrong tokens in 3.7 s, each a database lookup."""
+    limited.auth_fail_limit = (5, 60.0)
+    looked: list[str] = []
+    client = TestClient(create_app(engine, access=Access(require_token=True)), raise_server_exceptions=False)
+    from ranklock.store import tokens as store_tokens
+
+    real = store_tokens.verify_token_steps
+
+    def counting(token: str) -> Any:  # the real lookup, counted
+        looked.append(token)
+        return real(token)
+
+    monkeypatch.setattr(store_tokens, "verify_token_steps", counting)
+    got = [client.get("/api/collections", headers=bearer(f"rl_wrong{i:04d}")).status_code for i in range(50)]
+    assert got[:5] == [401] * 5 and set(got[5:]) == {429}
+    assert len(looked) == 5  # the 45 after the fifth failure were refused without a lookup
+    r = client.get("/api/collections", headers=bearer(tokens["read"]))
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert r.json()["error"]["message"].startswith(
+        "client testclient sent 5 tokens that were refused within 60 s (RANKLOCK_AUTH_FAIL_LIMIT); retry in "
+    )

@@ -193,3 +193,55 @@ def test_snapshot_id_is_honoured(client: RawClient, engine: Engine, coll: str) -
     assert active["result"]["structuredContent"]["snapshot"]["id"] != old  # the old one has a document the active lacks
     missing = client.call(32, "get_document", {"collection": coll, "doc_id": "glaze", "snapshot_id": 10**9})
     assert tool_error(missing).startswith("Error executing tool get_document: NotFound: ")
+
+
+# -- issue 42 ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ident", "kind"), [({}, "an object"), ([1], "an array"), (True, "a boolean"), (1.5, "a float"), (None, "null")]
+)
+def test_a_request_whose_id_is_no_string_or_integer_is_answered(client: RawClient, ident: Any, kind: str) -> None:
+    """The issue: the SDK took such a request for a notification and never answered; the client waited for ever."""
+    client.send({"jsonrpc": "2.0", "id": ident, "method": "tools/list"})
+    assert client.reply() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": f"the request's id {json.dumps(ident)} is {kind}; an MCP request's id is a string or an "
+            "integer (a message without an id is a notification, which gets no reply)",
+        },
+    }
+
+
+def test_bad_params_types_get_a_32602_that_names_the_parameter(client: RawClient) -> None:
+    """The issue: -32602 with an empty message."""
+    client.send({"jsonrpc": "2.0", "id": 61, "method": "tools/call", "params": {"name": "search", "arguments": "kiln"}})
+    assert client.reply()["error"] == {
+        "code": -32602,
+        "message": "invalid params of tools/call: params.arguments: Input should be a valid dictionary (got a string); "
+        "see the tool's input schema in tools/list",
+    }
+    client.send({"jsonrpc": "2.0", "id": 62, "method": "tools/call", "params": {"name": 5}})
+    got = client.reply()
+    assert got["id"] == 62 and got["error"]["message"].startswith(
+        "invalid params of tools/call: params.name: Input should be a valid string (got an integer)"
+    )
+
+
+@pytest.mark.usefixtures("coll")
+def test_a_reply_over_the_frame_cap_is_replaced_by_an_error_naming_its_size(rl_home: Path) -> None:
+    """The issue: outgoing frames had no cap (an 83 MB get_document line)."""
+    small = RawClient(rl_home, {"RANKLOCK_MCP_MAX_REPLY": "2000"})
+    try:
+        small.send({"jsonrpc": "2.0", "id": 71, "method": "tools/list"})  # the tools' schemas: several KB
+        got = small.reply()
+        assert got["id"] == 71 and got["error"]["code"] == -32603
+        assert got["error"]["message"].startswith("the reply is ") and (
+            "bytes, over the 2,000 one frame may hold (RANKLOCK_MCP_MAX_REPLY)" in got["error"]["message"]
+        )
+        small.send({"jsonrpc": "2.0", "id": 72, "method": "ping"})
+        assert small.reply() == {"jsonrpc": "2.0", "id": 72, "result": {}}  # small replies still go
+    finally:
+        small.close()

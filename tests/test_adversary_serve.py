@@ -119,8 +119,38 @@ def test_insecure_no_auth_warns_and_serves(rl_home: Path, stop: list[subprocess.
     err = _stderr(proc)
     assert " ".join(err.split()).startswith(
         f"warning: serving 0.0.0.0:{port} with --insecure-no-auth: no token is asked for; anyone who reaches this "
-        "port reads every collection, writes the answer log and can choose a paid generator."
+        "port reads every collection and writes the answer log (a paid generator still needs a token with that "
+        "scope; Host names other than IP addresses and --allow-host ones are refused)."
     )
+
+
+@pytest.mark.usefixtures("no_live_tokens")
+def test_insecure_no_auth_still_checks_the_host_and_refuses_an_anonymous_paid_generator(
+    rl_home: Path, stop: list[subprocess.Popen[str]]
+) -> None:
+    """The issue: with --insecure-no-auth there was no Host check (DNS rebinding reached it) and an anonymous
+    caller could choose the billed `openai` generator that a read-only token is refused."""
+    proc, port = _serve(rl_home, "--host", "0.0.0.0", "--insecure-no-auth", "--allow-host", "notes.lan")
+    stop.append(proc)
+    _up(port, proc)
+    url = f"http://127.0.0.1:{port}/api/collections"
+    status, body = _get(url, {"Host": "rebound.attacker.example"})
+    assert status == 421 and body["error"]["message"].startswith(
+        "this server answers to Host 127.0.0.1, ::1, localhost, notes.lan or an IP address, not "
+        "'rebound.attacker.example'"
+    )
+    assert _get(url, {"Host": f"192.0.2.7:{port}"})[0] == 200 and _get(url, {"Host": "notes.lan"})[0] == 200
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/ask",
+        data=json.dumps({"collection": "any", "question": "what?", "generator": "openai"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        urllib.request.urlopen(request, timeout=30)
+        raise AssertionError("an anonymous caller chose the paid generator")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 403
+        assert json.loads(exc.read())["error"]["type"] == "Forbidden"
 
 
 def test_serve_beyond_loopback_asks_every_request_for_its_token(

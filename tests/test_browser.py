@@ -207,7 +207,7 @@ def test_permalink_reproduces_the_same_hits(browser: Any, base_url: str, page: P
     }
     assert (
         pg.inner_text("#cli")
-        == f"ranklock search {COLL} 'Oksana Halcyon' --mode semantic -k 10 --filter 'lang = '\\''en'\\'''"
+        == f"ranklock search --mode semantic -k 10 --filter 'lang = '\\''en'\\''' -- {COLL} 'Oksana Halcyon'"
     )
     pg.click("#copy_cli")
     pg.wait_for_function("document.querySelector('#copied').textContent === 'copied'")

@@ -120,7 +120,7 @@ class AsyncEngine:
             timer=stderr_timer if settings.trace else None,
             max_size=engine.db.max_size,
             pool_timeout=settings.pool_timeout,
-            restart=None if server is None else server.uri,
+            restart=None if server is None else server.restart,
             diagnose=None if server is None else server.diagnose,
             data_directory=engine.db.data_directory,
         )

@@ -137,6 +137,8 @@ class CollectionInfo(BaseModel):
     retention: dict[str, Any] | None = None
     active_snapshot_id: int | None = None
     previous_snapshot_id: int | None = None
+    #: Made by an ingest that has not finished a snapshot yet (ranklock.snapshot.abandoned).
+    provisional: bool = False
 
     def field(self, name: str) -> FieldSpec | None:
         for f in self.fields:

@@ -15,6 +15,8 @@ whole public surface in one place, about forty methods, each mostly its docstrin
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ import numpy as np
 
 from .collection import CollectionInfo, FieldSpec
 from .embed import Embedder, resolve_embedder
-from .errors import EmbedderError, IngestError, NotFound, QueryError, RanklockError
+from .errors import ConfigError, EmbedderError, IngestError, NotFound, QueryError, RanklockError
 from .ingest.normalize import NORMALIZATION
 from .search.options import SearchOptions
 from .search.request import SearchRequest
@@ -180,7 +182,7 @@ class Engine:
 
             self.server = server = EmbeddedServer(settings.home)
             uri = server.uri()
-            restart = server.uri  # starts the server again if it died, within the seconds it is given
+            restart = server.restart  # starts it again if it died (not if stopped on purpose), within the seconds given
             diagnose = server.diagnose
         from .store.trace import stderr_timer
 
@@ -363,10 +365,29 @@ class Engine:
         return read_collection(self.rdb, name)
 
     def collections(self) -> list[CollectionSummary]:
-        """Every collection by name, with its active snapshot's document and chunk counts."""
+        """Every collection by name, with its active snapshot's document and chunk counts.
+
+        A collection whose first ingest died before a snapshot was ready is removed first
+        (ranklock.snapshot.abandoned).
+        """
+        from .snapshot.abandoned import reap_abandoned
         from .store.collections import list_collections
 
+        reap_abandoned(self.db)
         return list_collections(self.db)
+
+    def _existing(self, name: str) -> CollectionInfo | None:
+        """The collection ``name``, or None; one left by a first ingest that died is removed and is None."""
+        try:
+            coll = self.collection(name)
+        except NotFound:
+            return None
+        if coll.provisional:
+            from .snapshot.abandoned import reap_abandoned
+
+            if reap_abandoned(self.db, name):
+                return None
+        return coll
 
     # -- ingest -----------------------------------------------------------------------
 
@@ -417,12 +438,11 @@ class Engine:
         seconds = {"load": time.perf_counter() - t0}
         given, skipped = split_empty(docs)
         inferred: dict[str, Any] | None = None
-        try:
-            coll = self.collection(name)
-        except NotFound:
+        coll = self._existing(name)
+        if coll is None:
             if not given and not allow_empty:
                 raise empty_snapshot_error(name, 0, None, skipped) from None
-            options = dict(create or {})
+            options = {k: v for k, v in (create or {}).items() if v is not None}
             if options.get("fields") is None:
                 from .ingest.infer import infer_fields
 
@@ -430,19 +450,43 @@ class Engine:
                 options["fields"] = inference.fields
                 options["field_inference"] = inferred = inference.record()
             coll = self.create_collection(name, **options, if_missing=True)
-        out = ingest_snapshot(
-            self.db,
-            coll,
-            given,
-            self._collection_embedder(coll),
-            lock_wait=self.settings.lock_wait,
-            replace=replace,
-            activate=activate,
-            allow_empty=allow_empty,
-            allow_purged=allow_purged,
-            skipped=skipped,
-            progress=progress,
-        )
+            # Provisional until a snapshot of it is ready, and held by this ingest from now on: if it
+            # dies first, the next ingest or listing removes the collection (ranklock.snapshot.abandoned).
+            self.db.execute(
+                "UPDATE ranklock.collections SET provisional = true WHERE id = %s AND active_snapshot_id IS NULL",
+                [coll.id],
+            )
+            coll = coll.model_copy(update={"provisional": True})
+        elif create:
+            from .snapshot.abandoned import creation_conflicts
+
+            conflicts = creation_conflicts(coll, create)
+            if conflicts:
+                raise ConfigError(
+                    f"collection {name!r} exists, and this ingest asks for settings it was not made with: "
+                    f"{'; '.join(conflicts)}. They are fixed for a collection's lifetime: leave them out to ingest "
+                    "into it, or ingest into a new collection (another name)."
+                )
+        with contextlib.ExitStack() as held:
+            if coll.provisional:
+                from .snapshot.writer import writing
+
+                held.enter_context(writing(self.db, coll.id, name, self.settings.lock_wait))
+            out = ingest_snapshot(
+                self.db,
+                coll,
+                given,
+                self._collection_embedder(coll),
+                lock_wait=self.settings.lock_wait,
+                replace=replace,
+                activate=activate,
+                allow_empty=allow_empty,
+                allow_purged=allow_purged,
+                skipped=skipped,
+                progress=progress,
+            )
+            if coll.provisional:
+                self.db.execute("UPDATE ranklock.collections SET provisional = false WHERE id = %s", [coll.id])
         seconds.update(out.build.seconds if out.build is not None else {})
         seconds["lock_wait"] = out.lock_wait
         seconds["total"] = time.perf_counter() - t0
@@ -523,11 +567,18 @@ class Engine:
 
         Unlike :meth:`delete`, no snapshot keeps them: for an owner who asks to be forgotten.
         The purge is recorded (ids hashed, never the content), so a replay of a removed log
-        entry says it was purged.
+        entry says it was purged.  The bytes go too: the tables that held them are rewritten
+        and the WAL retired; ``unreached`` says what it could not reach.  The canary records
+        under the home forget the ids.
         """
+        from .eval.canary import forget_documents
         from .snapshot.purge import purge_documents
 
-        return purge_documents(self.db, self.collection(name), list(ids), lock_wait=self.settings.lock_wait)
+        out = purge_documents(
+            self.db, self.collection(name), list(ids), lock_wait=self.settings.lock_wait, embedded=not self.settings.dsn
+        )
+        records = forget_documents(self.settings.home, name, ids)
+        return dataclasses.replace(out, canary_records=tuple(str(p) for p in records))
 
     def merge(self, name: str, *, everything: bool = False) -> MergeReport:
         """Fold the active snapshot's small segments into one (``everything``: all of them), as a new active snapshot.

@@ -25,6 +25,7 @@ it has one.  The SDK's own transport logged those and replied nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -183,22 +184,70 @@ def frame_error(line: bytes) -> dict[str, Any] | None:
     ident = obj.get("id") if isinstance(obj, dict) else None
     if not isinstance(ident, (str, int)) or isinstance(ident, bool):
         ident = None
+    if isinstance(obj, dict) and "method" in obj and "id" in obj and ident is None:
+        # The SDK takes a request whose id is not a string or an integer for a notification and
+        # never answers it: the client would wait for ever.
+        return _error_reply(
+            None,
+            types.INVALID_REQUEST,
+            f"the request's id {json.dumps(obj['id'])[:60]} is {_json_kind(obj['id'])}; an MCP request's id is a "
+            "string or an integer (a message without an id is a notification, which gets no reply)",
+        )
     try:
         types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
     except (ValidationError, RecursionError) as exc:
         first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) and exc.errors() else str(exc)
         return _error_reply(ident, types.INVALID_REQUEST, f"the frame is not a JSON-RPC 2.0 message ({first})")
+    request = _request_classes().get(str(obj.get("method"))) if isinstance(obj, dict) and ident is not None else None
+    if request is not None:
+        try:
+            request.model_validate({k: obj[k] for k in ("method", "params") if k in obj}, by_name=False)
+        except ValidationError as exc:
+            # The SDK answers these -32602 with an empty message: say which parameter and why.
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "params"
+            return _error_reply(
+                ident,
+                types.INVALID_PARAMS,
+                f"invalid params of {obj['method']}: {where}: {err['msg']} (got {_json_kind(err.get('input'))}); "
+                "see the tool's input schema in tools/list",
+            )
     return None
+
+
+def _json_kind(value: Any) -> str:
+    """What JSON calls ``value``'s type, with an article: "an object", "a float", "null"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    kinds = ((dict, "an object"), (list, "an array"), (str, "a string"), (int, "an integer"), (float, "a float"))
+    return next((kind for t, kind in kinds if isinstance(value, t)), type(value).__name__)
+
+
+@functools.cache
+def _request_classes() -> dict[str, Any]:
+    """The SDK's request model of each method a client may call, by method name."""
+    import typing
+
+    import mcp_types as types
+
+    out: dict[str, Any] = {}
+    for cls in typing.get_args(types.ClientRequest):
+        for method in typing.get_args(cls.model_fields["method"].annotation):
+            out[str(method)] = cls
+    return out
 
 
 def _error_reply(ident: str | int | None, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message[:500]}}
 
 
-def run_stdio(server: Any, *, max_frame: int) -> None:
+def run_stdio(server: Any, *, max_frame: int, max_reply: int) -> None:
     """Serve ``server`` on stdin/stdout, one JSON-RPC message per line, answering every malformed frame.
 
-    A frame longer than ``max_frame`` bytes (``RANKLOCK_MAX_BODY_BYTES``) is skipped unread and answered.
+    A frame longer than ``max_frame`` bytes (``RANKLOCK_MAX_BODY_BYTES``) is skipped unread and answered;
+    a reply longer than ``max_reply`` (``RANKLOCK_MCP_MAX_REPLY``) is replaced by an error naming its size.
     """
     import anyio
     import mcp_types as types
@@ -259,15 +308,26 @@ def run_stdio(server: Any, *, max_frame: int) -> None:
             async with write_reader:
                 async for session_message in write_reader:
                     msg = session_message.message
+                    ident = getattr(msg, "id", None)
                     try:
                         text = msg.model_dump_json(by_alias=True, exclude_unset=True)
-                        text.encode("utf-8")
+                        size = len(text.encode("utf-8"))
                     except (ValueError, UnicodeEncodeError) as exc:
                         # A reply that cannot be written as UTF-8 JSON (a lone surrogate) still gets an answer.
-                        ident = getattr(msg, "id", None)
                         text = json.dumps(
                             _error_reply(ident, types.INTERNAL_ERROR, f"the reply could not be sent: {exc}")
                         )
+                    else:
+                        if size > max_reply:
+                            text = json.dumps(
+                                _error_reply(
+                                    ident,
+                                    types.INTERNAL_ERROR,
+                                    f"the reply is {size:,} bytes, over the {max_reply:,} one frame may hold "
+                                    "(RANKLOCK_MCP_MAX_REPLY); ask for less (a smaller k, a search instead of the "
+                                    "whole document), or raise the limit",
+                                )
+                            )
                     await write(text)
 
         async def error_writer() -> None:

@@ -180,6 +180,12 @@ ENV: tuple[EnvVar, ...] = (
         "streams in); larger: 413",
     ),
     EnvVar(
+        "RANKLOCK_MCP_MAX_REPLY",
+        "16MB",
+        "largest reply `ranklock mcp` writes as one frame; a larger one (a huge document) is replaced by a "
+        "JSON-RPC error naming its size, so a client's line buffer is never flooded",
+    ),
+    EnvVar(
         "RANKLOCK_HEADER_TIMEOUT",
         "10s",
         "a connection to `serve` must send its request line and headers within this, or it is closed (408)",
@@ -211,6 +217,19 @@ ENV: tuple[EnvVar, ...] = (
         "1200/m",
         "requests one token (or client address) may make over HTTP, as N/s, N/m or N/h (a bucket of N "
         "refilled over the period); more: 429 with Retry-After (`0`: no limit)",
+    ),
+    EnvVar(
+        "RANKLOCK_AUTH_FAIL_LIMIT",
+        "20/m",
+        "failed authentications (a malformed, unknown or revoked token) one client address may make over HTTP, "
+        "as N/s, N/m or N/h; more: 429 with Retry-After, before any token lookup (`0`: no limit)",
+    ),
+    EnvVar(
+        "RANKLOCK_TRUSTED_PROXIES",
+        None,
+        "addresses of the reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` `serve` believes "
+        "(comma-separated IPs or networks); unset: none, the client is the connection's peer, so no local "
+        "process can pose as another client",
     ),
     EnvVar("RANKLOCK_LLM_URL", None, "OpenAI-compatible endpoint of the `openai` Ask generator"),
     EnvVar("RANKLOCK_LLM_MODEL", None, "model name sent to `RANKLOCK_LLM_URL`"),
@@ -437,6 +456,11 @@ class Settings(BaseModel):
         ge=1,
         description="Largest HTTP request body `ranklock serve` reads, in bytes (RANKLOCK_MAX_BODY_BYTES).",
     )
+    mcp_max_reply: int = Field(
+        default_factory=lambda: parse_size(env("RANKLOCK_MCP_MAX_REPLY"), what="RANKLOCK_MCP_MAX_REPLY"),
+        ge=1,
+        description="Largest reply `ranklock mcp` writes as one frame, in bytes (RANKLOCK_MCP_MAX_REPLY).",
+    )
     header_timeout: float = Field(
         default_factory=lambda: parse_duration(env("RANKLOCK_HEADER_TIMEOUT"), what="RANKLOCK_HEADER_TIMEOUT"),
         gt=0,
@@ -466,6 +490,16 @@ class Settings(BaseModel):
         default_factory=lambda: parse_rate(env("RANKLOCK_RATE_LIMIT"), what="RANKLOCK_RATE_LIMIT"),
         description="Requests per period one token may make over HTTP, as (requests, seconds); (0, ...) "
         "is no limit (RANKLOCK_RATE_LIMIT, e.g. 1200/m).",
+    )
+    auth_fail_limit: tuple[int, float] = Field(
+        default_factory=lambda: parse_rate(env("RANKLOCK_AUTH_FAIL_LIMIT"), what="RANKLOCK_AUTH_FAIL_LIMIT"),
+        description="Failed authentications per period one client address may make over HTTP, as (failures, "
+        "seconds); (0, ...) is no limit (RANKLOCK_AUTH_FAIL_LIMIT, e.g. 20/m).",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=lambda: [p.strip() for p in env("RANKLOCK_TRUSTED_PROXIES").split(",") if p.strip()],
+        description="Reverse proxies whose X-Forwarded-For `serve` believes (RANKLOCK_TRUSTED_PROXIES); none "
+        "by default.",
     )
 
 

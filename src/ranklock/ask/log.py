@@ -27,6 +27,7 @@ The answer log is under the query log's retention policy
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ from .model import Answer, AskChunk, GenerationRequest, GeneratorInfo, Prompt
 from .prompt import render_prompt
 from .retrieve import SearchFn, embed_fn, passages, retrieve
 from .validate import cited_answer
+
+log = logging.getLogger("ranklock.answerlog")
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -78,7 +81,7 @@ class LogPolicy:
     logged: Callable[[int], None] | None = None
 
 
-def _insert(db: Database, values: dict[str, Any], policy: LogPolicy) -> int:
+def _insert(db: Database, values: dict[str, Any], policy: LogPolicy) -> int | None:
     if policy.hashed:
         request = dict(values["request"].obj)
         request["question_sha256"] = text_sha256(str(request.pop("question")))
@@ -92,16 +95,24 @@ def _insert(db: Database, values: dict[str, Any], policy: LogPolicy) -> int:
         }
     else:
         values = {**values, "answer_sha256": None}
+    # Only while the snapshot is as the retrieval read it: a purge that committed meanwhile changed its
+    # manifest (ranklock.snapshot.purge), and this row could quote a document it erased.
     row = db.fetchone(
         "INSERT INTO ranklock.answer_log (answer_id, status, collection, snapshot_id, manifest_hash, query_id, "
         "request, chunks, prompt_version, prompt_sha256, generator, answer, answer_sha256, error, raw, rerank) "
-        "VALUES (%(answer_id)s, %(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, "
+        "SELECT %(answer_id)s, %(status)s, %(collection)s, %(snapshot_id)s, %(manifest_hash)s, %(query_id)s, "
         "%(request)s, %(chunks)s, %(prompt_version)s, %(prompt_sha256)s, %(generator)s, %(answer)s, "
-        "%(answer_sha256)s, %(error)s, %(raw)s, %(rerank)s) RETURNING id, bytes",
+        "%(answer_sha256)s, %(error)s, %(raw)s, %(rerank)s WHERE EXISTS (SELECT 1 FROM ranklock.snapshots AS s "
+        "WHERE s.id = %(snapshot_id)s AND s.manifest_hash IS NOT DISTINCT FROM %(manifest_hash)s) RETURNING id, bytes",
         values,
     )
-    if row is None:  # INSERT … RETURNING always returns the row
-        raise RuntimeError("INSERT returned no row")
+    if row is None:
+        log.warning(
+            "answer log: answer %s was not logged: a purge changed snapshot %s while it was made",
+            values["answer_id"],
+            values["snapshot_id"],
+        )
+        return None
     if policy.logged is not None:
         policy.logged(int(row["bytes"] or 0))
     return int(row["id"])
@@ -138,8 +149,8 @@ def log_answer(
     *,
     raw: str | None,
     policy: LogPolicy = LogPolicy(),
-) -> int:
-    """Log a validated answer; returns the log row id."""
+) -> int | None:
+    """Log a validated answer; returns the log row id (None: a purge changed its snapshot meanwhile)."""
     return _insert(
         db,
         {
@@ -166,7 +177,7 @@ def log_rejected(
     error: str,
     raw: str | None,
     policy: LogPolicy = LogPolicy(),
-) -> int:
+) -> int | None:
     """Log an answer that was rejected (bad citations, garbage reply, endpoint down); returns the row id."""
     return _insert(
         db,
@@ -262,6 +273,15 @@ def replay_answer(
         [answer_id],
     )
     if row is None:
+        purged = db.fetchone(
+            "SELECT id, at FROM ranklock.purges WHERE %s = ANY (answer_keys) ORDER BY id LIMIT 1", [answer_id]
+        )
+        if purged is not None:
+            raise NotFound(
+                f"answer {answer_id} quoted a document that purge {purged['id']} erased at "
+                f"{purged['at'].isoformat(timespec='seconds')}; its log entry was removed with the document, so it "
+                "cannot be replayed (`ranklock purge` erases a document from every snapshot and log)."
+            )
         raise NotFound(
             f"no logged answer with id {answer_id}; answers are logged unless log_queries is off "
             "(RANKLOCK_LOG_QUERIES=0), and rejected answers have no id."

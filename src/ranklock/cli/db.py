@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 import typer.core
@@ -10,7 +10,7 @@ import typer.core
 # typer vendors its own click; its parser raises these.
 from ..phrasing import plural
 from ..settings import human_duration
-from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
 from .cluster import cluster_app
 
 #: This module's commands; cli/root.py merges them into the root app.
@@ -25,18 +25,42 @@ db_app.add_typer(cluster_app, name="cluster")
 
 
 @db_app.command("stop")
-def db_stop(home: HomeOpt = None) -> None:
-    """Stop the embedded PostgreSQL server, the command service and the embedding service of the data directory."""
+def db_stop(
+    home: HomeOpt = None,
+    wait: Annotated[
+        float, typer.Option(help="Seconds to wait for running writers (ingest, merge, purge) to finish.")
+    ] = 0.0,
+    force: Annotated[bool, typer.Option("--force", help="Stop even while writers run: they fail.")] = False,
+) -> None:
+    """Stop the embedded PostgreSQL server, the command service and the embedding service of the data directory.
+
+    While a writer (ingest, merge, purge) runs, it waits up to --wait seconds, then refuses (--force
+    stops anyway: the writers fail and keep nothing). No client starts a server stopped this way
+    again behind you; the next command you run does.
+    """
+    import time
+
     from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
     from . import client
 
     h = home or Settings().home
+    server = EmbeddedServer(h)
+    deadline = time.monotonic() + max(0.0, wait)
+    writers = server.writers()
+    while writers and not force and time.monotonic() < deadline:
+        time.sleep(0.5)
+        writers = server.writers()
+    if writers and not force:
+        raise fail(
+            f"not stopped: {len(writers)} writer(s) are running: {'; '.join(writers)}. Stopping now would make "
+            "them fail. Wait for them (--wait SECONDS waits up to that long), or pass --force to stop anyway."
+        )
     # The command services first: a search running in one finishes, and none starts the server again.
     commands = client.stop(h)
     embedder = service.stop(h)
-    stopped = EmbeddedServer(h).stop()
+    stopped = server.stop()
     console.print("stopped" if stopped else "not running")
     if embedder:
         console.print("embedding service stopped")
@@ -80,6 +104,12 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
     elif server == "not running":
         # Never start a stopped server just to report on it; say why it stopped when its log knows.
         status["problem"] = EmbeddedServer(h).diagnose() if exists else missing_home_message(found)
+        when = EmbeddedServer(h).stopped_on_purpose()
+        if when is not None and status["problem"] is None:
+            status["problem"] = (
+                f"stopped on purpose by `ranklock db stop` at {when}; no client starts it again, the next command "
+                "you run does."
+            )
     else:
         with engine(dsn, home) as eng:
             logs = eng.logs_status()
@@ -117,6 +147,12 @@ def db_status(dsn: DsnOpt = None, home: HomeOpt = None, as_json: JsonOpt = False
         console.print("command service: not running (the next search starts it)")
     if embedder is None:
         console.print("embedding service: not running (the next command that needs the model starts it)")
+    elif "unresponsive" in embedder:
+        console.print(
+            f"embedding service: pid {embedder['pid']}, running but not answering: {embedder['unresponsive']}",
+            highlight=False,
+            soft_wrap=True,
+        )
     else:
         console.print(
             f"embedding service: pid {embedder['pid']}, {embedder['id']} ({embedder['sha256'][:12]}…), "

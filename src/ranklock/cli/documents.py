@@ -59,13 +59,29 @@ def purge(
     if as_json:
         print_json(out.__dict__)
         return
-    console.print(
-        f"[bold]{collection}[/]: purge {out.purge_id} erased {plural(out.documents, 'document')} from "
-        f"{plural(len(out.segments), 'segment')} and {plural(len(out.snapshots), 'snapshot')}; "
-        f"{plural(out.versions, 'stored version')}, {plural(out.cache_vectors, 'cached vector')}, "
-        f"{plural(out.log_entries_removed, 'query-log entry')} and {plural(out.answers_removed, 'answer-log entry')} "
-        "that quoted them removed."
+    if out.resumed:
+        console.print(
+            f"[bold]{collection}[/]: purge {out.purge_id} had erased these documents but was interrupted before "
+            "it rewrote what still held their bytes; that is done now."
+        )
+    else:
+        console.print(
+            f"[bold]{collection}[/]: purge {out.purge_id} erased {plural(out.documents, 'document')} from "
+            f"{plural(len(out.segments), 'segment')} and {plural(len(out.snapshots), 'snapshot')}; "
+            f"{plural(out.versions, 'stored version')}, {plural(out.cache_vectors, 'cached vector')}, "
+            f"{plural(out.log_entries_removed, 'query-log entry')} and "
+            f"{plural(out.answers_removed, 'answer-log entry')} that quoted them removed."
+        )
+    canary = (
+        f"; their ids taken out of {plural(len(out.canary_records), 'canary record')}" if out.canary_records else ""
     )
+    console.print(
+        f"{plural(len(out.rewritten), 'table')} rewritten so no byte of them is left there, "
+        f"{plural(out.wal_removed, 'WAL segment')} removed{canary}."
+    )
+    console.print("Not reached (say so to whoever asked for the erasure):")
+    for line in out.unreached:
+        console.print(f"  - {line}", highlight=False)
 
 
 document_app = typer.Typer(help="Stored documents, by id.", no_args_is_help=True)

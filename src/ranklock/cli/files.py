@@ -15,11 +15,11 @@ __all__ = ["load_for_cli", "print_files_report"]
 LIST_FILES_UP_TO = 20
 
 
-def load_for_cli(path: Path, skip_unreadable: bool) -> FileLoad | None:
+def load_for_cli(path: Path, skip_unreadable: bool, follow_links: bool = False) -> FileLoad | None:
     """The files at ``path`` read by their loaders, or ``None`` for JSONL/BEIR input (the engine reads those)."""
     if not path.exists() or not handles(path):
         return None
-    return load_files(path, skip_unreadable=skip_unreadable)
+    return load_files(path, skip_unreadable=skip_unreadable, follow_links=follow_links)
 
 
 def print_files_report(loaded: FileLoad) -> None:

@@ -74,20 +74,31 @@ def ingest(
         bool,
         typer.Option("--allow-empty", help="Allow a snapshot with no documents (e.g. --replace with an empty file)."),
     ] = False,
-    language: Annotated[str, typer.Option(help="Text-search language for a new collection.")] = "english",
+    language: Annotated[
+        str | None, typer.Option(help="Text-search language for a new collection (default english).")
+    ] = None,
     accent: Annotated[
-        str, typer.Option(help="Accent policy for a new collection: sensitive or insensitive.")
-    ] = "sensitive",
+        str | None,
+        typer.Option(help="Accent policy for a new collection: sensitive (default) or insensitive."),
+    ] = None,
     field: Annotated[
         list[str] | None, typer.Option("--field", help="Typed field for a new collection, name:type[!].")
     ] = None,
-    index: Annotated[str, typer.Option(help="Vector index for a new collection: hnsw, ivfflat or exact.")] = "hnsw",
+    index: Annotated[
+        str | None, typer.Option(help="Vector index for a new collection: hnsw (default), ivfflat or exact.")
+    ] = None,
     window: Annotated[
-        int, typer.Option(help="Chunk window in embedder tokens (new collection).")
-    ] = ChunkerParams.model_fields["window"].default,
+        int | None,
+        typer.Option(
+            help=f"Chunk window in embedder tokens (new collection; default {ChunkerParams.model_fields['window'].default})."
+        ),
+    ] = None,
     overlap: Annotated[
-        int, typer.Option(help="Chunk overlap in tokens (new collection).")
-    ] = ChunkerParams.model_fields["overlap"].default,
+        int | None,
+        typer.Option(
+            help=f"Chunk overlap in tokens (new collection; default {ChunkerParams.model_fields['overlap'].default})."
+        ),
+    ] = None,
     embedder: Annotated[
         str | None, typer.Option(help=f"Embedder for a new collection (default {DEFAULT_EMBEDDER}).")
     ] = None,
@@ -102,6 +113,13 @@ def ingest(
         typer.Option(
             "--allow-purged",
             help="Ingest again documents that `ranklock purge` erased (by default they are left out, and named).",
+        ),
+    ] = False,
+    follow_links: Annotated[
+        bool,
+        typer.Option(
+            "--follow-links",
+            help="Read symbolic links that lead out of the folder (by default they are refused and named).",
         ),
     ] = False,
     shards: ShardsOpt = None,
@@ -124,14 +142,17 @@ def ingest(
             f"pipe them in, e.g. `cat docs.jsonl | ranklock ingest {collection} -`."
         )
     with engine(dsn, home, creates=True) as eng:
-        loaded = None if stdin else load_for_cli(path, skip_unreadable)
+        loaded = None if stdin else load_for_cli(path, skip_unreadable, follow_links)
         create = {
             "language": language,
             "accent": accent,
             # No --field: the engine infers the typed fields of a new collection from the metadata.
             "fields": field or None,
             "index": index,
-            "chunker": ChunkerParams(window=window, overlap=overlap),
+            # Only what was given: an existing collection refuses a setting it was not made with.
+            "chunker": None
+            if window is None and overlap is None
+            else ChunkerParams(**{k: v for k, v in (("window", window), ("overlap", overlap)) if v is not None}),
             "embedder": embedder,
             "shards": shards,
         }

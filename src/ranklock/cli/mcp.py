@@ -18,5 +18,5 @@ def mcp(dsn: DsnOpt = None, home: HomeOpt = None) -> None:
     from ..mcp_server import create_server, run_stdio
 
     with engine(dsn, home) as eng:
-        run_stdio(create_server(eng), max_frame=eng.settings.max_body_bytes)
+        run_stdio(create_server(eng), max_frame=eng.settings.max_body_bytes, max_reply=eng.settings.mcp_max_reply)
     raise typer.Exit(0)

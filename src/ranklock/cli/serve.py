@@ -40,7 +40,8 @@ def serve(
         typer.Option(
             "--insecure-no-auth",
             help="Serve a non-loopback interface without API tokens: anyone who reaches the port reads every "
-            "collection and spends your LLM key.",
+            "collection (a paid generator still needs a token; only IP addresses and --allow-host names are "
+            "answered as Host).",
         ),
     ] = False,
     dsn: DsnOpt = None,
@@ -70,8 +71,9 @@ def serve(
             if insecure_no_auth:
                 err_console.print(
                     f"[bold red]warning:[/] serving {host}:{port} with --insecure-no-auth: no token is asked for; "
-                    "anyone who reaches this port reads every collection, writes the answer log and can choose a "
-                    "paid generator.",
+                    "anyone who reaches this port reads every collection and writes the answer log (a paid "
+                    "generator still needs a token with that scope; Host names other than IP addresses and "
+                    "--allow-host ones are refused).",
                     highlight=False,
                 )
             elif not live:
@@ -83,13 +85,21 @@ def serve(
         if not is_loopback(host):
             hosts = access.allowed_hosts
             answered = "any (--allow-host '*')" if hosts is None else ", ".join(sorted(hosts))
+            if hosts is not None and access.ip_hosts:
+                answered += " or an IP address"
             err_console.print(f"answering to Host: {answered}", highlight=False, soft_wrap=True)
         # Load every collection's model in the background: the server answers at once (a lexical search
         # needs no model; one that does waits for this load), and /readyz says which state it is in.
         threading.Thread(target=_warm, args=(eng,), name="ranklock-warm", daemon=True).start()
         # Bring both logs within their retention policy without delaying start-up, then keep them there.
         threading.Thread(target=_prune_logs, args=(eng,), name="ranklock-log-prune", daemon=True).start()
-        run(create_app(eng, access=access), host=host, port=port, header_timeout=eng.settings.header_timeout)
+        run(
+            create_app(eng, access=access),
+            host=host,
+            port=port,
+            header_timeout=eng.settings.header_timeout,
+            trusted_proxies=eng.settings.trusted_proxies,
+        )
 
 
 def _warm(eng: Any) -> None:

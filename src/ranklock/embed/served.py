@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Sequence
 from functools import cached_property
@@ -31,6 +32,8 @@ from .base import Embedder, Matrix
 from .sentence import HFTokenizer, SentenceTransformerEmbedder
 
 __all__ = ["ServedEmbedder", "serve_through"]
+
+log = logging.getLogger("ranklock.embed")
 
 
 class ServedEmbedder:
@@ -83,6 +86,9 @@ class ServedEmbedder:
                 out = self._served(list(texts))
                 self.last_path = "service"
                 return out
+            except service.Unresponsive as exc:
+                # Said, not silent: the command goes on with the model loaded here (seconds).
+                log.warning("%s; this command loads the model itself instead.", exc)
             except service.ServiceError:
                 pass  # below: the same vectors, computed here
         self.last_path = "in-process"
@@ -95,8 +101,11 @@ class ServedEmbedder:
             try:
                 with sock:
                     service.write_message(sock, header)
+                    service.await_reply(sock, self.home)
                     reply = service.read_message(sock)
                     payload = service.read_payload(sock, int(reply.get("payload_bytes", 0)))
+            except service.Unresponsive:
+                raise  # asking it again would wait again
             except (OSError, service.ServiceError) as exc:
                 if attempt == 2:
                     raise service.ServiceError(f"the embedding service broke off twice ({exc})") from None

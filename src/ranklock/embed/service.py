@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import errno
 import os
+import select
 import signal
 import socket
 import struct
@@ -54,6 +55,8 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "ServiceError",
     "ServicePaths",
+    "Unresponsive",
+    "await_reply",
     "connect",
     "read_message",
     "request",
@@ -72,6 +75,10 @@ MAX_MESSAGE_BYTES = 256 * 2**20
 START_TIMEOUT_S = 300.0
 #: How long one request may take before the client gives up on the service (seconds).
 REQUEST_TIMEOUT_S = 600.0
+#: How often a client waiting for a reply checks that the service is at work (and signals get through).
+POLL_S = 0.5
+#: A service that spends no CPU time for this long while a request waits hangs (seconds).
+HUNG_S = 15.0
 #: The service's log is cut back to empty at start once it is larger than this.
 LOG_MAX_BYTES = 2**20
 
@@ -165,11 +172,76 @@ def request(home: Path, header: dict[str, Any], *, timeout: float = REQUEST_TIME
     with sock:
         try:
             write_message(sock, header)
+            await_reply(sock, home, limit_s=timeout)
             reply = read_message(sock)
             payload = read_payload(sock, int(reply.get("payload_bytes", 0)))
         except (OSError, struct.error, ValueError) as exc:
             raise ServiceError(f"the embedding service broke off ({exc})") from None
     return reply, payload
+
+
+class Unresponsive(ServiceError):
+    """The service runs but does not answer (stopped, or hung): asking it again would wait again."""
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    """The pid of the process listening at the other end of ``sock`` (Linux SO_PEERCRED), or None."""
+    try:
+        pid, _uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    except (OSError, AttributeError, struct.error):
+        return None
+    return int(pid) or None
+
+
+def unresponsive(pid: int | None) -> str | None:
+    """Why the service ``pid`` cannot answer now (stopped by a signal), or None when it can or is gone."""
+    import psutil
+
+    if pid is None:
+        return None
+    try:
+        state = psutil.Process(pid).status()
+    except psutil.Error:
+        return None
+    if state in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+        return f"it is stopped (process state {state}: SIGSTOP, or a debugger); `kill -CONT {pid}` resumes it"
+    return None
+
+
+def await_reply(sock: socket.socket, home: Path, *, limit_s: float = REQUEST_TIMEOUT_S) -> None:
+    """Wait until the service has a reply to read, checking every :data:`POLL_S` that it is working.
+
+    Waiting in short slices is also what lets SIGINT, SIGTERM or the command service's interrupt stop
+    the caller at once.  Raises :class:`Unresponsive` when the service is stopped, or has spent no CPU
+    time for :data:`HUNG_S` (a model at work always does), and ServiceError after ``limit_s``.
+    """
+    import psutil
+
+    pid = peer_pid(sock)
+    where = f"the embedding service of {ServicePaths(home).dir} (pid {pid})"
+    t0 = last = time.monotonic()
+    try:
+        cpu = sum(psutil.Process(pid).cpu_times()[:2]) if pid else 0.0
+    except psutil.Error:
+        cpu = 0.0
+    while not select.select([sock], [], [], POLL_S)[0]:
+        now = time.monotonic()
+        why = unresponsive(pid)
+        if why is not None:
+            raise Unresponsive(f"{where} does not answer: {why}")
+        try:
+            spent = sum(psutil.Process(pid).cpu_times()[:2]) if pid else cpu
+        except psutil.Error:
+            raise ServiceError(f"{where} exited before it answered") from None
+        if spent != cpu:
+            cpu, last = spent, now
+        elif now - last > HUNG_S:
+            raise Unresponsive(
+                f"{where} has not answered for {now - t0:.0f} s and spent no CPU time for {HUNG_S:g} s: it hangs; "
+                "`ranklock db stop` stops it (the next command starts a new one)"
+            )
+        if now - t0 > limit_s:
+            raise ServiceError(f"{where} did not answer within {limit_s:g} s")
 
 
 def running(home: Path) -> bool:
@@ -239,11 +311,20 @@ def _alive(pid: int) -> bool:
 
 
 def status(home: Path) -> dict[str, Any] | None:
-    """What the running service says of itself (pid, model, requests served), or None."""
+    """What the running service says of itself (pid, model, requests served), or None when none runs.
+
+    A service that runs but does not answer is reported as such: ``{"pid", "unresponsive": why}``.
+    """
     try:
         reply, _ = request(home, {"op": "status"}, timeout=5.0)
-    except ServiceError:
-        return None
+    except ServiceError as exc:
+        if not running(home):
+            return None
+        sock = connect(home, 1.0)
+        pid = peer_pid(sock) if sock is not None else None
+        if sock is not None:
+            sock.close()
+        return {"pid": pid, "unresponsive": str(exc)}
     return reply
 
 

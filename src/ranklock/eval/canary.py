@@ -32,7 +32,7 @@ from .run import ALL_MODES, snapshot_info
 from .stability import DEFAULT_THRESHOLD, Query, collect_runs, stability_of_runs
 from .target import EvalTarget
 
-__all__ = ["CANARY_SCHEMA", "CanaryReport", "default_record_path", "run_canary"]
+__all__ = ["CANARY_SCHEMA", "CanaryReport", "default_record_path", "forget_documents", "run_canary"]
 
 CANARY_SCHEMA = "ranklock.canary/1"
 
@@ -62,13 +62,49 @@ def default_record_path(target: EvalTarget, collection: str, mode: str) -> Path:
     return _record_path(Path(target.settings.home), collection, mode)
 
 
+def _folder(home: str | Path) -> Path:
+    return Path(home) / "canary"
+
+
 def _record_path(home: Path, collection: str, mode: str) -> Path:
-    return home / "canary" / f"{collection}-{mode}.json"
+    return _folder(home) / f"{collection}-{mode}.json"
 
 
 def canary_paths(home: Path, collection: str) -> list[Path]:
     """The default records of ``collection`` in ``home``, one per mode (a dropped collection's go with it)."""
     return [_record_path(home, collection, mode) for mode in ALL_MODES]
+
+
+def forget_documents(home: str | Path, collection: str, ids: Sequence[str]) -> list[Path]:
+    """Take purged document ids out of the collection's canary records under ``home``; return the records changed.
+
+    A record keeps each query's ranked ids in clear (ranklock.snapshot.purge erases them everywhere
+    else).  The ids go from the lists; the response digests stay (hashes: they name no document).
+    The next run finds the purge in the manifest (a changed configuration) and compares by overlap,
+    which the missing id no longer lowers.  A record kept elsewhere (``--record PATH``) is not found.
+    """
+    gone = set(ids)
+    changed: list[Path] = []
+    folder = _folder(home)
+    if not folder.is_dir():
+        return changed
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # not a record this function wrote; `ranklock canary` names it when it reads it
+        if not isinstance(data, dict) or data.get("schema") != CANARY_SCHEMA or data.get("collection") != collection:
+            continue
+        results = data.get("results") or {}
+        if not any(gone & set(r.get("ids") or []) for r in results.values()):
+            continue
+        for r in results.values():
+            r["ids"] = [i for i in r.get("ids") or [] if i not in gone]
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(path)  # the old file's blocks are freed, not overwritten (docs/reliability.md)
+        changed.append(path)
+    return changed
 
 
 def run_canary(

@@ -6,12 +6,15 @@ In order, for each HTTP request (before FastAPI parses anything):
    only to ``localhost``, ``127.0.0.1`` and ``[::1]`` (and names given with
    ``--allow-host``), so a web page whose DNS name is rebound to 127.0.0.1
    cannot read it (421); one bound to another interface answers to the names
-   given, else to the machine's own names and addresses (:func:`own_host_names`),
-   and to any Host only with ``--allow-host '*'`` (behind a proxy).
+   given, else to the machine's own names and addresses (:func:`own_host_names`);
+   with ``--insecure-no-auth`` to the loopback names, the names given and any IP
+   address; and to any Host only with ``--allow-host '*'`` (behind a proxy).
 2. **Token** (``Authorization: Bearer``, ranklock.store.tokens): required when
    :attr:`Access.require_token` (``serve`` on anything but loopback); checked
    whenever one is sent (401: none, malformed, unknown or revoked).  Without
-   tokens the caller is the operator on this machine and has every scope.
+   tokens the caller is the operator on this machine and has every scope; with
+   ``--insecure-no-auth`` an anonymous caller, ``read`` only.  Refused tokens
+   are limited per client (``RANKLOCK_AUTH_FAIL_LIMIT``) before any lookup.
 3. **Rate** (``RANKLOCK_RATE_LIMIT``): a token bucket per token (per client
    address without tokens); empty: 429 with ``Retry-After``.
 4. **Body** (``RANKLOCK_MAX_BODY_BYTES``, ``RANKLOCK_BODY_TIMEOUT``): refused on
@@ -80,6 +83,8 @@ PUBLIC = frozenset({"/", "/healthz"})
 PROBES = frozenset({"/readyz"})
 #: Routes that run a search or an answer: these count against a token's concurrency.
 HEAVY = frozenset({"/api/search", "/api/ask"})
+#: What a caller without a token may do on a server that serves anyone (--insecure-no-auth).
+READ_ONLY = frozenset({"read"})
 #: Host names a loopback server answers to.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 #: The scope-set key the guard leaves in the ASGI scope for the routes (``paid-generator`` for ask).
@@ -98,13 +103,19 @@ def is_loopback(host: str) -> bool:
 
 @dataclass(frozen=True)
 class Access:
-    """The access policy of one server: whether a token is required, and the Host names it answers to.
+    """The access policy of one server: whether a token is required, the Host names it answers to, and
+    what a caller without a token may do.
 
-    ``allowed_hosts`` None answers to any Host (a server behind a proxy, with tokens).
+    ``allowed_hosts`` None answers to any Host (a server behind a proxy, with tokens); ``ip_hosts``
+    answers besides to any IP address as Host (a name is what DNS rebinding needs; an address is not).
     """
 
     require_token: bool = False
     allowed_hosts: frozenset[str] | None = None
+    ip_hosts: bool = False
+    #: The scopes of a request without a token: on loopback the operator's (all of them); with
+    #: --insecure-no-auth an anonymous caller's, ``read`` only: never a generator billed to the operator.
+    anonymous_scopes: frozenset[str] = frozenset(SCOPES)
 
     @classmethod
     def for_bind(cls, host: str, *, no_auth: bool = False, extra_hosts: Iterable[str] = ()) -> Access:
@@ -112,11 +123,20 @@ class Access:
         extra = frozenset(h.lower().strip("[]") for h in extra_hosts)
         if is_loopback(host):
             return cls(require_token=False, allowed_hosts=LOOPBACK_HOSTS | extra)
+        # Without a token (--insecure-no-auth) a caller is anonymous: read only, never a paid generator.
+        anonymous = READ_ONLY if no_auth else frozenset(SCOPES)
         if ANY_HOST in extra:
-            return cls(require_token=not no_auth, allowed_hosts=None)  # behind a proxy that checks the Host
+            # Behind a proxy that checks the Host.
+            return cls(require_token=not no_auth, allowed_hosts=None, anonymous_scopes=anonymous)
+        if no_auth:
+            # Nothing but the Host stops a rebound DNS name from reading it: the loopback names, the names
+            # given and IP addresses (a name is what rebinding needs; an address is not).
+            return cls(
+                require_token=False, allowed_hosts=LOOPBACK_HOSTS | extra, ip_hosts=True, anonymous_scopes=anonymous
+            )
         # The names given are the only ones; without any, this machine's own names and addresses, never
         # whatever a client sends.
-        return cls(require_token=not no_auth, allowed_hosts=extra or own_host_names(host))
+        return cls(require_token=True, allowed_hosts=extra or own_host_names(host))
 
 
 #: ``--allow-host '*'``: answer to any Host (a proxy in front checks it).
@@ -172,10 +192,27 @@ class _Limits:
             return 0.0
         return (1.0 - b.tokens) / rate
 
+    def wait(self, who: str, now: float) -> float:
+        """Seconds until ``who``'s bucket holds one request again, taking none; 0.0 when it does now."""
+        b = self.buckets.get(who)
+        if self.capacity <= 0 or b is None:
+            return 0.0
+        rate = self.capacity / self.period_s
+        tokens = min(float(self.capacity), b.tokens + (now - b.at) * rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / rate
+
     def _forget_full(self, now: float, rate: float) -> None:
         # A full bucket is the same as none: forgetting it keeps memory bounded under many addresses.
         for who in [w for w, b in self.buckets.items() if b.tokens + (now - b.at) * rate >= self.capacity]:
             del self.buckets[who]
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -216,6 +253,7 @@ class Guard:
         self.access = access
         self.settings = settings
         self.limits = _Limits(*settings.rate_limit)
+        self.failures = _Limits(*settings.auth_fail_limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -265,31 +303,45 @@ class Guard:
             return
         raw = _header(scope, b"host")
         name = _host_name(raw) if raw is not None else ""
-        if name not in allowed:
+        if name not in allowed and not (self.access.ip_hosts and _is_address(name)):
             shown = raw.decode("latin-1")[:100] if raw is not None else "(none)"
+            also = " or an IP address" if self.access.ip_hosts else ""
             raise HostNotAllowed(
-                f"this server answers to Host {', '.join(sorted(allowed))}, not {shown!r} (a page whose DNS name "
-                "points here is not this server's). Use one of those names, or start `ranklock serve` with "
+                f"this server answers to Host {', '.join(sorted(allowed))}{also}, not {shown!r} (a page whose DNS "
+                "name points here is not this server's). Use one of those names, or start `ranklock serve` with "
                 "--allow-host NAME."
             )
 
     async def _identify(self, scope: Scope) -> tuple[str, frozenset[str]]:
         raw = _header(scope, b"authorization")
+        client = str((scope.get("client") or ("local", 0))[0])
         if raw is None:
             if self.access.require_token:
                 raise Unauthorized(
                     "this server needs an API token: send `Authorization: Bearer <token>`; its operator creates "
                     "one with `ranklock token create NAME`."
                 )
-            client = scope.get("client") or ("local", 0)
-            return f"client {client[0]}", frozenset(SCOPES)
-        scheme, _, token = raw.decode("latin-1").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthorized(
-                "the Authorization header is not `Bearer <token>`; send the token from `ranklock token create` "
-                "as `Authorization: Bearer <token>`."
+            return f"client {client}", self.access.anonymous_scopes
+        # A client that keeps sending wrong tokens is stopped before its next one is looked up: guessing
+        # costs it the wait, and the database nothing.
+        wait = self.failures.wait(client, time.monotonic())
+        if wait:
+            raise TooManyRequests(
+                f"client {client} sent {self.failures.capacity} tokens that were refused within "
+                f"{self.failures.period_s:g} s (RANKLOCK_AUTH_FAIL_LIMIT); retry in {wait:.1f} s with a valid token.",
+                retry_after=wait,
             )
-        info = await self.aeng.verify_token(token.strip())
+        try:
+            scheme, _, token = raw.decode("latin-1").partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise Unauthorized(
+                    "the Authorization header is not `Bearer <token>`; send the token from `ranklock token create` "
+                    "as `Authorization: Bearer <token>`."
+                )
+            info = await self.aeng.verify_token(token.strip())
+        except Unauthorized:
+            self.failures.take(client, time.monotonic())
+            raise
         return f"token {info.prefix}… ({info.name})", frozenset(info.scopes)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> Receive:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import IngestError
 from ..limits import MAX_DOC_ID_CHARS
+from .bounds import metadata_problem
 from .normalize import content_hash, unstorable
 
 __all__ = ["Document"]
@@ -37,10 +38,8 @@ class Document:
             if problem is not None:
                 raise IngestError(f"{where}: {problem}; remove it and ingest again.")
         for part, mapping in (("metadata", self.metadata), ("display", self.display)):
-            try:
-                problem = unstorable(mapping, part)
-            except RecursionError:
-                problem = f"{part} is nested too deeply"
+            # Size, depth and cycles first: unstorable walks the whole value.
+            problem = metadata_problem(mapping, part) or unstorable(mapping, part)
             if problem is not None:
                 raise IngestError(f"{where}: {problem}; fix the document and ingest again.")
 

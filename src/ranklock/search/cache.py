@@ -27,6 +27,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ..snapshot.manifest import UNCHANGED_SNAPSHOT
 from ..snapshot.segments import Layout, chunks_sql, live_sql
 from ..store.steps import Fetch, Steps
 
@@ -134,11 +135,16 @@ def lookup_steps(
 
 def store_steps(
     snapshot_id: int,
+    manifest_hash: str | None,
     key: tuple[str, dict[str, Any]],
     result: SearchResult,
     branches: dict[str, list[list[Any]]] | None,
 ) -> Steps[None]:
-    """Store ``result`` (texts left out: they are read back from the snapshot) under ``key``, on the primary."""
+    """Store ``result`` (texts left out: they are read back from the snapshot) under ``key``, on the primary.
+
+    Only while the snapshot's manifest is ``manifest_hash`` (the one the search read): a purge that
+    committed meanwhile changed it, and cleared the entries that could quote what it erased.
+    """
     payload = result.model_dump(mode="json", exclude={"timings", "query_id", "served_by"})
     for h in payload["hits"]:
         h.pop("text", None)
@@ -147,7 +153,8 @@ def store_steps(
     with contextlib.suppress(psycopg.errors.ForeignKeyViolation):
         yield Fetch(
             "INSERT INTO ranklock.result_cache (snapshot_id, cache_key, key, payload, branches) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (snapshot_id, cache_key) DO UPDATE SET "
+            "SELECT %s, %s, %s, %s, %s WHERE EXISTS (" + UNCHANGED_SNAPSHOT + ") "
+            "ON CONFLICT (snapshot_id, cache_key) DO UPDATE SET "
             "payload = EXCLUDED.payload, branches = coalesce(EXCLUDED.branches, ranklock.result_cache.branches)",
             [
                 snapshot_id,
@@ -155,6 +162,8 @@ def store_steps(
                 Jsonb(key[1]),
                 json.dumps(payload, ensure_ascii=False),
                 None if branches is None else json.dumps(branches),
+                snapshot_id,
+                manifest_hash,
             ],
             primary=True,
         )

@@ -34,6 +34,7 @@ from typing import Any
 from psycopg import sql
 
 from ..snapshot.segments import live_sql
+from ..store import locks
 from .branches import registry
 from .results import BranchSignal, Hit
 from .spec import SearchSpec, Signal
@@ -46,7 +47,7 @@ def shortfall_column(kind: type[Any]) -> str:
     return f"{kind.cte}_docs"
 
 
-def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[str] | None]:
+def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[Any] | None]:
     """The transaction-local settings of the search, every branch's included, in one round trip."""
     # Transaction-local (set_config(..., true)): a pooled connection never
     # carries one query's budget into the next.  JIT compilation costs tens of
@@ -66,8 +67,13 @@ def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[str] | None]:
             sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value)) for name, value in settings
         ]
         return sql.SQL("; ").join(sets), None
-    q = sql.SQL("SELECT {}").format(sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings))
-    return q, [x for pair in settings for x in pair]
+    # The snapshot's read gate, shared, in the same round trip and before any table is read: a purge
+    # closes it to swap the snapshot's segment tables (ranklock.snapshot.purge), and a search waits
+    # here, holding no table lock the swap could wait for.
+    q = sql.SQL("SELECT pg_advisory_xact_lock_shared(%s::int, %s::int), {}").format(
+        sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings)
+    )
+    return q, [locks.READ_GATE, spec.layout.snapshot_id, *(x for pair in settings for x in pair)]
 
 
 def _signals(kind: type[Any], running: bool) -> sql.Composable:

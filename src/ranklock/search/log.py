@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import NotFound, QueryError, RanklockError
 from ..ingest.normalize import normalize
+from ..snapshot.manifest import UNCHANGED_SNAPSHOT
 from ..snapshot.segments import Layout
 from ..store.steps import Fetch, Offload, Steps, run_steps
 from ..validation import short_repr
@@ -238,7 +239,7 @@ class SearchRecord:
             from .cache import cache_key, store_steps
 
             key = self.cache_key or cache_key(self)
-            yield from store_steps(self.snapshot_id, key, result, self.branches)
+            yield from store_steps(self.snapshot_id, self.manifest_hash, key, result, self.branches)
 
     # -- log rows ---------------------------------------------------------------
 
@@ -262,9 +263,13 @@ class SearchRecord:
         route = current_route()  # the replica that served it and its replay position (None: the primary)
         body["node"] = {"served_by": "primary"} if route is None else route.as_log()
         try:
+            # Only while the snapshot is as the search read it: a purge that committed meanwhile changed
+            # its manifest (ranklock.snapshot.purge), and an entry written now could quote what it erased.
             rows = yield Fetch(
                 "INSERT INTO ranklock.query_log (collection, snapshot_id, manifest_hash, fingerprint, request, "
-                "result_digest, result, timings) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id, bytes",
+                "result_digest, result, timings) SELECT %s, %s, %s, %s, %s, %s, %s, %s WHERE EXISTS ("
+                + UNCHANGED_SNAPSHOT
+                + ") RETURNING id, bytes",
                 [
                     self.coll.name,
                     self.snapshot_id,
@@ -274,6 +279,8 @@ class SearchRecord:
                     result_digest(result),
                     Jsonb(body),
                     Jsonb(result.timings),
+                    self.snapshot_id,
+                    self.manifest_hash,
                 ],
                 primary=True,
             )
@@ -287,7 +294,16 @@ class SearchRecord:
             log.warning(message)
             result.warnings.append(message)
             return None
-        query_id = int(rows[0]["id"])  # INSERT … RETURNING always returns the row
+        if not rows:
+            message = (
+                f"query log: this search was not logged: a purge changed snapshot {self.snapshot_id} while it ran "
+                "(an entry now could quote an erased document); the results are as the snapshot was when it "
+                "started. Search again for a logged, replayable answer."
+            )
+            log.warning(message)
+            result.warnings.append(message)
+            return None
+        query_id = int(rows[0]["id"])
         from ..store.log_retention import QUERY_LOG, RetentionPolicy, schedule_for
 
         # The entry's size drives the schedule (ranklock.store.log_retention): a burst of deep searches prunes

@@ -62,6 +62,7 @@ from .indexes import create_indexes
 from .segments import chunks_sql, live_documents_sql, live_sql
 
 __all__ = [
+    "DIED",
     "BuildReport",
     "Prepared",
     "Progress",
@@ -171,6 +172,10 @@ def prepare_documents(
     return Prepared(chunks, embedded, seconds)
 
 
+#: The failure recorded for a build whose builder died (read back by ranklock.snapshot.lifecycle).
+DIED = "builder died"
+
+
 def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int]:
     """Discard snapshots whose builder died: mark them failed, drop what they were writing; return their ids."""
     reaped: list[int] = []
@@ -192,9 +197,9 @@ def reap_dead_builds(db: Database, collection_id: int | None = None) -> list[int
                     # between the SELECT above and the lock; then it is not dead.
                     cur = conn.execute(
                         "UPDATE ranklock.snapshots SET status = 'failed', "
-                        'stats = stats || \'{"failure": "builder died"}\'::jsonb '
+                        "stats = stats || jsonb_build_object('failure', %s::text) "
                         "WHERE id = %s AND status = 'building'",
-                        [sid],
+                        [DIED, sid],
                     )
                     if cur.rowcount == 1:
                         _forget(conn, sid)

@@ -12,7 +12,18 @@ from ..collection import HNSW_DEFAULTS, CollectionInfo
 from ..store.database import Database
 from ..store.tables import SCHEMA, segment_table, segment_table_name
 
-__all__ = ["create_indexes"]
+__all__ = ["create_indexes", "index_build_settings"]
+
+
+def index_build_settings(conn: Any) -> None:
+    """The settings of an index build, for the rest of the caller's transaction (``SET LOCAL``).
+
+    Enough memory for the HNSW graph of a few million 384-d vectors to stay in memory during the
+    build (a graph that spills builds many times slower), and one parallel worker (the manifest's
+    ``index.build`` records the number).  A build and a purge's rebuild use the same.
+    """
+    conn.execute("SET LOCAL maintenance_work_mem = '3GB'")
+    conn.execute("SET LOCAL max_parallel_maintenance_workers = 1")
 
 
 def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> dict[str, Any]:
@@ -30,10 +41,7 @@ def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> dict[str, An
     # back to the pool with the server's defaults (CREATE INDEX, not
     # CONCURRENTLY, runs in a transaction; nobody reads the table before ready).
     with db.connection() as conn, conn.transaction():
-        # Enough for the HNSW graph of a few million 384-d vectors to stay in
-        # memory during the build; a graph that spills builds many times slower.
-        conn.execute("SET LOCAL maintenance_work_mem = '3GB'")
-        conn.execute("SET LOCAL max_parallel_maintenance_workers = 1")
+        index_build_settings(conn)
         conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{name}_tsv"), table))
         t0 = time.perf_counter()
         vector_index: str | None = None

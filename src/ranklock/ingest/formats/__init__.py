@@ -20,6 +20,8 @@ Register another format with :func:`register` (one reader per suffix)::
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,12 +167,65 @@ def unreadable_error(root: Path, bad: list[UnreadableFile], *, skip_hint: bool =
     )
 
 
-def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
+def _entries(root: Path, follow_links: bool) -> list[Path]:
+    """Every non-hidden entry under ``root`` that is not a folder walked into, sorted by path.
+
+    A link to a folder is walked into only with ``follow_links`` (once per real folder, so a link
+    loop ends); otherwise it is an entry of its own, to be named.
+    """
+    out: list[Path] = []
+    seen = {root.resolve()}
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        for entry in folder.iterdir():
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir() and (follow_links or not entry.is_symlink()):
+                real = entry.resolve()
+                if real not in seen:
+                    seen.add(real)
+                    todo.append(entry)
+                continue
+            out.append(entry)
+    return sorted(out, key=lambda e: e.relative_to(root).parts)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
+def _not_a_file(entry: Path, root: Path, follow_links: bool) -> str | None:
+    """Why ``entry`` is not read as a file of the folder (a link out of it, a dangling link, a pipe); None: read it."""
+    if entry.is_symlink():
+        target = os.readlink(entry)
+        if not entry.exists():
+            return f"a symbolic link to {target}, which does not exist"
+        if entry.is_dir():
+            return f"a symbolic link to the folder {target}; not followed (--follow-links follows it)"
+        real = entry.resolve()
+        if not follow_links and not real.is_relative_to(root.resolve()):
+            return (
+                f"a symbolic link to {real}, outside {root}: only files inside the folder are read, since a link "
+                "in a folder from elsewhere could hand over any file you can read; pass --follow-links to read it"
+            )
+    mode = entry.stat().st_mode
+    if not stat.S_ISREG(mode):
+        return f"{_kind(mode)}, not a file; it is left out (reading it could wait forever)"
+    return None
+
+
+def load_files(path: str | Path, *, skip_unreadable: bool = False, follow_links: bool = False) -> FileLoad:
     """Read every file with a known suffix under ``path`` (a folder, or one file), sorted by path.
 
     Document ids are paths relative to the folder, with their suffix.  Raises
     :class:`~ranklock.errors.IngestError` naming every unreadable file unless
-    ``skip_unreadable``; then they are left out and listed in ``unreadable``.
+    ``skip_unreadable``; then they are left out and listed in ``unreadable``.  A symbolic
+    link that leads out of the folder, a dangling one, a pipe or a device with a known suffix
+    is unreadable (named, never read); ``follow_links`` reads links wherever they lead.
     """
     p = Path(path)
     out = FileLoad()
@@ -178,19 +233,26 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
     if p.is_dir():
         root = p
         files = []
-        for f in sorted(p.rglob("*")):
-            parts = f.relative_to(root).parts
-            if any(part.startswith(".") for part in parts) or not f.is_file():
-                continue
+        for f in _entries(p, follow_links):
+            rel = "/".join(f.relative_to(root).parts)
+            why = _not_a_file(f, root, follow_links)
             if f.suffix.lower() in SUFFIXES:
-                files.append(f)
+                if why is None:
+                    files.append(f)
+                else:
+                    out.unreadable.append(UnreadableFile(rel, SUFFIXES[f.suffix.lower()][1], why))
+            elif why is not None:
+                out.skipped.append(SkippedFile(rel, why))
             else:
                 what = repr(f.suffix) if f.suffix else "files without a suffix"
-                out.skipped.append(SkippedFile("/".join(parts), f"no loader for {what} (known: {known})"))
-        if not files:
+                out.skipped.append(SkippedFile(rel, f"no loader for {what} (known: {known})"))
+        if not files and not out.unreadable:
             raise IngestError(f"{p} holds no {known} files; nothing to ingest.")
     else:
         root, files = p.parent, [p]
+        why = _not_a_file(p, root, True) if p.exists() else None  # a file named by the caller: links followed
+        if why is not None:
+            raise unreadable_error(p, [UnreadableFile(p.name, p.suffix.lower().lstrip(".") or "unknown", why)])
     for f in files:
         rel = f.relative_to(root).as_posix()
         fmt = SUFFIXES.get(f.suffix.lower(), (None, f.suffix.lower().lstrip(".") or "unknown"))[1]
@@ -209,6 +271,7 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False) -> FileLoad:
         out.documents.append(_document(rel, title, body, got.metadata))
         out.read.append(FileRead(rel, fmt, rel, len(body), sorted(got.metadata)))
     out.skipped.sort(key=lambda s: s.path)
+    out.unreadable.sort(key=lambda u: u.path)
     if out.unreadable and not skip_unreadable:
         raise unreadable_error(p, out.unreadable)
     if not out.documents:

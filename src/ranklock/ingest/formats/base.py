@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ...errors import ConfigError
+from ...limits import MAX_ZIP_PART_BYTES, MAX_ZIP_RATIO, MAX_ZIP_TOTAL_BYTES
 
-__all__ = ["Extracted", "Unreadable", "read_utf8", "require", "without_title_line"]
+__all__ = ["Extracted", "Unreadable", "check_zip", "read_utf8", "require", "without_title_line"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,44 @@ def require(module: str, extra: str) -> ModuleType:
             f"reading these files needs the optional package {top!r}, {why}; "
             f"install it with: pip install 'ranklock[{extra}]'"
         ) from None
+
+
+#: Parts smaller than this once inflated are not held to MAX_ZIP_RATIO (ranklock.limits).
+_RATIO_FROM_BYTES = 1 << 20
+
+
+def check_zip(path: Path, what: str) -> None:
+    """Refuse a zip-based file (``what``: ".docx") whose parts would inflate past the limits: a zip bomb.
+
+    Read from the archive's directory, before anything is inflated.  The sizes it declares are what
+    Python's zipfile inflates to at most (a part that lies fails its CRC check there), so refusing
+    by them bounds the memory and time any reader of the file can spend.
+    """
+    try:
+        with zipfile.ZipFile(path) as z:
+            parts = z.infolist()
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise Unreadable(f"not a valid {what} package (a broken zip archive: {exc}); open and re-save it") from None
+    for part in parts:
+        if part.file_size > MAX_ZIP_PART_BYTES:
+            raise Unreadable(
+                f"its part {part.filename!r} inflates to {part.file_size:,} bytes; the limit is "
+                f"{MAX_ZIP_PART_BYTES:,} (MAX_ZIP_PART_BYTES): a zip bomb, or a document far larger than any "
+                f"{what} needs; split it or save it again"
+            )
+        ratio = part.file_size / max(part.compress_size, 1)
+        if part.file_size >= _RATIO_FROM_BYTES and ratio > MAX_ZIP_RATIO:
+            raise Unreadable(
+                f"its part {part.filename!r} inflates {ratio:,.0f} times ({part.compress_size:,} to "
+                f"{part.file_size:,} bytes); the limit is {MAX_ZIP_RATIO} (MAX_ZIP_RATIO): a zip bomb; save the "
+                "document again from its application"
+            )
+    total = sum(p.file_size for p in parts)
+    if total > MAX_ZIP_TOTAL_BYTES:
+        raise Unreadable(
+            f"its {len(parts):,} parts inflate to {total:,} bytes in all; the limit is {MAX_ZIP_TOTAL_BYTES:,} "
+            f"(MAX_ZIP_TOTAL_BYTES): a zip bomb, or a {what} far larger than a document needs"
+        )
 
 
 def read_utf8(path: Path) -> str:

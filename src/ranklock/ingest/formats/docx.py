@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .base import Extracted, Unreadable, require
+from .base import Extracted, Unreadable, check_zip, require
 
 __all__ = ["read_docx"]
 
@@ -37,6 +37,7 @@ def read_docx(path: Path) -> Extracted:
             "not a .docx package (not a valid zip archive: truncated, or another format renamed .docx); "
             "open and re-save it in Word or LibreOffice"
         )
+    check_zip(path, ".docx")  # before python-docx inflates a part
     try:
         doc = docx.Document(str(path))
     except Exception as exc:  # python-docx raises zipfile, KeyError, lxml and its own errors for broken files

@@ -17,6 +17,8 @@ import frontmatter
 import yaml
 from markdown_it import MarkdownIt
 
+from ...limits import MAX_METADATA_DEPTH
+from ..bounds import metadata_problem
 from .base import Extracted, Unreadable, read_utf8
 
 __all__ = ["read_markdown"]
@@ -92,8 +94,17 @@ def read_markdown(path: Path) -> Extracted:
         raise Unreadable(
             f"front matter is not valid YAML ({str(exc).splitlines()[0]}); fix the block between the --- lines"
         ) from None
+    except RecursionError:  # the YAML parser recurses once a nesting level
+        raise Unreadable(
+            f"front matter is nested deeper than PyYAML can read (the limit is {MAX_METADATA_DEPTH} levels, "
+            "MAX_METADATA_DEPTH); fix the block between the --- lines"
+        ) from None
     if not isinstance(post.metadata, dict):
         raise Unreadable("front matter is not a YAML mapping (key: value lines); fix the block between the --- lines")
+    # Before anything walks it: aliases make a small block stand for a huge or a cyclic value.
+    problem = metadata_problem(post.metadata, "front matter")
+    if problem is not None:
+        raise Unreadable(f"{problem}; fix the block between the --- lines")
     fm: dict[str, Any] = dict(post.metadata)
     text = post.content.replace("\r\n", "\n").strip()
     title = str(fm.pop("title", "") or "")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from ...errors import FilterError
@@ -96,6 +97,8 @@ def _tokenize(text: str) -> list[_Tok]:
                     f"filter syntax error at position {pos}: the number has {len(raw):,} digits; "
                     f"integers range from {BIGINT_MIN} to {BIGINT_MAX}."
                 ) from None
+            if isinstance(value, float):
+                _check_exact(raw, value, pos)
         elif kind == "string":
             value = re.sub(r"\\(.)", r"\1", raw[1:-1], flags=re.DOTALL)
         elif kind == "word" and raw.lower() in _KEYWORDS:
@@ -105,6 +108,19 @@ def _tokenize(text: str) -> list[_Tok]:
         pos = m.end()
     toks.append(_Tok("end", "", len(text)))
     return toks
+
+
+def _check_exact(raw: str, value: float, pos: int) -> None:
+    """Refuse a number that a 64-bit float turns into another kind of number: ``1e-400`` into 0.0, a fraction
+    with too many digits into a whole number.  Either would then pass as an integer where ``0.5`` is refused."""
+    exact = Decimal(raw)
+    if not exact.is_finite() or exact == exact.to_integral_value() or not value.is_integer():
+        return
+    what = "is too small for a 64-bit float" if value == 0 else "has more digits than a 64-bit float holds"
+    raise FilterError(
+        f"filter: the number {raw} at position {pos} {what}: it would be read as {value!r}, a whole number "
+        f"it is not. Write the value you mean ({int(value)}, or a fraction with fewer digits)."
+    )
 
 
 def _check_paren_depth(toks: list[_Tok]) -> None:
