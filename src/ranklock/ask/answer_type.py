@@ -247,6 +247,7 @@ FREQUENCY_WORDS = _w(
 )
 
 _TOKEN = re.compile(r"[^\W_]+(?:['’.,:/\-][^\W_]+)*|[€£$¥%]")
+_LETTERS = re.compile(r"[^\W\d_]+")
 _ISO_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 _NUM_DATE = re.compile(r"\d{1,2}[/.\-]\d{1,2}(?:[/.\-]\d{2,4})?")
 _CLOCK = re.compile(r"\d{1,2}[:h]\d{2}|\d{1,2}(?:am|pm|h)")
@@ -603,7 +604,7 @@ def has_type(
 
 def lower_case_stems(*texts: str) -> frozenset[str]:
     """Stems of the words written in lower case in ``texts``: the ``common`` words of :func:`typed_tokens`."""
-    return frozenset(stem(fold(w)) for t in texts for w in _TOKEN.findall(t) if w.islower())
+    return frozenset(stem(fold(w)) for t in texts for w in _LETTERS.findall(t) if w.islower())
 
 
 #: Question words of every kind, and the words of "how much / many / long…": they say what is asked, not about what.
