@@ -1,4 +1,4 @@
-"""The hand-written question set of issue 40 (tests/data/ask_handset): its shape, not Ask's answers.
+"""The hand-written question sets of issue 40 (tests/data/ask_handset, ask_handset2): their shape, not Ask's answers.
 
 The set is a held-out check of extractive-v4 on notes and wording its rules were not made on
 (bench/ask.py --notes … --questions … runs it; docs/ask.md has the figures).  Here: every
@@ -12,20 +12,26 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from ranklock.domains.journal.questions import Question
 from ranklock.eval.answer_correctness import answer_correct
 from ranklock.ingest.formats import load_files
 
-ROOT = Path(__file__).parent / "data" / "ask_handset"
+DATA = Path(__file__).parent / "data"
+#: The notes each set is asked of.
+NOTES = {"ask_handset": 26, "ask_handset2": 20}
+SETS = pytest.mark.parametrize("root", [DATA / name for name in NOTES], ids=list(NOTES))
 
 
-def questions() -> list[Question]:
-    lines = (ROOT / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+def questions(root: Path) -> list[Question]:
+    lines = (root / "questions.jsonl").read_text(encoding="utf-8").splitlines()
     return [Question.from_record(json.loads(line)) for line in lines if line]
 
 
-def test_the_set_spreads_over_answer_types_and_languages() -> None:
-    qs = questions()
+@SETS
+def test_the_set_spreads_over_answer_types_and_languages(root: Path) -> None:
+    qs = questions(root)
     assert len(qs) >= 40 and len({q.id for q in qs}) == len(qs)
     by_class = Counter(q.cls for q in qs)
     assert set(by_class) == {"who", "when", "how_much", "where", "what", "unanswerable"}
@@ -34,9 +40,10 @@ def test_the_set_spreads_over_answer_types_and_languages() -> None:
     assert all((q.cls == "unanswerable") == (not q.gold and q.answer == "") for q in qs)
 
 
-def test_every_gold_note_states_its_answer() -> None:
-    docs = {d.doc_id: d for d in load_files(ROOT / "notes").documents}
-    assert len(docs) == 26
-    for q in questions():
+@SETS
+def test_every_gold_note_states_its_answer(root: Path) -> None:
+    docs = {d.doc_id: d for d in load_files(root / "notes").documents}
+    assert len(docs) == NOTES[root.name]
+    for q in questions(root):
         for g in q.gold:
             assert answer_correct(docs[g].body, q.answer), (q.id, g, q.answer)
