@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ask import ensure_journal
+from ask import journal_collection
 from ranklock import Engine
 from ranklock.ask.generators.extractive import KAPPA, NEAR, THRESHOLD, ExtractiveGenerator
 from ranklock.ask.model import ABSTAIN, Draft, GenerationRequest, GeneratorInfo
@@ -98,7 +98,7 @@ def main() -> None:
     args = ap.parse_args()
     questions = select_split(load_questions(shipped_questions_path()), "tune")
     with Engine(dsn=args.dsn, home=args.home) as eng:
-        ensure_journal(eng, args.collection, False)
+        journal_collection(eng, args.collection, False)
         coll = eng.collection(args.collection)
         embed = memo(embed_fn(eng.db, coll, lambda: eng._collection_embedder(coll)))
         requests = []

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from .answer_type import RULES_SHA256, AnswerType, answer_type, has_type, lower_case_stems, topic_terms
 from .model import ABSTAIN, AskChunk, Draft, GenerationRequest, is_abstention
-from .terms import content_terms, fold, terms
+from .terms import fold, terms
 from .validate import find_quote
 
 __all__ = ["REASONS", "RULE_VERSION", "abstention_text", "checked_reply", "quotable_text"]
@@ -91,7 +91,7 @@ def abstention_text(
     if reason in ("no_passages", "no_terms", "unnamed"):
         return f"{ABSTAIN} {why[0].upper()}{why[1:]}."
     kind = kind or answer_type(question)
-    topic = topic_terms(content_terms(question), kind)
+    topic = topic_terms(question, kind)
     about = f" about {_quoted(_as_written(question, topic))}" if topic else ""
     cue = ""
     if kind.cue:

@@ -65,7 +65,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .terms import CALENDAR, PRESENT, QUARTERS, STOP_WORDS, fold, stem, terms
+from .terms import CALENDAR, PRESENT, QUARTERS, STOP_WORDS, content_terms, fold, stem, terms
 
 __all__ = [
     "AnswerType",
@@ -91,6 +91,7 @@ DESCRIPTIONS = {
     "person": "a person's or a team's name",
     "name": "a name",
     "time": "a date or a time",
+    "clock": "a time of day",
     "place": "a place",
     "money": "an amount of money",
     "duration": "a duration or a distance",
@@ -122,6 +123,8 @@ PLACE_NOUNS = _w(
     ciudad pueblo calle direccion barrio tienda sitio escuela playa isla
     """
 )
+#: Time nouns that ask for a time of day, not a date ("what time", "a que horas", "a qué hora").
+CLOCK_NOUNS = _w("time hour hours hora horas")
 #: Nouns after WHICH_WORDS that ask for a number or a code, an age, a price, a name.
 CODE_NOUNS = _w("number code id pin numero codigo")
 AGE_NOUNS = _w("age idade edad")
@@ -212,6 +215,11 @@ TIME_OF_DAY = _w(
     hoy manana ayer mediodia medianoche verano otono invierno pascua navidad
     """
 )
+#: Parts of the day: a time of day as a journal says it.
+DAY_PARTS = _w(
+    "morning afternoon evening night tonight noon midday midnight dawn manha tarde noite meio-dia meia-noite "
+    "madrugada manana mediodia medianoche noche"
+)
 #: Relative markers: "next week", "la semana que viene", "in three days", "two weeks ago".
 TIME_RELATIVE = _w("next last ago proxima proximo passada passado pasada pasado que vem viene")
 
@@ -236,6 +244,17 @@ PERSON_NOUNS = _w(
     profesor profesora doctora enfermera fontanero electricista administrador administradora casero abogado
     """
 )
+#: More people by their trade, after WHICH_WORDS ("Which surgeon operated?").
+PROFESSION_NOUNS = _w(
+    """
+    surgeon physiotherapist physio therapist pharmacist engineer technician gardener cleaner babysitter nanny coach
+    trainer tutor instructor conductor producer director architect accountant agent driver
+    cirurgiao fisioterapeuta terapeuta farmaceutico engenheiro tecnico jardineiro treinador explicador maestro
+    produtor realizador arquiteto contabilista motorista
+    cirujano fisioterapeuta farmaceutico ingeniero tecnico jardinero entrenador director arquitecto contable
+    conductor
+    """
+)
 TEAM_NOUNS = _w("team squad crew group committee department staff equipa equipe grupo comite departamento equipo")
 #: Frequency words.
 FREQUENCY_WORDS = _w(
@@ -247,6 +266,7 @@ FREQUENCY_WORDS = _w(
 )
 
 _TOKEN = re.compile(r"[^\W_]+(?:['’.,:/\-][^\W_]+)*|[€£$¥%]")
+_POSSESSIVE = re.compile(r"['’]s?$")
 _LETTERS = re.compile(r"[^\W\d_]+")
 _ISO_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 _NUM_DATE = re.compile(r"\d{1,2}[/.\-]\d{1,2}(?:[/.\-]\d{2,4})?")
@@ -261,6 +281,7 @@ FUNCTION_WORDS = STOP_WORDS | _w(
     """
     the a an my our his her their this that these those somebody someone everybody everyone nobody anybody
     anyone something nothing everything anything alguem ninguem alguien nadie algo nada tudo todo todos todas
+    vai vao vamos va van
     """
 )
 #: Sentence-initial words that are verbs, not names: common English irregular past forms ...
@@ -372,7 +393,15 @@ def _which(t: list[str], i: int) -> AnswerType:
             if x in NAME_NOUNS and rest[k + 1 : k + 2] and rest[k + 1] in ("of", "do", "da", "de", "del"):
                 return AnswerType("name", f"{w} … {x}")
         return AnswerType("any")
-    for nouns, kind in ((TIME_NOUNS, "time"), (PLACE_NOUNS, "place"), (AGE_NOUNS, "age"), (MONEY_NOUNS, "money")):
+    if noun in CLOCK_NOUNS:
+        return AnswerType("clock", f"{w} {noun}", noun)  # "what time", "a que horas": a time of day, not a date
+    for nouns, kind in (
+        (TIME_NOUNS, "time"),
+        (PLACE_NOUNS, "place"),
+        (AGE_NOUNS, "age"),
+        (MONEY_NOUNS, "money"),
+        (PERSON_NOUNS | PROFESSION_NOUNS, "person"),  # "which surgeon", "que professor": a person
+    ):
         if _singular(noun) & nouns:
             return AnswerType(kind, f"{w} {noun}", noun)
     if noun in CODE_NOUNS:
@@ -421,7 +450,7 @@ def _tokens(text: str, common: frozenset[str] = frozenset()) -> list[_Tok]:
     for m in _TOKEN.finditer(text):
         raw = m.group(0)
         tail = text[m.end() : m.end() + 2]
-        low = fold(raw)
+        low = _POSSESSIVE.sub("", fold(raw))  # "Mum's" is "mum" to every rule
         out.append(_Tok(raw, low, boundary, tail.startswith(","), stem(low) in common))
         boundary = (
             bool(tail) and tail[0] in ".!?:;\n" and not (tail[0] == "." and raw.lower() in _w("dr mr mrs ms st sr sra"))
@@ -438,6 +467,8 @@ def _number(toks: list[_Tok], i: int) -> bool:
     tok = toks[i]
     if _NUMBER.fullmatch(tok.low) or _NUMBER_UNIT.fullmatch(tok.low):
         return True
+    if tok.low in ("cento", "ciento") and i and toks[i - 1].low in ("por", "per"):
+        return False  # "por cento", "por ciento": per cent, not a hundred
     parts = tok.low.split("-")
     if all(p in NUMBER_WORDS or p in NUMBER_WORDS_BEFORE_UNIT for p in parts) and any(p in NUMBER_WORDS for p in parts):
         return True
@@ -480,6 +511,14 @@ def _time_at(toks: list[_Tok], i: int) -> bool:
     if not _number(toks, i) or _unit_after(toks, i, CURRENCY | TIME_UNITS | LENGTH_UNITS | OTHER_UNITS):
         return False
     return prev in _w("past at as las") or nxt in _w("oclock o'clock am pm")
+
+
+def _clock_at(toks: list[_Tok], i: int) -> bool:
+    """A time of day: a clock time (8:15, 7pm, 9h30, "half past seven", "a las seis"), or a part of the day."""
+    low = toks[i].low
+    if _CLOCK.fullmatch(low) or low in DAY_PARTS:
+        return True
+    return _time_at(toks, i) and _number(toks, i)  # "at eight", "half past seven", "às 9"
 
 
 def _name_at(toks: list[_Tok], i: int) -> bool:
@@ -548,6 +587,8 @@ def _holds(kind: str, toks: list[_Tok], i: int) -> bool:
     tok = toks[i]
     if kind == "time":
         return _time_at(toks, i)
+    if kind == "clock":
+        return _clock_at(toks, i)
     if kind == "name":
         return _name_at(toks, i)
     if kind == "person":
@@ -577,14 +618,29 @@ def _holds(kind: str, toks: list[_Tok], i: int) -> bool:
     if not _number(toks, i) or _time_at(toks, i):
         return False
     if kind == "money":
-        # "saving 210 a year" states an amount as surely as "210 euros"; "250 degrees" does not.
-        return not _unit_after(toks, i, TIME_UNITS | LENGTH_UNITS | OTHER_UNITS) and not _age_at(toks, i)
+        # "saving 210 a year" states an amount as surely as "210 euros"; "250 degrees", "two tins" (a count of
+        # tins) and "8 por cento" (a share) do not.
+        if _unit_after(toks, i, CURRENCY) or (i and toks[i - 1].text in CURRENCY_SIGNS):
+            return True
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        if nxt is not None and (nxt.low not in FUNCTION_WORDS or nxt.text == "%" or _percent_after(toks, i)):
+            return False
+        return not _age_at(toks, i)
     if kind == "duration":
         return _unit_after(toks, i, TIME_UNITS | LENGTH_UNITS)
     age = _age_at(toks, i)
     if kind == "age":
         return age or _unit_after(toks, i, _w("years year anos ano"))
     return not age  # count, quantity
+
+
+def _percent_after(toks: list[_Tok], i: int) -> bool:
+    """A share follows number ``i``: "8 %", "8 percent", "8 per cent", "8 por cento", "8 por ciento"."""
+    nxt = [t.low for t in toks[i + 1 : i + 3]]
+    return bool(nxt) and (
+        nxt[0] in ("%", "percent")
+        or (len(nxt) == 2 and nxt[0] in ("per", "por") and nxt[1] in ("cent", "cento", "ciento"))
+    )
 
 
 def _age_at(toks: list[_Tok], i: int) -> bool:
@@ -621,25 +677,30 @@ ORDER_WORDS = _w(
 )
 
 
-def topic_terms(content: list[str], kind: AnswerType) -> list[str]:
-    """The question's topic: its content terms (``content``) less what only says what is asked.
+def topic_terms(question: str, kind: AnswerType) -> list[str]:
+    """The question's topic: its content terms (terms rule 1) less what only says what is asked.
 
-    Left out: question words, the words of the answer type itself (money cues of a money question,
-    the time, code, name and age nouns), words that date notes or order them in time (calendar words,
-    quarters, four-digit years, present markers, "first", "latest"), the thing a "which X"
-    question asks for (an answer names an X, it need not say "X"), and single letters (the "s"
+    Left out: question words and function words, the words of the answer type itself (money cues
+    of a money question, the time, code, name and age nouns), words that date notes or order them
+    in time (calendar words, quarters, four-digit years, present markers, "first", "latest"), the
+    thing a "which X" question asks for (an answer names an X, it need not say "X"; unless the
+    question says X again: "Which book did the book club choose?"), and single letters (the "s"
     of "Tom's").
 
-    >>> topic_terms(["much", "new", "bicycle", "cost"], answer_type("How much did the new bicycle cost?"))
+    >>> topic_terms("How much did the new bicycle cost?", answer_type("How much did the new bicycle cost?"))
     ['new', 'bicycle']
     """
     cues = MONEY_CUES if kind.kind == "money" else frozenset()
     drop = QUESTION_WORDS | ORDER_WORDS | CALENDAR | QUARTERS | PRESENT | cues | TIME_NOUNS | CODE_NOUNS | NAME_NOUNS
-    drop |= AGE_NOUNS
+    drop |= AGE_NOUNS | FUNCTION_WORDS
+    said = terms(question)
     return [
         t
-        for t in content
-        if t not in drop and t != kind.noun and not _YEAR.fullmatch(t) and (len(t) > 1 or t.isdigit())
+        for t in content_terms(question)
+        if t not in drop
+        and (t != kind.noun or said.count(t) > 1)
+        and not _YEAR.fullmatch(t)
+        and (len(t) > 1 or t.isdigit())
     ]
 
 
@@ -710,6 +771,9 @@ RULES_SHA256 = hashlib.sha256(
                 "place_prepositions": PLACE_PREPOSITIONS,
                 "person_nouns": PERSON_NOUNS,
                 "team_nouns": TEAM_NOUNS,
+                "profession_nouns": PROFESSION_NOUNS,
+                "clock_nouns": CLOCK_NOUNS,
+                "day_parts": DAY_PARTS,
                 "frequency_words": FREQUENCY_WORDS,
                 "calendar": CALENDAR,
                 "quarters": QUARTERS,

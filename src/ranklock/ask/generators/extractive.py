@@ -32,7 +32,9 @@ below, v3's lists it reuses, the answer-type lists and the segmentation rules):
    - A span matching some topic term is *anchored*: it passes when ``E >= THRESHOLD + KAPPA * u``,
      u the share of topic terms neither matched nor near.  A span that shares the question's
      subject but not the rest of what it asks ("the boiler broke" for "what did the plumber say
-     about the boiler") needs that much more meaning to answer.
+     about the boiler") needs that much more meaning to answer; one that matches only the key
+     terms (the names the question gives) while the question asks more, none of it matched or
+     near, does not answer ("Hana is hosting at her flat" for "where does Hana work?").
    - A span matching no topic term answers by meaning alone: ``E >= THRESHOLD``, and only a
      question in the collection's language (:func:`~ranklock.answer_type.question_language`;
      the embedder is chosen for that language, and its cosines elsewhere say little).
@@ -61,7 +63,7 @@ from ...errors import GenerationError
 from ..abstention import RULE_VERSION as ABSTENTION_RULE
 from ..abstention import abstention_text, quotable_text
 from ..answer_type import FUNCTION_WORDS, answer_type, has_type, lower_case_stems, question_language, topic_terms
-from ..model import ABSTAIN, AskChunk, Draft, DraftCitation, GenerationRequest, GeneratorInfo
+from ..model import ABSTAIN, AskChunk, Draft, DraftCitation, EmbedFn, GenerationRequest, GeneratorInfo
 from ..segment import LANGUAGES, RULES_SHA256, sentence_spans
 from ..terms import STOP_WORDS, content_terms, key_terms, matches, terms
 from .extractive_v3 import CALENDAR_V3, CONTINUATION, PRESENT, ExtractiveV3Generator, is_present, meaning_query
@@ -188,7 +190,7 @@ class ExtractiveGenerator:
                 "carries none; ask through Engine.ask, or pass GenerationRequest(embed=...)."
             )
         keys = [t for t in key_terms(question, CALENDAR_V3) if t not in PRESENT]
-        topic = topic_terms(q, kind)
+        topic = topic_terms(question, kind)
         per_chunk = [(c, spans_of(c, q)) for c in request.chunks]
         qualified = [(c, spans) for c, spans in per_chunk if not keys or any(set(keys) & s.hits for s in spans)]
         if not qualified:
@@ -200,19 +202,20 @@ class ExtractiveGenerator:
         ]
         if not candidates:
             return abstain("no_type")
-        order, drafted = self._select(request, q, topic, per_chunk, candidates)
+        order, drafted = self._select(request, request.embed, q, topic, keys, per_chunk, candidates)
         return drafted or abstain("not_close", best=candidates[order[0]].n)
 
     def _select(
         self,
         request: GenerationRequest,
+        embed: EmbedFn,
         q: list[str],
         topic: list[str],
+        keys: list[str],
         per_chunk: list[tuple[AskChunk, list[Span]]],
         candidates: list[Span],
     ) -> tuple[list[int], Draft | None]:
         """Rules 6 to 8: the candidates' score order, and the draft (None when no checked candidate passes)."""
-        assert request.embed is not None  # checked by generate
         chunks = request.chunks
         n_chunks = len(chunks)
         cf = dict.fromkeys(q, 0)
@@ -222,7 +225,7 @@ class ExtractiveGenerator:
         weight = {t: n_chunks / max(cf[t], 1) for t in q}
         total = sum(weight.values())
         texts = [meaning_query(request.question), *(c.text for c in chunks), *(s.text for s in candidates)]
-        vectors = np.asarray(request.embed(texts), dtype=np.float64)
+        vectors = np.asarray(embed(texts), dtype=np.float64)
         qv, chunk_vs, span_vs = vectors[0], vectors[1 : 1 + n_chunks], vectors[1 + n_chunks :]
         centroid = chunk_vs.mean(axis=0)
         centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
@@ -231,7 +234,7 @@ class ExtractiveGenerator:
         score = cos_q - BETA * cos_c + LAMBDA * np.array([sum(weight[t] for t in s.hits) / total for s in candidates])
         evidence = cos_q - EVIDENCE_BETA * cos_c
         order = sorted(range(len(candidates)), key=lambda i: (-float(score[i]), candidates[i].n, candidates[i].first))
-        passing = self._check(request, topic, candidates, order, evidence)
+        passing = self._check(request, embed, topic, keys, candidates, order, evidence)
         if not passing:
             return order, None
         best = passing[0]
@@ -264,19 +267,20 @@ class ExtractiveGenerator:
     def _check(
         self,
         request: GenerationRequest,
+        embed: EmbedFn,
         topic: list[str],
+        keys: list[str],
         candidates: list[Span],
         order: list[int],
         evidence: np.ndarray,
     ) -> list[int]:
         """Rule 7: the candidates among the CHECKED best that pass, in score order."""
-        assert request.embed is not None
         checked = order[:CHECKED]
         context = {
             i: set(terms(candidates[i].body + " " + (request.chunks[candidates[i].n - 1].title or ""))) for i in checked
         }
         words = sorted({w for i in checked for w in context[i] if w not in FUNCTION_WORDS} | set(topic))
-        vec = dict(zip(words, np.asarray(request.embed(words), dtype=np.float64), strict=True)) if words else {}
+        vec = dict(zip(words, np.asarray(embed(words), dtype=np.float64), strict=True)) if words else {}
         meaning_ok = _meaning_language(request)
         passing: list[int] = []
         for i in checked:
@@ -286,8 +290,11 @@ class ExtractiveGenerator:
                 t for t in topic if t not in matched and any(float(vec[t] @ vec[w]) >= self.near for w in span_words)
             ]
             uncovered = (len(topic) - len(matched) - len(near)) / len(topic) if topic else 0.0
+            asked = [t for t in topic if t not in keys]
             e = float(evidence[i])
-            if matched:
+            if matched and asked and not any(t in matched or t in near for t in asked):
+                ok = False  # it names whom or what the question is about, and says nothing of what it asks
+            elif matched:
                 ok = e >= self.threshold + self.kappa * uncovered
             else:
                 ok = e >= self.threshold and (meaning_ok or not topic)
