@@ -122,6 +122,8 @@ def test_question_language() -> None:
         ("duration", "Ran the half marathon in one hour fifty-two minutes.", ["one", "fifty-two"]),
         ("duration", "Long run by the canal, 12 km.", ["12"]),
         ("frequency", "I am on call every third week.", ["every"]),
+        ("frequency", "Three sessions a week is enough.", ["Three"]),
+        ("frequency", "Treino 2 vezes por semana.", ["2", "vezes"]),
         ("code", "Passport 2025-01-08", []),  # a date is no code
         ("place", "I keep it in the garage, next to the lawnmower.", ["garage"]),
         ("place", "Went to class in the evening.", []),  # "in the evening" is a time
@@ -278,6 +280,17 @@ def test_v4_names_the_key_terms_it_did_not_find_and_records_its_rule() -> None:
     assert gen.generate(_request("Where did Ana move?", "Ana moved to Lisbon.")) == ExtractiveGenerator().generate(
         _request("Where did Ana move?", "Ana moved to Lisbon.")
     )
+
+
+def test_v4_reads_headings_for_whom_a_section_is_about_but_never_quotes_them() -> None:
+    text = "Invoices\n\n## Brightwater\n- Invoice sent on 5 October: 2,250 euros.\n\n## Harbour Films\n- Still waiting."
+    other = "Harbour Films called about the July edit."
+    # The bag-of-words stand-in says little of meaning: the threshold is off, the structure is what is tested.
+    d = ExtractiveGenerator(threshold=-1.0).generate(
+        _request("How much was the Brightwater invoice?", text, other, titles=("Invoices", None))
+    )
+    assert d.answer == "- Invoice sent on 5 October: 2,250 euros. [1]"
+    assert d.citations == (DraftCitation(1, "- Invoice sent on 5 October: 2,250 euros."),)
 
 
 def test_v4_does_not_answer_with_a_span_that_only_names_the_subject() -> None:

@@ -32,7 +32,7 @@ from .model import ABSTAIN, AskChunk, Draft, GenerationRequest, is_abstention
 from .terms import fold, terms
 from .validate import find_quote
 
-__all__ = ["REASONS", "RULE_VERSION", "abstention_text", "checked_reply", "quotable_text"]
+__all__ = ["HEADING", "REASONS", "RULE_VERSION", "abstention_text", "checked_reply", "quotable_text"]
 
 #: Recorded in each generator's parameters: the answer-type lists and this module's rule.
 RULE_VERSION = f"answer-type/1 {RULES_SHA256[:16]}"
@@ -48,7 +48,8 @@ REASONS = {
     "model_type": "the passages the model quoted hold none",
 }
 
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t][^\n]*$", re.MULTILINE)
+#: A Markdown heading line ("## Brightwater").
+HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t][^\n]*$", re.MULTILINE)
 _WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
 
 
@@ -58,7 +59,7 @@ def quotable_text(chunk: AskChunk) -> str:
     end = chunk.title_end()
     if end:
         text = " " * end + text[end:]
-    return _HEADING.sub(lambda m: " " * len(m.group(0)), text)
+    return HEADING.sub(lambda m: " " * len(m.group(0)), text)
 
 
 def _as_written(question: str, folded: Sequence[str]) -> list[str]:

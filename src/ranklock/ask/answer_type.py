@@ -610,7 +610,14 @@ def _holds(kind: str, toks: list[_Tok], i: int) -> bool:
     if kind == "frequency":
         if tok.low in FREQUENCY_WORDS:
             return True
-        return _number(toks, i) and i + 1 < len(toks) and toks[i + 1].low in _w("times vezes veces")
+        if not _number(toks, i):
+            return False
+        # "three times", "3 vezes"; "three sessions a week", "twice a day", "dos veces al mes", "2 por semana".
+        after = [t.low for t in toks[i + 1 : i + 4]]
+        if after[:1] and after[0] in _w("times vezes veces"):
+            return True
+        rate = after[1:] if after[:1] and after[0] not in _w("a per por al") else after
+        return len(rate) >= 2 and rate[0] in _w("a per por al every each cada") and rate[1] in TIME_UNITS
     if kind == "code":
         return any(ch.isdigit() for ch in tok.text) and not _time_at(toks, i)
     if _IDENTIFIER.fullmatch(tok.text) and not _NUMBER_UNIT.fullmatch(tok.low):

@@ -12,21 +12,23 @@ below, v3's lists it reuses, the answer-type lists and the segmentation rules):
    ``money``, a number of some kind, ``name``, ``code``, or ``any``.  The *topic* is Q less the
    words that only say what is asked (question words, the type's own cues, years, calendar
    and present words, the X of "which X": :func:`~ranklock.ask.answer_type.topic_terms`).
-3. **Qualify a chunk** as v3: when K is not empty, only chunks matching a key term answer.
+3. **Qualify a chunk** as v3: when K is not empty, only chunks matching a key term answer (in
+   any of their text: a title or a heading naming someone says the chunk is about them).
 4. **Quotable spans.**  A chunk's title and Markdown headings are never quoted nor read for
    the answer's type (:func:`ranklock.ask.abstention.quotable_text`).  The rest is cut into
    sentences (the en/pt/es union); a sentence *continues* its predecessor when its first word
    is a pronoun or a connective (v3's list), or when it matches none of the topic terms its
-   predecessor matches ("Budget is 720 euros." after "…fire pottery at home again."): a span
-   is a sentence with the predecessors it continues, so a quote says what it is about.
+   predecessor matches ("Budget is 720 euros." after "…fire pottery at home again."), and no
+   heading stands between them: a span is a sentence with the predecessors it continues, so a
+   quote says what it is about.
 5. **Candidates** are the spans holding a token of the answer's type that the question does
    not hold (:func:`~ranklock.ask.answer_type.has_type`); none: abstain ("none of the N
    passages has one").
 6. **Score** as v3: ``S = cos(q, s) - BETA * cos(c, s) + LAMBDA * T(s)``, T over the topic.
 7. **Answer check**, over the :data:`CHECKED` best candidates in score order; the first that
    passes is the answer.  Its *evidence* is v3's ``E = cos(q, s) - EVIDENCE_BETA * cos(c, s)``.
-   A topic term is *matched* by the span when it matches one of its words or its note's title
-   (terms rule 2), *near* when instead one of those words' vectors has cosine >= :data:`NEAR`
+   A topic term is *matched* by the span when it matches one of its words, its note's title or
+   the heading it stands under, or is a key term its chunk matches (terms rule 2), *near* when instead one of those words' vectors has cosine >= :data:`NEAR`
    with the term's (word vectors under the collection's embedder, through the cache).
 
    - A span matching some topic term is *anchored*: it passes when ``E >= THRESHOLD + KAPPA * u``,
@@ -60,8 +62,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import GenerationError
+from ..abstention import HEADING, abstention_text, quotable_text
 from ..abstention import RULE_VERSION as ABSTENTION_RULE
-from ..abstention import abstention_text, quotable_text
 from ..answer_type import FUNCTION_WORDS, answer_type, has_type, lower_case_stems, question_language, topic_terms
 from ..model import ABSTAIN, AskChunk, Draft, DraftCitation, EmbedFn, GenerationRequest, GeneratorInfo
 from ..segment import LANGUAGES, RULES_SHA256, sentence_spans
@@ -125,12 +127,34 @@ def spans_of(chunk: AskChunk, topic: Sequence[str]) -> list[Span]:
     for i, (a, b) in enumerate(cuts):
         first = terms(body[a:b])[:1]
         before = hits[i - 1] if i else frozenset()
-        continues = i > 0 and (bool(first and first[0] in CONTINUATION) or bool(before and not before & hits[i]))
+        # A heading between two sentences starts a new section: the second never continues the first.
+        sectioned = i > 0 and bool(chunk.text[cuts[i - 1][1] : a].strip())
+        continues = (
+            i > 0
+            and not sectioned
+            and (bool(first and first[0] in CONTINUATION) or bool(before and not before & hits[i]))
+        )
         if not continues:
             start = i
         lo = cuts[start][0]
         out.append(Span(chunk.n, start, i, chunk.text[lo:b], body[lo:b], frozenset().union(*hits[start : i + 1])))
     return out
+
+
+def _names(chunk: AskChunk, keys: Sequence[str]) -> bool:
+    """Rule 3: whether ``chunk`` (title and headings included) matches one of the key terms."""
+    words = set(terms(chunk.text))
+    return any(matches(k, words) for k in keys)
+
+
+def _context(chunk: AskChunk, span: Span, keys: Sequence[str]) -> set[str]:
+    """The words rule 7 reads for ``span``: its own, its note's title, the heading it stands under, and the key
+    terms its chunk names (rule 3 qualified the chunk by them: a span need not repeat whom it is about)."""
+    at = chunk.text.find(span.text)
+    heading = max((m for m in HEADING.finditer(chunk.text) if m.end() <= at), key=lambda m: m.end(), default=None)
+    words = set(terms(" ".join([span.body, chunk.title or "", heading.group(0) if heading else ""])))
+    named = set(terms(chunk.text))
+    return words | {k for k in keys if matches(k, named)}
 
 
 def _meaning_language(request: GenerationRequest) -> bool:
@@ -192,7 +216,8 @@ class ExtractiveGenerator:
         keys = [t for t in key_terms(question, CALENDAR_V3) if t not in PRESENT]
         topic = topic_terms(question, kind)
         per_chunk = [(c, spans_of(c, q)) for c in request.chunks]
-        qualified = [(c, spans) for c, spans in per_chunk if not keys or any(set(keys) & s.hits for s in spans)]
+        # A chunk's title and headings say whom or what it is about: they qualify it, though never quoted.
+        qualified = [(c, spans) for c, spans in per_chunk if not keys or _names(c, keys)]
         if not qualified:
             return abstain("unnamed", names=keys)
         question_terms = frozenset(terms(question))
@@ -276,9 +301,7 @@ class ExtractiveGenerator:
     ) -> list[int]:
         """Rule 7: the candidates among the CHECKED best that pass, in score order."""
         checked = order[:CHECKED]
-        context = {
-            i: set(terms(candidates[i].body + " " + (request.chunks[candidates[i].n - 1].title or ""))) for i in checked
-        }
+        context = {i: _context(request.chunks[candidates[i].n - 1], candidates[i], keys) for i in checked}
         words = sorted({w for i in checked for w in context[i] if w not in FUNCTION_WORDS} | set(topic))
         vec = dict(zip(words, np.asarray(embed(words), dtype=np.float64), strict=True)) if words else {}
         meaning_ok = _meaning_language(request)
