@@ -121,11 +121,12 @@ def spans_of(chunk: AskChunk, topic: Sequence[str]) -> list[Span]:
     """The quotable spans of ``chunk``: one per sentence outside its title and headings (rule 4)."""
     body = quotable_text(chunk)
     cuts = sentence_spans(body, "all")
-    hits = [frozenset(t for t in topic if matches(t, set(terms(body[a:b])))) for a, b in cuts]
+    said = [terms(body[a:b]) for a, b in cuts]  # each sentence's terms, read once
+    hits = [frozenset(t for t in topic if matches(t, set(w))) for w in said]
     out: list[Span] = []
     start = 0
     for i, (a, b) in enumerate(cuts):
-        first = terms(body[a:b])[:1]
+        first = said[i][:1]
         before = hits[i - 1] if i else frozenset()
         # A heading between two sentences starts a new section: the second never continues the first.
         sectioned = i > 0 and bool(chunk.text[cuts[i - 1][1] : a].strip())
@@ -299,28 +300,41 @@ class ExtractiveGenerator:
         order: list[int],
         evidence: np.ndarray,
     ) -> list[int]:
-        """Rule 7: the candidates among the CHECKED best that pass, in score order."""
+        """Rule 7: the candidates among the CHECKED best that pass, in score order.
+
+        Word vectors are read only when a span's verdict depends on them (one read for all such spans):
+        a span below the threshold fails, one with no topic term matched is judged by meaning alone, and
+        one passing even with every unmatched term counted as uncovered passes.  The verdicts are rule 7's.
+        """
         checked = order[:CHECKED]
         context = {i: _context(request.chunks[candidates[i].n - 1], candidates[i], keys) for i in checked}
-        words = sorted({w for i in checked for w in context[i] if w not in FUNCTION_WORDS} | set(topic))
-        vec = dict(zip(words, np.asarray(embed(words), dtype=np.float64), strict=True)) if words else {}
         meaning_ok = _meaning_language(request)
+        asked = [t for t in topic if t not in keys]
+        vec: dict[str, np.ndarray] | None = None
         passing: list[int] = []
         for i in checked:
-            span_words = [w for w in context[i] if w in vec]
-            matched = [t for t in topic if matches(t, context[i])]
-            near = [
-                t for t in topic if t not in matched and any(float(vec[t] @ vec[w]) >= self.near for w in span_words)
-            ]
-            uncovered = (len(topic) - len(matched) - len(near)) / len(topic) if topic else 0.0
-            asked = [t for t in topic if t not in keys]
             e = float(evidence[i])
-            if matched and asked and not any(t in matched or t in near for t in asked):
-                ok = False  # it names whom or what the question is about, and says nothing of what it asks
-            elif matched:
-                ok = e >= self.threshold + self.kappa * uncovered
-            else:
-                ok = e >= self.threshold and (meaning_ok or not topic)
-            if ok:
+            if e < self.threshold:
+                continue  # every branch below needs at least the threshold
+            matched = [t for t in topic if matches(t, context[i])]
+            if not matched:
+                if meaning_ok or not topic:
+                    passing.append(i)
+                continue
+            unmatched = [t for t in topic if t not in matched]
+            # Only the names the question gives are matched, while it asks more: it must say some of that.
+            key_only = bool(asked) and not any(t in matched for t in asked)
+            if not key_only and e >= self.threshold + self.kappa * len(unmatched) / len(topic):
+                passing.append(i)
+                continue
+            if vec is None:
+                live = [context[j] for j in checked if float(evidence[j]) >= self.threshold]
+                words = sorted({w for c in live for w in c if w not in FUNCTION_WORDS} | set(topic))
+                vec = dict(zip(words, np.asarray(embed(words), dtype=np.float64), strict=True))
+            span_words = [w for w in context[i] if w in vec]
+            near = [t for t in unmatched if any(float(vec[t] @ vec[w]) >= self.near for w in span_words)]
+            if key_only and not any(t in near for t in asked):
+                continue  # it names whom or what the question is about, and says nothing of what it asks
+            if e >= self.threshold + self.kappa * (len(unmatched) - len(near)) / len(topic):
                 passing.append(i)
         return passing
