@@ -44,7 +44,7 @@ with each answer hashes every constant and list below and the segmentation rules
    question has no content term, no chunk qualifies, no span has the answer's
    type, or the best span's evidence ``cos(q, s) - EVIDENCE_BETA * cos(c, s)`` is
    below :data:`THRESHOLD`: how much closer to the question the span is than
-   to what all the given chunks share.  Calibrated by bench/ask_calibrate.py on
+   to what all the given chunks share.  Calibrated by bench/ask_calibrate.py (issue 26's version) on
    the tuning half of the journal questions (ranklock.eval.split).
 8. **Present tense.**  A question with a present marker (:data:`PRESENT`:
    now, currently, still, latest, today... and their pt/es forms) is about the
