@@ -1,6 +1,6 @@
-"""The hand-written question sets of issue 40 (tests/data/ask_handset, ask_handset2): their shape, not Ask's answers.
+"""The hand-written question sets of issue 40 (tests/data/ask_handset, 2 and 3): their shape, not Ask's answers.
 
-The set is a held-out check of extractive-v4 on notes and wording its rules were not made on
+Each set is a held-out check of the extractive reader on notes and wording its rules were not made on
 (bench/ask.py --notes … --questions … runs it; docs/ask.md has the figures).  Here: every
 question is well formed, the answer types are spread as the issue asks, every gold note
 exists and states its gold answer, and every unanswerable question has no gold.
@@ -20,7 +20,7 @@ from ranklock.ingest.formats import load_files
 
 DATA = Path(__file__).parent / "data"
 #: The notes each set is asked of.
-NOTES = {"ask_handset": 26, "ask_handset2": 20}
+NOTES = {"ask_handset": 26, "ask_handset2": 20, "ask_handset3": 22}
 SETS = pytest.mark.parametrize("root", [DATA / name for name in NOTES], ids=list(NOTES))
 
 
