@@ -1,4 +1,5 @@
-"""The answer-type rule, the shared abstention rule and extractive-v4's pinned rules, without a database."""
+"""The answer-type rule (both editions), the shared abstention rule, and the pinned rules of extractive-v4 and
+extractive-v5, without a database."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ranklock.ask.answer_type import (
     topic_terms,
     typed_tokens,
 )
-from ranklock.ask.generators.extractive import ExtractiveGenerator, spans_of
+from ranklock.ask.generators.extractive import ExtractiveGenerator
+from ranklock.ask.generators.extractive_v4 import ExtractiveV4Generator, spans_of
 from ranklock.ask.model import ABSTAIN, AskChunk, Draft, DraftCitation, GenerationRequest, is_abstention
 from ranklock.ask.prompt import render_prompt
 from test_ask_rules import bag_of_words
@@ -135,11 +137,30 @@ def test_question_language() -> None:
         ("person", "Booked flights. Weekly sync. Bring the card. Ask the neighbours.", []),
         ("person", "Ingrid, our conductor, wants pencils.", ["Ingrid"]),
         ("person", "O Rui vai cozinhá-lo no domingo.", ["Rui"]),
-        ("place", "Mum's knee operation went well.", ["Mum's"]),  # a name, read without its "'s"
+        ("place", "Mum's knee operation went well.", []),  # a name, but nothing says it is a place
+        ("place", "Flew to Porto; parked on Rua Augusta.", ["Porto", "Rua", "Augusta"]),
+        ("place", "The garage on Kings Road will retest it.", ["Kings", "Road"]),
+        ("time", "Our daughter lost her first milk tooth at breakfast.", ["breakfast"]),
+        ("time", "Liguei à mãe depois do jantar.", ["jantar"]),
+        ("time", "Hablamos después de la cena.", ["cena"]),
+        ("time", "Dinner with Marta at Bar Vesuvio.", []),  # a meal with no time preposition is no time
     ],
 )
 def test_typed_tokens(kind: str, text: str, tokens: list[str]) -> None:
     assert typed_tokens(kind, text) == tokens
+
+
+def test_edition_1_is_kept_for_the_answers_given_under_it() -> None:
+    # extractive-v4 reads edition 1: any name was a place, meals were no time, "X's name" asked for anything.
+    assert typed_tokens("place", "Mum's knee operation went well.", edition=1) == ["Mum's"]  # read without its 's
+    assert typed_tokens("place", "Kickoff for Orchard: Kenji leads it.", edition=1) == ["Orchard", "Kenji"]
+    assert typed_tokens("place", "Kickoff for Orchard: Kenji leads it.") == []
+    assert typed_tokens("time", "Our daughter lost her first milk tooth at breakfast.", edition=1) == []
+    q = "What is the boiler engineer's name?"
+    assert (answer_type(q).kind, answer_type(q, 1).kind) == ("name", "any")
+    q = "How long did the Phoenix Park 5K take me?"
+    assert topic_terms(q, answer_type(q)) == ["phoenix", "park", "5k"]  # "take" is the question's frame
+    assert topic_terms(q, answer_type(q, 1)) == ["phoenix", "park", "5k", "take"]
 
 
 def test_the_questions_own_words_and_common_words_are_no_answer() -> None:
@@ -215,7 +236,10 @@ def test_a_models_reply_follows_the_same_abstention_rule() -> None:
     assert checked_reply(ok, bad) is bad
 
 
-# -- extractive-v4 ------------------------------------------------------------------------------
+# -- extractive-v4, and the rules v5 keeps ------------------------------------------------------
+
+#: v5 subclasses v4 and keeps its rules 1 to 6 and 8: the tests of those run on both.
+BOTH = pytest.mark.parametrize("gen", [ExtractiveV4Generator, ExtractiveGenerator], ids=["v4", "v5"])
 
 
 def test_v4_spans_skip_the_title_and_continue_a_sentence_that_names_nothing() -> None:
@@ -235,9 +259,10 @@ def test_v4_spans_skip_the_title_and_continue_a_sentence_that_names_nothing() ->
     ]
 
 
-def test_v4_abstains_when_no_span_has_the_type_and_never_quotes_a_title() -> None:
-    gen = ExtractiveGenerator()
-    d = gen.generate(
+@BOTH
+def test_v4_and_v5_abstain_when_no_span_has_the_type_and_never_quotes_a_title(gen: type[ExtractiveV4Generator]) -> None:
+    g = gen()
+    d = g.generate(
         _request(
             "What is my passport number?",
             "2025-01-08\n\nCar stuff: bring the insurance card.",
@@ -252,8 +277,9 @@ def test_v4_abstains_when_no_span_has_the_type_and_never_quotes_a_title() -> Non
     )
 
 
-def test_v4_answers_with_the_span_of_the_type_asked_for() -> None:
-    d = ExtractiveGenerator().generate(
+@BOTH
+def test_v4_and_v5_answer_with_the_span_of_the_type_asked_for(gen: type[ExtractiveV4Generator]) -> None:
+    d = gen().generate(
         _request(
             "Who leads the Orchard migration?",
             "The Orchard migration moves billing off the mainframe. Kenji leads it.",
@@ -265,10 +291,12 @@ def test_v4_answers_with_the_span_of_the_type_asked_for() -> None:
 
 
 def test_v4_names_the_key_terms_it_did_not_find_and_records_its_rule() -> None:
-    gen = ExtractiveGenerator()
+    gen = ExtractiveV4Generator()
     d = gen.generate(_request("What is Oskar Lind allergic to?", "Coffee with Ana Ruiz. She is allergic to hazelnuts."))
     assert d.answer == f"{ABSTAIN} None of the 1 passages mentions “Oskar”, “Lind”."
     info = gen.info()
+    assert info.params["abstention"] == "answer-type/1 46be1652bf57125b"  # edition 1, as pinned in issue 40
+    assert info.checksum == "d1cf48f687985c79f1f98f3d088c6c6827db569d60830c8d39d5a868c60d3e4c"
     assert info.model == "extractive-v4" and set(info.params) == {
         "threshold",
         "kappa",
@@ -277,35 +305,83 @@ def test_v4_names_the_key_terms_it_did_not_find_and_records_its_rule() -> None:
         "vectors",
         "abstention",
     }
-    assert gen.generate(_request("Where did Ana move?", "Ana moved to Lisbon.")) == ExtractiveGenerator().generate(
+    assert gen.generate(_request("Where did Ana move?", "Ana moved to Lisbon.")) == ExtractiveV4Generator().generate(
         _request("Where did Ana move?", "Ana moved to Lisbon.")
     )
 
 
-def test_v4_reads_headings_for_whom_a_section_is_about_but_never_quotes_them() -> None:
+@BOTH
+def test_v4_and_v5_read_headings_for_whom_a_section_is_about_but_never_quotes_them(
+    gen: type[ExtractiveV4Generator],
+) -> None:
     text = "Invoices\n\n## Brightwater\n- Invoice sent on 5 October: 2,250 euros.\n\n## Harbour Films\n- Still waiting."
     other = "Harbour Films called about the July edit."
     # The bag-of-words stand-in says little of meaning: the threshold is off, the structure is what is tested.
-    d = ExtractiveGenerator(threshold=-1.0).generate(
+    d = gen(threshold=-1.0).generate(
         _request("How much was the Brightwater invoice?", text, other, titles=("Invoices", None))
     )
     assert d.answer == "- Invoice sent on 5 October: 2,250 euros. [1]"
     assert d.citations == (DraftCitation(1, "- Invoice sent on 5 October: 2,250 euros."),)
 
 
-def test_v4_does_not_answer_with_a_span_that_only_names_the_subject() -> None:
+@BOTH
+def test_v4_and_v5_do_not_answer_with_a_span_that_only_names_the_subject(gen: type[ExtractiveV4Generator]) -> None:
     # "Hana" is all the span shares with the question; what it asks (work) is neither said nor near.
-    d = ExtractiveGenerator().generate(
+    d = gen().generate(
         _request("Where does Hana work?", "Book club picked a novel. Hana is hosting at her flat in Ranelagh.")
     )
     assert d.abstained and d.answer.startswith(f"{ABSTAIN} Looked for a place about “Hana”, “work”")
 
 
-def test_v4_needs_a_word_of_a_question_in_another_language_than_the_collections() -> None:
+@BOTH
+def test_v4_and_v5_need_a_word_of_a_question_in_another_language_than_the_collections(
+    gen: type[ExtractiveV4Generator],
+) -> None:
     # A Spanish question over an English collection: a span sharing no word with it may not answer by meaning
     # alone (the embedder reads the collection's language); with a shared word, it may.
     q = "¿Dónde cenamos en el cumpleaños de mi padre?"
-    d = ExtractiveGenerator().generate(_request(q, "Cena con Marisol en Café Aurora."))
+    d = gen().generate(_request(q, "Cena con Marisol en Café Aurora."))
     assert d.abstained
-    d = ExtractiveGenerator().generate(_request(q, "Cenamos en el cumpleaños de mi padre en Casa Pepe."))
+    d = gen().generate(_request(q, "Cenamos en el cumpleaños de mi padre en Casa Pepe."))
     assert not d.abstained and "Casa Pepe" in d.answer
+
+
+# -- extractive-v5 ------------------------------------------------------------------------------
+
+
+def test_v5_records_its_rule_and_the_answer_type_edition_it_reads() -> None:
+    info = ExtractiveGenerator().info()
+    assert info.model == "extractive-v5" and info.params["abstention"].startswith("answer-type/2 ")
+    assert set(info.params) == set(ExtractiveV4Generator().info().params)
+    assert info.checksum != ExtractiveV4Generator().info().checksum
+
+
+def test_v5_a_span_saying_all_the_question_asks_beside_the_type_needs_only_the_floor() -> None:
+    # The threshold is set out of reach: only a span whose own words cover the whole topic can pass, at E >= 0.
+    q = "Which city did I fly to for the workshop?"
+    r = _request(q, "Flew to Porto for the workshop; stayed two nights.", "Ran by the canal in Porto.")
+    d = ExtractiveGenerator(threshold=5.0).generate(r)
+    assert d.answer == "Flew to Porto for the workshop; stayed two nights. [1]"  # "flew" is a form of "fly"
+    assert ExtractiveV4Generator(threshold=5.0).generate(r).abstained
+    # A span leaving a topic word out is held to the threshold.
+    d = ExtractiveGenerator(threshold=5.0).generate(_request(q, "Flew to Porto; stayed two nights."))
+    assert d.abstained
+
+
+def test_v5_holds_a_span_sharing_no_word_to_the_same_bar_as_the_others() -> None:
+    # v4 let a span sharing no topic word pass at the threshold; v5 asks THRESHOLD + KAPPA * uncovered share of it,
+    # as of every span (here a kappa out of reach shows the bar; the bag-of-words stand-in has no near words).
+    r = _request("Where did we celebrate the birthday?", "Booked flights to Reykjavik for October.")
+    assert not ExtractiveV4Generator(threshold=-1.0, kappa=10.0).generate(r).abstained
+    d = ExtractiveGenerator(threshold=-1.0, kappa=10.0).generate(r)
+    assert d.abstained and d.answer.startswith(f"{ABSTAIN} Looked for a place about “celebrate”, “birthday”")
+
+
+def test_v5_reads_a_meal_as_a_time_and_a_compound_for_its_parts() -> None:
+    q = "When did the baby tooth come out?"
+    r = _request(q, "Our daughter lost her first baby tooth at breakfast.")
+    assert "breakfast" in ExtractiveGenerator(threshold=-1.0).generate(r).answer
+    assert ExtractiveV4Generator(threshold=-1.0).generate(r).abstained  # v4: no time in the span
+    r = _request("Where do I pick up the van?", "I pick-up the van at the depot.", "Ran by the canal.")
+    d = ExtractiveGenerator(threshold=5.0).generate(r)
+    assert d.answer == "I pick-up the van at the depot. [1]"  # "pick-up" holds "pick": the whole topic is said

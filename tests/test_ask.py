@@ -198,7 +198,8 @@ def test_bad_inputs(engine: Engine, coll: str) -> None:
     with pytest.raises(ConfigError) as c:
         engine.ask(coll, "who?", generator="gpt")
     assert (
-        str(c.value) == "unknown generator 'gpt'; use one of extractive, extractive-v3, extractive-v2, local, openai."
+        str(c.value)
+        == "unknown generator 'gpt'; use one of extractive, extractive-v4, extractive-v3, extractive-v2, local, openai."
     )
 
 
@@ -248,6 +249,13 @@ def test_replay_is_identical(engine: Engine, coll: str) -> None:
     }
     assert rep.layers["rerank"] == {"identical": True, "logged": None, "replayed": None}
     assert rep.layers["answer"]["replayed"] == ans.to_json()
+
+
+def test_an_answer_given_under_an_older_rule_replays_with_that_rule(engine: Engine, coll: str) -> None:
+    for older in ("extractive-v4", "extractive-v3"):
+        ans = engine.ask(coll, "When will the XJ-900 firmware ship?", filter='lang = "en"', generator=older)
+        rep = engine.replay_answer(ans.answer_id)
+        assert rep.identical and rep.layers["generator"]["replayed"]["model"] == older
 
 
 def test_replay_reports_the_layer_that_changed(engine: Engine, coll: str) -> None:
@@ -379,7 +387,7 @@ def test_http_ask_matches_the_engine_byte_for_byte(engine: Engine, coll: str) ->
     assert r.status_code == 400
     assert r.json()["error"] == {
         "type": "ConfigError",
-        "message": "unknown generator 'gpt'; use one of extractive, extractive-v3, extractive-v2, local, openai.",
+        "message": "unknown generator 'gpt'; use one of extractive, extractive-v4, extractive-v3, extractive-v2, local, openai.",
     }
     # The request model is strict: an unknown key or a loosely typed value is refused, not ignored.
     for bad in (

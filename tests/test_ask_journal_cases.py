@@ -1,4 +1,4 @@
-"""The four cases of issue 26, asked of the journal with the real embedder (all-MiniLM-L6-v2), by extractive-v4.
+"""The four cases of issue 26, asked of the journal with the real embedder (all-MiniLM-L6-v2), by the default reader.
 
 A slice of ``ranklock demo journal`` keeps the suite short: the notes that compete for the cases'
 chunks on the full demo (``tests/data/ask_cases_notes.json``: each case's top 40 lexical and top 40

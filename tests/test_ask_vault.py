@@ -2,7 +2,7 @@
 
 extractive-v3, the default reader before issue 40, answered the first three questions below
 confidently and wrongly, with citations; each test asks v3 too, so the failure it fixes stays
-visible, and v4 (the default) must abstain saying what it looked for, or quote the right span.
+visible, and the default reader (extractive-v5) must abstain saying what it looked for, or quote the right span.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ The rule every generator that follows it applies to its draft (extractive-v4 as 
        question asks “when”): none of the 8 passages has one.
 
 Deterministic: the same question and passages give the same text.  The lists of rule 2 are
-hashed into :data:`RULE_VERSION`, which each generator records in its parameters.
+hashed into :data:`RULE_VERSION`, which each generator records in its parameters; the model
+generators read the latest edition of the answer-type rule (ranklock.ask.answer_type), an
+extractive rule the edition it was pinned with (:data:`RULE_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -27,15 +29,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .answer_type import RULES_SHA256, AnswerType, answer_type, has_type, lower_case_stems, topic_terms
+from .answer_type import EDITION, EDITIONS, AnswerType, answer_type, has_type, lower_case_stems, topic_terms
 from .model import ABSTAIN, AskChunk, Draft, GenerationRequest, is_abstention
 from .terms import fold, terms
 from .validate import find_quote
 
-__all__ = ["HEADING", "REASONS", "RULE_VERSION", "abstention_text", "checked_reply", "quotable_text"]
+__all__ = ["HEADING", "REASONS", "RULE_VERSION", "RULE_VERSIONS", "abstention_text", "checked_reply", "quotable_text"]
 
-#: Recorded in each generator's parameters: the answer-type lists and this module's rule.
-RULE_VERSION = f"answer-type/1 {RULES_SHA256[:16]}"
+#: Recorded in each generator's parameters: the answer-type edition it reads, with its lists' hash.
+RULE_VERSIONS = {edition: f"answer-type/{edition} {sha[:16]}" for edition, sha in EDITIONS.items()}
+#: The latest, which the model generators' check (:func:`checked_reply`) reads.
+RULE_VERSION = RULE_VERSIONS[EDITION]
 
 #: Why an answer was withheld, each with the sentence that says it.
 REASONS = {

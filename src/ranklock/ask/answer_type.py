@@ -56,6 +56,21 @@ below is part of it and hashed into :data:`RULES_SHA256`):
 3. **Titles and headings** are never an answer and never hold one: the caller leaves
    them out of the text it checks (a note's title is its file name or its first heading:
    "2025-01-08" answers nothing).
+
+**Editions.**  The rule changes only by a new edition, so that an answer given under an older
+one replays identically (as Lucene's analyzers keep a ``matchVersion``): each caller names the
+edition it reads (:attr:`AnswerType.edition`, the ``edition`` argument), each edition is hashed
+apart (:data:`EDITIONS`).  Edition 1 is extractive-v4's (issue 40).  Edition 2
+(:data:`EDITION`, extractive-v5 and the model generators' check) adds:
+
+- a meal after a time preposition is a time (*at breakfast*, *after dinner*, *ao almoço*,
+  *después de la cena*: :data:`MEALS`, :data:`MEAL_PREPOSITIONS`), as a journal dates things;
+- a name is a ``place`` only where it reads as one: after a place or direction preposition
+  (*at, in, to, from, on, para, desde…*, :data:`DIRECTIONS`), or beside a place noun
+  (*Kings Road*, *Rua Augusta*: :data:`PLACE_NAME_NOUNS`); "Kenji leads it" holds no place;
+- *what is X's name* asks for a ``name`` as *what is the name of X* does;
+- the words of *how long does X take / last* (:data:`DURATION_CUES`) say what is asked, as the
+  money cues do, and are no topic word.
 """
 
 from __future__ import annotations
@@ -63,13 +78,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .terms import CALENDAR, PRESENT, QUARTERS, STOP_WORDS, content_terms, fold, stem, terms
 
 __all__ = [
     "AnswerType",
     "DESCRIPTIONS",
+    "DURATION_CUES",
+    "EDITION",
+    "EDITIONS",
     "KINDS",
     "MONEY_CUES",
     "RULES_SHA256",
@@ -84,6 +102,10 @@ __all__ = [
 
 def _w(text: str) -> frozenset[str]:
     return frozenset(text.split())
+
+
+#: The edition callers read unless they name another (see the module docstring).
+EDITION = 2
 
 
 #: Every kind an answer may be asked to be, and how an abstention names it.
@@ -142,6 +164,14 @@ MONEY_CUES = _w(
     orcamento dinheiro renda aluguer aluguel salario vale valor vender vendi vendeu
     cuesta costo costar cuestan costaron precio pague gaste cobro presupuesto dinero alquiler renta
     sueldo vendio
+    """
+)
+#: Words that make "how long" ask how long a thing takes or lasts (edition 2: no topic words of the question).
+DURATION_CUES = _w(
+    """
+    take takes took taken taking last lasts lasted lasting
+    leva levou levam levar demora demorou demorar dura durou durar
+    tarda tardo tardar duro
     """
 )
 #: Units: currencies, time, length, mass/volume and other measures (folded).
@@ -231,6 +261,27 @@ PLACE_PREPOSITIONS = _w(
     en al cerca dentro fuera detras delante
     """
 )
+#: Edition 2: direction prepositions; a name after one, or after a place preposition, is a place ("flew to Porto").
+DIRECTIONS = _w("to from on onto toward towards via para desde hacia")
+#: Edition 2: nouns that make the name beside them a place ("Kings Road", "Rua Augusta", "Plaza Mayor").
+PLACE_NAME_NOUNS = _w(
+    """
+    street road lane avenue square park station airport bridge
+    rua avenida praca largo travessa calle plaza paseo
+    """
+)
+#: Edition 2: meals, a time when a time preposition comes before them ("at breakfast", "depois do jantar").
+MEALS = _w(
+    """
+    breakfast brunch lunch lunchtime dinner dinnertime supper teatime
+    pequeno-almoco almoco jantar lanche ceia
+    desayuno almuerzo comida cena merienda
+    """
+)
+MEAL_PREPOSITIONS = _w(
+    "at after before during over by until since ao depois antes durante apos ate en despues tras hasta"
+)
+
 #: Nouns that name a person by kin or role (a "who" answer as a journal writes it).
 PERSON_NOUNS = _w(
     """
@@ -313,6 +364,8 @@ class AnswerType:
     cue: str = ""
     #: "Which X" / "what kind of X": X, folded; the thing asked for, not a topic word.
     noun: str | None = None
+    #: The edition of the rule it was read under; :func:`topic_terms` reads the question under the same one.
+    edition: int = field(default=EDITION, repr=False)
 
     def describe(self) -> str:
         """How an abstention names what it looked for: "a date or a time"."""
@@ -327,15 +380,18 @@ def _start(t: list[str]) -> int:
     return i
 
 
-def answer_type(question: str) -> AnswerType:
-    """The kind of answer ``question`` asks for (rule 1).
+def answer_type(question: str, edition: int = EDITION) -> AnswerType:
+    """The kind of answer ``question`` asks for (rule 1), under ``edition``.
 
     >>> [answer_type(q).kind for q in ("Who leads Orchard?", "¿Cuándo sale?", "Onde fica?", "How much did it cost?")]
     ['person', 'time', 'place', 'money']
     >>> answer_type("Which instrument is Zebulon learning?")
     AnswerType(kind='any', cue='', noun='instrument')
     """
-    t = terms(question)
+    return replace(_answer_type(terms(question), edition), edition=edition)
+
+
+def _answer_type(t: list[str], edition: int) -> AnswerType:
     if not t:
         return AnswerType("any")
     i = _start(t)
@@ -373,11 +429,11 @@ def answer_type(question: str) -> AnswerType:
     if w == "como" and nxt in ("se", "te") and i + 2 < len(t) and t[i + 2] in ("chama", "llama"):
         return AnswerType("name", f"{w} {nxt} {t[i + 2]}")
     if w in WHICH_WORDS:
-        return _which(t, i)
+        return _which(t, i, edition)
     return AnswerType("any")
 
 
-def _which(t: list[str], i: int) -> AnswerType:
+def _which(t: list[str], i: int, edition: int) -> AnswerType:
     """ "Which X …" names X, the thing asked for; "what is … number", "qual é o nome de …" ask for a code, a name."""
     w = t[i]
     noun = t[i + 1] if i + 1 < len(t) and t[i + 1] not in FUNCTION_WORDS else None
@@ -392,6 +448,8 @@ def _which(t: list[str], i: int) -> AnswerType:
                 return AnswerType("code", f"{w} … {x}")
             if x in NAME_NOUNS and rest[k + 1 : k + 2] and rest[k + 1] in ("of", "do", "da", "de", "del"):
                 return AnswerType("name", f"{w} … {x}")
+            if x in NAME_NOUNS and k == len(rest) - 1 and edition >= 2:
+                return AnswerType("name", f"{w} … {x}")  # "What is the boiler engineer's name?"
         return AnswerType("any")
     if noun in CLOCK_NOUNS:
         return AnswerType("clock", f"{w} {noun}", noun)  # "what time", "a que horas": a time of day, not a date
@@ -442,16 +500,18 @@ class _Tok:
     initial: bool  # first word of its sentence
     comma: bool = False  # a comma follows it
     common: bool = False  # its stem is written in lower case elsewhere: a common word, not a name
+    meal: bool = False  # edition 2: a meal after a time preposition ("at breakfast"), a time
 
 
-def _tokens(text: str, common: frozenset[str] = frozenset()) -> list[_Tok]:
+def _tokens(text: str, common: frozenset[str] = frozenset(), edition: int = EDITION) -> list[_Tok]:
     out: list[_Tok] = []
     boundary = True
     for m in _TOKEN.finditer(text):
         raw = m.group(0)
         tail = text[m.end() : m.end() + 2]
         low = _POSSESSIVE.sub("", fold(raw))  # "Mum's" is "mum" to every rule
-        out.append(_Tok(raw, low, boundary, tail.startswith(","), stem(low) in common))
+        meal = edition >= 2 and low in MEALS and any(t.low in MEAL_PREPOSITIONS for t in out[-3:])
+        out.append(_Tok(raw, low, boundary, tail.startswith(","), stem(low) in common, meal))
         boundary = (
             bool(tail) and tail[0] in ".!?:;\n" and not (tail[0] == "." and raw.lower() in _w("dr mr mrs ms st sr sra"))
         )
@@ -499,7 +559,7 @@ def _time_at(toks: list[_Tok], i: int) -> bool:
         return True
     if _YEAR.fullmatch(low) and not _unit_after(toks, i, CURRENCY | OTHER_UNITS | LENGTH_UNITS):
         return True
-    if low in MONTHS or low in WEEKDAYS or low in TIME_OF_DAY:
+    if low in MONTHS or low in WEEKDAYS or low in TIME_OF_DAY or tok.meal:
         return True
     if low in MONTHS_CAPITALISED and tok.text[:1].isupper():
         return True
@@ -544,10 +604,10 @@ def _name_at(toks: list[_Tok], i: int) -> bool:
     return True
 
 
-def _after_place_preposition(toks: list[_Tok], i: int) -> bool:
+def _after_place_preposition(toks: list[_Tok], i: int, prepositions: frozenset[str] = PLACE_PREPOSITIONS) -> bool:
     """Token ``i`` follows a place preposition within three words ("at the riverside canteen", "no portal")."""
     for j in range(max(0, i - 3), i):
-        if toks[j].low in PLACE_PREPOSITIONS and all(
+        if toks[j].low in prepositions and all(
             toks[k].low in FUNCTION_WORDS or _name_at(toks, k) or k == i for k in range(j + 1, i + 1)
         ):
             return True
@@ -555,9 +615,13 @@ def _after_place_preposition(toks: list[_Tok], i: int) -> bool:
 
 
 def typed_tokens(
-    kind: str, text: str, question_terms: frozenset[str] = frozenset(), common: frozenset[str] = frozenset()
+    kind: str,
+    text: str,
+    question_terms: frozenset[str] = frozenset(),
+    common: frozenset[str] = frozenset(),
+    edition: int = EDITION,
 ) -> list[str]:
-    """The tokens of ``text`` of ``kind`` (rule 2), as written, leaving out the question's own terms.
+    """The tokens of ``text`` of ``kind`` (rule 2, under ``edition``), as written, leaving out the question's own terms.
 
     ``common``: stems of words written in lower case around the text (the passages, the question);
     a sentence's first word with one of them is a common word, not a name.
@@ -571,19 +635,25 @@ def typed_tokens(
     """
     if kind == "any":
         return []
-    toks = _tokens(text, common)
+    toks = _tokens(text, common, edition)
     out: list[str] = []
     for i, tok in enumerate(toks):
         if tok.low in question_terms or any(
             p in question_terms for p in tok.low.split("-") if len(p) > 2 and not p.isdigit()
         ):
             continue
-        if _holds(kind, toks, i):
+        if _holds(kind, toks, i, edition):
             out.append(tok.text)
     return out
 
 
-def _holds(kind: str, toks: list[_Tok], i: int) -> bool:
+def _place_name(toks: list[_Tok], i: int) -> bool:
+    """Edition 2: name ``i`` reads as a place: after a place or direction preposition, or beside a place noun."""
+    beside = [toks[j].low for j in (i - 1, i + 1) if 0 <= j < len(toks)]
+    return _after_place_preposition(toks, i, PLACE_PREPOSITIONS | DIRECTIONS) or not PLACE_NAME_NOUNS.isdisjoint(beside)
+
+
+def _holds(kind: str, toks: list[_Tok], i: int, edition: int) -> bool:
     tok = toks[i]
     if kind == "time":
         return _time_at(toks, i)
@@ -598,7 +668,7 @@ def _holds(kind: str, toks: list[_Tok], i: int) -> bool:
             return i > 0 and toks[i - 1].low not in FUNCTION_WORDS  # "the platform team", not "the team"
         return _name_at(toks, i) and not _after_place_preposition(toks, i)
     if kind == "place":
-        if _name_at(toks, i):
+        if _name_at(toks, i) and (edition < 2 or _place_name(toks, i)):
             return True
         if tok.low in FUNCTION_WORDS or tok.low in PLACE_PREPOSITIONS or _time_at(toks, i) or _number(toks, i):
             return False
@@ -659,10 +729,14 @@ def _age_at(toks: list[_Tok], i: int) -> bool:
 
 
 def has_type(
-    kind: str, text: str, question_terms: frozenset[str] = frozenset(), common: frozenset[str] = frozenset()
+    kind: str,
+    text: str,
+    question_terms: frozenset[str] = frozenset(),
+    common: frozenset[str] = frozenset(),
+    edition: int = EDITION,
 ) -> bool:
     """Whether ``text`` holds a token of ``kind`` that the question does not (``any`` always does)."""
-    return kind == "any" or bool(typed_tokens(kind, text, question_terms, common))
+    return kind == "any" or bool(typed_tokens(kind, text, question_terms, common, edition))
 
 
 def lower_case_stems(*texts: str) -> frozenset[str]:
@@ -698,6 +772,8 @@ def topic_terms(question: str, kind: AnswerType) -> list[str]:
     ['new', 'bicycle']
     """
     cues = MONEY_CUES if kind.kind == "money" else frozenset()
+    if kind.kind == "duration" and kind.edition >= 2:
+        cues = DURATION_CUES  # "how long did the 5K take": the question's frame, not its topic
     drop = QUESTION_WORDS | ORDER_WORDS | CALENDAR | QUARTERS | PRESENT | cues | TIME_NOUNS | CODE_NOUNS | NAME_NOUNS
     drop |= AGE_NOUNS | FUNCTION_WORDS
     said = terms(question)
@@ -743,60 +819,76 @@ def question_language(question: str) -> str | None:
     return "pt" if count["pt"] > count["es"] else "es" if count["es"] > count["pt"] else "pt/es"
 
 
-RULES_SHA256 = hashlib.sha256(
-    json.dumps(
+def _sha256(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+#: Edition 1's lists (extractive-v4's), hashed as issue 40 first pinned them.
+RULES_SHA256 = _sha256(
+    {
+        k: sorted(v)
+        for k, v in {
+            "person_words": PERSON_WORDS,
+            "time_words": TIME_WORDS,
+            "place_words": PLACE_WORDS,
+            "lead_words": LEAD_WORDS,
+            "which_words": WHICH_WORDS,
+            "time_nouns": TIME_NOUNS,
+            "place_nouns": PLACE_NOUNS,
+            "code_nouns": CODE_NOUNS,
+            "age_nouns": AGE_NOUNS,
+            "money_nouns": MONEY_NOUNS,
+            "name_nouns": NAME_NOUNS,
+            "kind_nouns": KIND_NOUNS,
+            "money_cues": MONEY_CUES,
+            "currency": CURRENCY,
+            "currency_signs": CURRENCY_SIGNS,
+            "time_units": TIME_UNITS,
+            "length_units": LENGTH_UNITS,
+            "other_units": OTHER_UNITS,
+            "age_before": AGE_BEFORE,
+            "age_after": AGE_AFTER,
+            "number_words": NUMBER_WORDS,
+            "number_words_before_unit": NUMBER_WORDS_BEFORE_UNIT,
+            "months": MONTHS,
+            "months_capitalised": MONTHS_CAPITALISED,
+            "weekdays": WEEKDAYS,
+            "time_of_day": TIME_OF_DAY,
+            "time_relative": TIME_RELATIVE,
+            "place_prepositions": PLACE_PREPOSITIONS,
+            "person_nouns": PERSON_NOUNS,
+            "team_nouns": TEAM_NOUNS,
+            "profession_nouns": PROFESSION_NOUNS,
+            "clock_nouns": CLOCK_NOUNS,
+            "day_parts": DAY_PARTS,
+            "frequency_words": FREQUENCY_WORDS,
+            "calendar": CALENDAR,
+            "quarters": QUARTERS,
+            "present": PRESENT,
+            "question_words": QUESTION_WORDS,
+            "order_words": ORDER_WORDS,
+            "iberian_words": IBERIAN_WORDS,
+            **{f"language_{k}": v for k, v in LANGUAGE_WORDS.items()},
+            "function_words": FUNCTION_WORDS,
+            "irregular_past": IRREGULAR_PAST,
+            "note_verbs": NOTE_VERBS,
+            "verb_endings": frozenset(VERB_ENDINGS),
+        }.items()
+    }
+    | {"descriptions": DESCRIPTIONS}
+)
+#: Each edition's hash: edition 2 is edition 1's lists and its own additions.
+EDITIONS = {
+    1: RULES_SHA256,
+    2: _sha256(
         {
-            k: sorted(v)
-            for k, v in {
-                "person_words": PERSON_WORDS,
-                "time_words": TIME_WORDS,
-                "place_words": PLACE_WORDS,
-                "lead_words": LEAD_WORDS,
-                "which_words": WHICH_WORDS,
-                "time_nouns": TIME_NOUNS,
-                "place_nouns": PLACE_NOUNS,
-                "code_nouns": CODE_NOUNS,
-                "age_nouns": AGE_NOUNS,
-                "money_nouns": MONEY_NOUNS,
-                "name_nouns": NAME_NOUNS,
-                "kind_nouns": KIND_NOUNS,
-                "money_cues": MONEY_CUES,
-                "currency": CURRENCY,
-                "currency_signs": CURRENCY_SIGNS,
-                "time_units": TIME_UNITS,
-                "length_units": LENGTH_UNITS,
-                "other_units": OTHER_UNITS,
-                "age_before": AGE_BEFORE,
-                "age_after": AGE_AFTER,
-                "number_words": NUMBER_WORDS,
-                "number_words_before_unit": NUMBER_WORDS_BEFORE_UNIT,
-                "months": MONTHS,
-                "months_capitalised": MONTHS_CAPITALISED,
-                "weekdays": WEEKDAYS,
-                "time_of_day": TIME_OF_DAY,
-                "time_relative": TIME_RELATIVE,
-                "place_prepositions": PLACE_PREPOSITIONS,
-                "person_nouns": PERSON_NOUNS,
-                "team_nouns": TEAM_NOUNS,
-                "profession_nouns": PROFESSION_NOUNS,
-                "clock_nouns": CLOCK_NOUNS,
-                "day_parts": DAY_PARTS,
-                "frequency_words": FREQUENCY_WORDS,
-                "calendar": CALENDAR,
-                "quarters": QUARTERS,
-                "present": PRESENT,
-                "question_words": QUESTION_WORDS,
-                "order_words": ORDER_WORDS,
-                "iberian_words": IBERIAN_WORDS,
-                **{f"language_{k}": v for k, v in LANGUAGE_WORDS.items()},
-                "function_words": FUNCTION_WORDS,
-                "irregular_past": IRREGULAR_PAST,
-                "note_verbs": NOTE_VERBS,
-                "verb_endings": frozenset(VERB_ENDINGS),
-            }.items()
+            "edition_1": RULES_SHA256,
+            "meals": sorted(MEALS),
+            "meal_prepositions": sorted(MEAL_PREPOSITIONS),
+            "directions": sorted(DIRECTIONS),
+            "place_name_nouns": sorted(PLACE_NAME_NOUNS),
+            "duration_cues": sorted(DURATION_CUES),
+            "rules": ["meal time", "place names read as places", "what is X's name", "duration cues"],
         }
-        | {"descriptions": DESCRIPTIONS},
-        ensure_ascii=False,
-        sort_keys=True,
-    ).encode("utf-8")
-).hexdigest()
+    ),
+}
