@@ -1,18 +1,21 @@
-"""Check extractive-v4's answer-check constants on the tuning half of the journal questions.
+"""Check the extractive reader's answer-check constants on the tuning half of the journal questions.
 
-Rule 7 of extractive-v4 (src/ranklock/ask/generators/extractive.py) has three constants:
-THRESHOLD (the evidence a span needs, v3's value), KAPPA (how much more an anchored span needs
-per share of the question it leaves uncovered) and NEAR (the word-vector cosine at which a
-question word counts as said in other words).  For every question of the tuning half
-(ranklock.eval.split, seed 26) this script retrieves once, exactly as Ask does, and then runs
-the generator over those passages for every point of a small grid, counting
+Rule 7 of the default reader, extractive-v5 (src/ranklock/ask/generators/extractive.py, as in
+extractive-v4), has three constants: THRESHOLD (the evidence a span needs, v3's value), KAPPA
+(how much more a span needs per share of the question's topic it leaves uncovered, now asked
+of every span) and NEAR (the word-vector cosine at which a question word counts as said in
+other words); v5's FLOOR (0, for a span whose own words say the whole topic) is not fitted and
+not searched.  For every question of the tuning half (ranklock.eval.split, seed 26) this
+script retrieves once, exactly as Ask does, and then runs the generator over those passages
+for every point of a small grid, counting
 
     answerable questions answered correctly (gold answer given, a gold note cited)
     + unanswerable questions abstained on
 
 and prints the grid, the best points, and where the pinned constants stand.  The held-out half
 is never read.  Vectors are read through the embedding cache once and kept in memory, so the
-grid costs no model call after the first pass.
+grid costs no model call after the first pass.  ``--generator extractive-v4`` runs the grid
+over v4's rule 7 instead (issue 40's first round chose its constants with it).
 
     python bench/ask_calibrate.py --home /tmp/askbench-home     # ingests the journal if missing
 
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ask import journal_collection
 from ranklock import Engine
 from ranklock.ask.generators.extractive import KAPPA, NEAR, THRESHOLD, ExtractiveGenerator
+from ranklock.ask.generators.extractive_v4 import ExtractiveV4Generator
 from ranklock.ask.model import ABSTAIN, Draft, GenerationRequest, GeneratorInfo
 from ranklock.ask.retrieve import embed_fn
 from ranklock.domains.journal.questions import load_questions, shipped_questions_path
@@ -95,7 +99,9 @@ def main() -> None:
     ap.add_argument("--dsn", default=os.environ.get("RANKLOCK_DSN"))
     ap.add_argument("--collection", default="journal")
     ap.add_argument("--out", type=Path, default=OUT / "ask_calibrate.json")
+    ap.add_argument("--generator", choices=("extractive", "extractive-v4"), default="extractive")
     args = ap.parse_args()
+    rule = ExtractiveGenerator if args.generator == "extractive" else ExtractiveV4Generator
     questions = select_split(load_questions(shipped_questions_path()), "tune")
     with Engine(dsn=args.dsn, home=args.home) as eng:
         journal_collection(eng, args.collection, False)
@@ -109,7 +115,7 @@ def main() -> None:
             requests.append((q, replace(rec.request, embed=embed)))
         points: list[dict[str, Any]] = []
         for threshold, kappa, near in itertools.product(*GRID.values()):
-            gen = ExtractiveGenerator(threshold=threshold, kappa=kappa, near=near)
+            gen = rule(threshold=threshold, kappa=kappa, near=near)
             rows = [(q, r, gen.generate(r)) for q, r in requests]
             points.append(
                 {
@@ -122,7 +128,7 @@ def main() -> None:
                 }
             )
     answerable = sum(1 for q in questions if q.gold)
-    print(f"# extractive-v4 rule 7 on the tuning half: {len(questions)} questions ({answerable} answerable)\n")
+    print(f"# {rule().info().model} rule 7 on the tuning half: {len(questions)} questions ({answerable} answerable)\n")
     print("| threshold | kappa | near | right | answerable right | unanswerable abstained |")
     print("|---:|---:|---:|---:|---:|---:|")
     best = max(p["right"] for p in points)
@@ -138,7 +144,11 @@ def main() -> None:
     print(f"\nbest {best} of {len(questions)} at {n_best} grid points; the pinned constants give {pinned_p['right']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
-        json.dumps({"grid": GRID, "points": points, "pinned": pinned_p, "best": best}, indent=2) + "\n",
+        json.dumps(
+            {"generator": rule().info().model, "grid": GRID, "points": points, "pinned": pinned_p, "best": best},
+            indent=2,
+        )
+        + "\n",
         encoding="utf-8",
     )
     print(f"wrote {args.out}")
