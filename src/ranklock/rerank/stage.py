@@ -30,6 +30,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import QueryError
 from ..limits import MAX_K
+from ..settings import REQUEST
 from .base import Reranker
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def reranked_search(
 ) -> SearchResult:
     """``search`` for ``max(k, n)`` fused hits, reranked (:func:`rerank_result`), the rerank logged beside the search."""
     n = check_rerank(n)
-    k = kwargs.get("k", 10)
+    k = kwargs.get("k", REQUEST.k)
     if isinstance(k, bool) or not isinstance(k, int):
         raise QueryError(f"k must be an integer, got {k!r}.")
     fused = search(name, query, **{**kwargs, "k": max(k, n)})

@@ -4,7 +4,7 @@
 branch (``lexical``, ``semantic``) runs that one alone.  The registry's order
 is the order of each hit's signals in the statement, the JSON and the query
 log, and of the terms of the fused score.  Adding a branch is its own module
-(a class with the :class:`~.branch.Branch` protocol and a ``prepare`` step)
+(a class with the :class:`~.spec.Branch` protocol and a ``prepare`` step)
 and one entry here.
 
 >>> [kind.name for kind in REGISTRY]

@@ -6,7 +6,7 @@ then chunk number at every step: in the per-document window, at each branch's
 LIMIT and in the outer ORDER BY, so equal scores can never reorder between
 runs.  The same filter predicate is placed in every branch.
 
-Each branch (ranklock.search.branch) first keeps one chunk per document (its
+Each branch (ranklock.search.spec.Branch) first keeps one chunk per document (its
 best), then ranks documents; fusion is Reciprocal Rank Fusion, ``sum 1 /
 (rrf_k + rank)`` over the branches with ranks counted from 1, written once
 for any number of branches.  Branch ranks are competition ranks (``rank()``):
