@@ -19,12 +19,12 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 from psycopg import sql
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, SkipValidation, model_serializer
 
 from ..collection import CollectionInfo
 from ..errors import QueryError
 from ..search.protocol import Searcher
-from ..search.results import SearchResult
+from ..search.results import BranchSignal, SearchResult, with_signal_fields
 from ..settings import REQUEST
 from ..snapshot.segments import chunks_sql, live_documents_sql, live_sql, read_layout
 from ..store.database import Database
@@ -69,10 +69,8 @@ class HitExplanation(BaseModel):
     doc_id: str
     tie_group: int | None = None
     score: float
-    lexical_rank: int | None
-    lexical_score: float | None
-    semantic_rank: int | None
-    semantic_distance: float | None
+    #: The hit's branch signals (ranklock.search.results): shown as the hit shows them, after ``score``.
+    signals: SkipValidation[tuple[BranchSignal, ...]] = Field(default=(), exclude=True, repr=False)
     constraints: list[ConstraintCheck] = Field(default_factory=list)
     preferences_matched: list[str] = Field(default_factory=list)
     rank_without_preferences: int | None = None
@@ -80,6 +78,10 @@ class HitExplanation(BaseModel):
         None, description="Places gained (+) or lost (-) through the soft preferences; None: no preferences."
     )
     display: dict[str, Any] = Field(default_factory=dict, description="Shown to people; never ranked.")
+
+    @model_serializer(mode="wrap")
+    def _with_signals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return with_signal_fields(handler(self), self.signals, after="score")
 
 
 class PlannedSearch(BaseModel):
@@ -209,10 +211,7 @@ def explain_hits(
                 doc_id=h.doc_id,
                 tie_group=h.tie_group,
                 score=h.score,
-                lexical_rank=h.lexical_rank,
-                lexical_score=h.lexical_score,
-                semantic_rank=h.semantic_rank,
-                semantic_distance=h.semantic_distance,
+                signals=h.signals,
                 constraints=checks,
                 preferences_matched=matched,
                 rank_without_preferences=without,

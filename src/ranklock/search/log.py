@@ -93,7 +93,7 @@ def final_order(result: SearchResult) -> list[list[Any]]:
     """The final hits as ``[doc_id, chunk, rank, score]`` then each branch's rank and raw score, in registry
     order: ``[…, lex rank, lex score, sem rank, sem distance]``."""
     return [
-        [h.doc_id, h.chunk, h.rank, h.score, *(x for sig in h.signals.values() for x in (sig.rank, sig.raw))]
+        [h.doc_id, h.chunk, h.rank, h.score, *(x for sig in h.signals for x in (sig.rank, sig.raw))]
         for h in result.hits
     ]
 
