@@ -297,7 +297,7 @@ def search_steps(
     record = SearchRecord.start(primary, settings, coll=coll, snap=snap, spec=spec, request=req.as_log())
     spec = dataclasses.replace(spec, capture_branches=record.wants_branches)
     statement = build_search_sql(spec)
-    record.statement(*statement)
+    record = record.with_statement(*statement)
     cached = yield from record.cached_steps(timings, t0)
     if cached is not None:
         return cached  # the result cache lives on the primary: served_by stays "primary"
@@ -305,12 +305,17 @@ def search_steps(
     # Settings, the search, and an exact rescan if a branch came back short: one transaction on
     # one connection, every statement under the timeout.
     run: SearchRun = yield Block(execute_steps(spec, statement, sp, scope), timeout=timeout)
-    record.capture_branches(run.spec, run.rows)
+    record = record.with_branches(run.spec, run.rows)
     timings["sql_ms"] = (time.perf_counter() - t1) * 1000
     # Hits the rankers cannot tell apart share a tie group (ranklock.search.ties).
     hits, ties = assign_tie_groups(read_hits(run.rows))
-    warnings = [*setup.warnings, *ties]
+    warnings = [*setup.warnings, *ties, *run.warnings]
     timings["total_ms"] = (time.perf_counter() - t0) * 1000
+    route = current_route()
+    if route is not None:
+        timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
+        if route.warning:
+            warnings.append(route.warning)
     filt = req.filter
     result = SearchResult(
         query=req.query,
@@ -327,17 +332,13 @@ def search_steps(
         matching_count=run.scope.documents,
         complete=run.complete,
         truncation=run.truncation,
-        warnings=warnings + list(run.warnings),
+        warnings=warnings,
         timings=timings,
+        served_by="primary" if route is None else route.served_by,
     )
-    route = current_route()
-    result.served_by = "primary" if route is None else route.served_by
-    if route is not None:
-        result.timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
-        if route.warning:
-            result.warnings.append(route.warning)
-    yield from record.finish_steps(result)  # after every field is final: the log and cache keep its digest
-    return result
+    # After every field is final: the log and cache keep its digest; the result as logged (its query_id).
+    logged: SearchResult = yield from record.finish_steps(result)
+    return logged
 
 
 def echo_params(run: SearchRun, coll: CollectionInfo, sp: SearchParams, timeout: float | None) -> dict[str, Any]:

@@ -6,6 +6,8 @@ keys its :class:`~.spec.Signal` names (``lexical_rank``, ``lexical_score``, ``se
 ``semantic_distance``), derived from the signals, right after ``score``, and the same names read
 them as attributes (``hit.lexical_rank``).  Nothing outside the search names a branch's fields: a
 third branch shows up with its own keys.
+
+Results are frozen: a step that changes one (a page, a rerank, the query log's id) returns a copy.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, SkipValidation, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, SkipValidation, model_serializer
 
 from .spec import Signal
 
@@ -55,6 +57,8 @@ def with_signal_fields(data: Mapping[str, Any], signals: Sequence[BranchSignal],
 
 
 class Hit(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     rank: int
     doc_id: str
     chunk: int
@@ -104,6 +108,8 @@ class SnapshotRef(BaseModel):
 
 
 class SearchResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     query: str
     collection: str
     mode: str
