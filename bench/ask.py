@@ -13,10 +13,14 @@ collection language english, accents folded) and its 255 labelled questions
   fails on paraphrases" holds (computed from the table, not written in).
 
 * with ``--half`` (default ``all``), only that half of the question set (ranklock.eval.split):
-  ``held-out`` for the figures issue 26 reports, ``tune`` for the half its constants were chosen on;
+  ``held-out`` for the figures issues 26 and 40 report, ``tune`` for the half constants were chosen on;
+* with ``--notes DIR --questions FILE``, another question set (the journal's format, any classes) over
+  a folder of notes, ingested into ``--collection`` when missing: ``--notes tests/data/ask_handset/notes
+  --questions tests/data/ask_handset/questions.jsonl --collection handset`` is issue 40's hand-written set;
+* ``--modes``: the retrieval modes of item 6 (default all three; ``hybrid`` alone for item 5 only);
 * ``--determinism-only``: every question of the half asked twice and its answer replayed: how many
   answers are byte-identical across the two runs and across the replay (every layer);
-* ``--latency``: warm Ask latency of the generators given (default extractive-v2 and extractive),
+* ``--latency``: warm Ask latency of the generators given (default extractive-v3 and extractive),
   side by side: every question of the sample is asked with each generator in turn, the order
   alternating from round to round, after one warm-up round (model loaded, every vector cached),
   so both see the same load; p50 and p95 per generator and their ratio.
@@ -44,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ranklock import Engine
 from ranklock.domains.journal import JOURNAL_CREATE, generate_journal
-from ranklock.domains.journal.questions import load_questions, shipped_questions_path
+from ranklock.domains.journal.questions import Question, load_questions, shipped_questions_path
 from ranklock.errors import NotFound
 from ranklock.eval.answers import evaluate_answers
 from ranklock.eval.split import select_split
@@ -65,7 +69,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
 
 
-def ensure_journal(eng: Engine, name: str, rebuild: bool) -> dict[str, Any]:
+def journal_collection(eng: Engine, name: str, rebuild: bool) -> dict[str, Any]:
     """Ingest the generated journal into ``name`` unless it is there already; report what was done."""
     if not rebuild:
         try:
@@ -86,6 +90,32 @@ def ensure_journal(eng: Engine, name: str, rebuild: bool) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - t0, 1),
         "loadavg_after_ingest": Path("/proc/loadavg").read_text().split()[:3],
     }
+
+
+def ensure_notes(eng: Engine, name: str, notes: Path, rebuild: bool) -> dict[str, Any]:
+    """Ingest the folder ``notes`` into ``name`` (fields inferred from the notes) unless it is there already."""
+    if not rebuild:
+        try:
+            if eng.collection(name).active_snapshot_id is not None:
+                return {"ingested": False}
+        except NotFound:
+            pass
+    rep = eng.ingest(name, notes, replace=True)
+    return {"ingested": True, "snapshot": rep.snapshot_id, "documents": rep.documents}
+
+
+def read_questions(path: Path) -> list[Question]:
+    """A question set in the journal's format whose classes are its own (load_questions knows the journal's)."""
+    return [Question.from_record(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def correct_and_cited(run: dict[str, Any], questions: list[Any], cls: str | None) -> float | None:
+    """Share of answerable questions (of ``cls``) answered correctly *and* citing a gold note (issue 40's target)."""
+    per_q = run["per_question"]
+    qs = [q for q in questions if q.gold and (cls is None or q.cls == cls)]
+    if not qs:
+        return None
+    return sum(1 for q in qs if per_q[q.id]["correct"] and set(per_q[q.id]["cited"]) & set(q.gold)) / len(qs)
 
 
 def mrr_at_10(item6: dict[str, Any], questions: list[Any], mode: str, cls: str | None) -> float:
@@ -181,9 +211,21 @@ def main() -> None:
     ap.add_argument("--latency-questions", type=int, default=40, help="Questions of the half timed (every k-th).")
     ap.add_argument("--rounds", type=int, default=3, help="Timed rounds after the warm-up round.")
     ap.add_argument("--determinism-only", action="store_true", help="Only the two-runs-and-replay check.")
+    ap.add_argument("--notes", type=Path, help="A folder of notes to ask instead of the journal (with --questions).")
+    ap.add_argument("--questions", type=Path, help="Their question set (the journal's JSONL format).")
+    ap.add_argument("--modes", default=",".join(MODES), help="Retrieval modes of item 6 (comma-separated).")
     args = ap.parse_args()
     generators = args.generator or ["extractive"]
-    questions = select_split(load_questions(shipped_questions_path()), args.half)
+    modes = [m for m in args.modes.split(",") if m]
+    if bool(args.notes) != bool(args.questions):
+        ap.error("--notes and --questions go together")
+    questions = select_split(
+        read_questions(args.questions) if args.questions else load_questions(shipped_questions_path()), args.half
+    )
+
+    def ensure_journal(eng: Engine, name: str, rebuild: bool) -> dict[str, Any]:
+        return ensure_notes(eng, name, args.notes, rebuild) if args.notes else journal_collection(eng, name, rebuild)
+
     if args.determinism_only:
         with Engine(dsn=args.dsn, home=args.home) as eng:
             ensure_journal(eng, args.collection, args.ingest)
@@ -197,7 +239,7 @@ def main() -> None:
     if args.latency or args.latency_only:
         step = max(1, len(questions) // args.latency_questions)
         sample = questions[::step][: args.latency_questions]
-        timed = args.latency_generator or ["extractive-v2", "extractive"]
+        timed = args.latency_generator or ["extractive-v3", "extractive"]
         load0 = Path("/proc/loadavg").read_text().split()[:3]
         with Engine(dsn=args.dsn, home=args.home) as eng:
             ensure_journal(eng, args.collection, args.ingest)
@@ -246,7 +288,7 @@ def main() -> None:
     with Engine(dsn=args.dsn, home=args.home) as eng:
         ingest = ensure_journal(eng, args.collection, args.ingest)
         t0 = time.perf_counter()
-        item6 = evaluate_answers(eng, args.collection, questions, generators=["extractive"], modes=MODES)
+        item6 = evaluate_answers(eng, args.collection, questions, generators=["extractive"], modes=modes)
         others = [g for g in generators if g != "extractive"]
         item5_extra = (
             evaluate_answers(eng, args.collection, questions, generators=others, modes=["hybrid"]) if others else None
@@ -257,7 +299,7 @@ def main() -> None:
     item5_runs += item5_extra["runs"] if item5_extra else []
     classes = list(runs6["hybrid"]["by_class"])
 
-    print(f"# Ask on the journal: {len(questions)} questions, snapshot {item6['snapshot']['id']}")
+    print(f"# Ask on {args.collection}: {len(questions)} questions ({args.half}), snapshot {item6['snapshot']['id']}")
     print(
         f"load average before {' '.join(load_before)}, after {' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
     )
@@ -265,13 +307,30 @@ def main() -> None:
     for run in item5_runs:
         print(f"\n## Item 5: {run['generator']} over hybrid retrieval (8 chunks)\n")
         rows = [
-            [cls, str(m["questions"]), *(_fmt(m[c]) for c in cols)]
+            [
+                cls,
+                str(m["questions"]),
+                *(_fmt(m[c]) for c in cols),
+                _fmt(correct_and_cited(run, questions, None if cls == "all" else cls)),
+                _fmt(m["false_abstention_rate"]),
+            ]
             for cls, m in [*run["by_class"].items(), ("all", run["overall"])]
         ]
-        print(_table(["class", "n", *cols], rows))
+        print(_table(["class", "n", *cols, "correct+cited", "false_abstention"], rows))
         print()
         for cls, t in run["trigger"].items():
             print(f"- {cls}: {t['verdict']}: {t['message']}")
+    if set(modes) != set(MODES):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(
+            json.dumps(
+                {"command": "python " + " ".join(sys.argv), "item6": item6, "item5_other_generators": item5_extra}
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        print(f"\nwrote {args.out} (item 6 needs all three modes)")
+        return
     print("\n## Item 6: extractive, recall@10 / correctness per retrieval mode\n")
     rows = []
     for cls in [*classes, "all"]:

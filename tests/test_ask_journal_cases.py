@@ -1,4 +1,4 @@
-"""The four cases of issue 26, asked of the journal with the real embedder (all-MiniLM-L6-v2).
+"""The four cases of issue 26, asked of the journal with the real embedder (all-MiniLM-L6-v2), by the default reader.
 
 A slice of ``ranklock demo journal`` keeps the suite short: the notes that compete for the cases'
 chunks on the full demo (``tests/data/ask_cases_notes.json``: each case's top 40 lexical and top 40
@@ -52,4 +52,5 @@ def test_a_present_question_quotes_the_latest_note_and_says_so(engine: Engine, j
 
 def test_a_question_the_journal_cannot_answer_abstains(engine: Engine, journal_slice: str) -> None:
     ans = engine.ask(journal_slice, "Which bus should visitors take?")
-    assert (ans.answer, ans.citations, ans.abstained) == (ABSTAIN, (), True)
+    assert (ans.citations, ans.abstained) == ((), True)
+    assert ans.answer.startswith(f"{ABSTAIN} Looked for an answer about “visitors”, “take”: passage ")

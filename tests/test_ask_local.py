@@ -13,6 +13,7 @@ import pytest
 
 from fakes import use_hash_embedder
 from ranklock import Engine
+from ranklock.ask.abstention import RULE_VERSION as ABSTENTION_RULE
 from ranklock.ask.generators.local import LABEL, LocalGenerator, gguf_path
 from ranklock.ask.model import ABSTAIN
 from ranklock.errors import GenerationError
@@ -31,7 +32,12 @@ def test_local_model_runs_greedy_and_is_recorded(engine: Engine, capfd: pytest.C
     assert "it/s" not in capfd.readouterr().err
     assert info.name == "local" and info.model == LABEL == "SmolLM2-135M-Instruct: small and often wrong"
     assert info.checksum == hashlib.sha256(gguf_path().read_bytes()).hexdigest()
-    assert info.params == {"max_new_tokens": 6, "decoding": "greedy", "template": "ask-v2"}
+    assert info.params == {
+        "max_new_tokens": 6,
+        "decoding": "greedy",
+        "template": "ask-v2",
+        "abstention": ABSTENTION_RULE,  # the abstention rule every generator shares (ranklock.ask.abstention)
+    }
     first = gen.complete(MESSAGES)
     assert first.strip() and 1 <= gen.last["tokens"] <= 6
     assert gen.complete(MESSAGES) == first  # greedy decoding: the same prompt gives the same reply
@@ -53,4 +59,4 @@ def test_local_model_runs_greedy_and_is_recorded(engine: Engine, capfd: pytest.C
         )
         assert row == {"status": "rejected", "error": str(exc)}
     else:
-        assert ans.generator == info and (ans.citations or ans.answer == ABSTAIN)
+        assert ans.generator == info and (ans.citations or ans.answer.startswith(ABSTAIN))

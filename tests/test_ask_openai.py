@@ -14,6 +14,8 @@ import pytest
 
 from fakes import use_hash_embedder
 from ranklock import Engine
+from ranklock.ask.abstention import RULE_VERSION
+from ranklock.ask.model import ABSTAIN
 from ranklock.ask.prompt import render_prompt
 from ranklock.errors import CitationError, ConfigError, GenerationError
 from test_ask import journal
@@ -40,8 +42,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/chat/completions":
             return self.reply(404, {"error": "no such path"})
         user = body["messages"][1]["content"]
-        m = re.search(r"^\[1\] \([^)]*\) (\S+ \S+)", user, re.M)
-        quote = m.group(1) if m else ""
+        m = re.search(r"^\[1\] \([^)]*\) (.+)$", user, re.M)
+        quote = m.group(1) if m else ""  # the whole of passage [1]
+        first = quote.split(". ")[0].rstrip(".")  # its first sentence
         mode = self.server.mode
         if mode == "http500":
             return self.reply(500, {"error": "boom"})
@@ -52,6 +55,8 @@ class Handler(BaseHTTPRequestHandler):
             "garbage": "I believe the answer is Lisbon.",
             "outside": json.dumps({"answer": "Lisbon [9].", "citations": [{"n": 9, "quote": quote}]}),
             "misquote": json.dumps({"answer": "Lisbon [1].", "citations": [{"n": 1, "quote": "words not there"}]}),
+            "abstain": json.dumps({"answer": ABSTAIN, "citations": []}),
+            "first_sentence": json.dumps({"answer": f"{first} [1].", "citations": [{"n": 1, "quote": first}]}),
         }[mode]
         self.reply(
             200,
@@ -113,14 +118,41 @@ def test_openai_answer_is_validated_and_recorded(engine: Engine, coll: str, serv
             "seed": 0,
             "max_tokens": 512,
             "template": "ask-v2",
+            "abstention": RULE_VERSION,
         },
     }
-    first_two = " ".join(ans.chunks[0].text.split()[:2])
-    assert ans.answer == f"{first_two} [1]."
-    assert [(c.n, c.doc_id, c.quote) for c in ans.citations] == [(1, ans.chunks[0].doc_id, first_two)]
+    passage = ans.chunks[0].text
+    assert ans.answer == f"{passage} [1]."
+    assert [(c.n, c.doc_id, c.quote) for c in ans.citations] == [(1, ans.chunks[0].doc_id, passage)]
     assert "sk-test" not in ans.to_json()
     # The same server reply replays identically (the server is deterministic here).
     assert engine.replay_answer(ans.answer_id).identical
+
+
+def test_openai_follows_the_abstention_rule_of_every_generator(engine: Engine, coll: str, server: ChatServer) -> None:
+    # The model declines: the abstention says what was looked for, as extractive-v4's do.
+    server.mode = "abstain"
+    ans = engine.ask(coll, QUESTION, generator="openai")
+    assert (ans.abstained, ans.citations) == (True, ())
+    assert ans.answer == (
+        f"{ABSTAIN} Looked for a place about “Oksana”, “Vrell”, “move” (the question asks “Where”): "
+        "the model found it in none of the 8 passages."
+    )
+    # The model answers "when" with a sentence that holds no date or time: that is no answer, whatever it cites.
+    server.mode = "first_sentence"
+    question = "When did Oksana Vrell move to Lisbon?"
+    first = next(c for c in engine.ask(coll, question, generator="extractive-v3").chunks if c.n == 1)
+    ans = engine.ask(coll, question, generator="openai")
+    sentence = first.text.split(". ")[0].rstrip(".")
+    if any(ch.isdigit() for ch in sentence):
+        pytest.fail(f"passage [1] of this test must hold no date: {sentence!r}")
+    assert ans.abstained and ans.answer == (
+        f"{ABSTAIN} Looked for a date or a time about “Oksana”, “Vrell”, “move”, “Lisbon” (the question asks "
+        "“When”): the passages the model quoted hold none."
+    )
+    assert json.loads(engine.db.fetchone("SELECT raw FROM ranklock.answer_log WHERE id = %s", [ans.log_id])["raw"])[
+        "citations"
+    ] == [{"n": 1, "quote": sentence}]  # the model's own reply is kept in the log
 
 
 def server_url(server: ChatServer) -> str:

@@ -8,15 +8,15 @@ import hashlib
 import numpy as np
 import pytest
 
-from ranklock.ask.generators.extractive import (
-    ExtractiveGenerator,
+from ranklock.ask.generators.extractive_v2 import ExtractiveV2Generator
+from ranklock.ask.generators.extractive_v3 import (
+    ExtractiveV3Generator,
     answer_type,
     has_type,
     is_present,
     meaning_query,
     spans_of,
 )
-from ranklock.ask.generators.extractive_v2 import ExtractiveV2Generator
 from ranklock.ask.generators.reply import parse_reply
 from ranklock.ask.model import ABSTAIN, AskChunk, Draft, DraftCitation, GenerationRequest
 from ranklock.ask.prompt import render_prompt
@@ -186,7 +186,7 @@ def test_v3_spans_continue_a_pronoun_or_an_unnamed_subject() -> None:
 
 
 def test_v3_quotes_the_predecessor_of_a_pronoun_sentence() -> None:
-    d = ExtractiveGenerator().generate(
+    d = ExtractiveV3Generator().generate(
         request(
             "What is Ana Ruiz allergic to?",
             "Coffee with Ana Ruiz at the loft. She is allergic to hazelnuts.",
@@ -198,7 +198,7 @@ def test_v3_quotes_the_predecessor_of_a_pronoun_sentence() -> None:
 
 
 def test_v3_key_terms_gate_and_threshold_abstain() -> None:
-    gen = ExtractiveGenerator()
+    gen = ExtractiveV3Generator()
     # Nobody named Oskar in the chunks: no chunk qualifies, however close its meaning.
     d = gen.generate(request("What is Oskar Lind allergic to?", "Coffee with Ana Ruiz. She is allergic to hazelnuts."))
     assert (d.answer, d.citations, d.abstained) == (ABSTAIN, (), True)
@@ -217,17 +217,17 @@ def test_v3_present_questions_quote_the_latest_note_that_revisits() -> None:
         "Weekly sync on Halyard; nothing decided.",
     )
     dates = ("2023-05-01", "2024-02-03", "2024-09-09")
-    d = ExtractiveGenerator().generate(request("Where is Halyard hosted now?", *texts, dates=dates))
+    d = ExtractiveV3Generator().generate(request("Where is Halyard hosted now?", *texts, dates=dates))
     assert d.answer == ("Reversed: Halyard is hosted on Linode. [2] (the latest note: d2, 2024-02-03)")
     # Without a present marker both hosting notes may be quoted; with no dates nothing is "latest".
-    d = ExtractiveGenerator().generate(request("Where is Halyard hosted now?", *texts))
+    d = ExtractiveV3Generator().generate(request("Where is Halyard hosted now?", *texts))
     assert "(the latest note" not in d.answer
 
 
 def test_v3_needs_the_collections_vectors() -> None:
     cs = chunks("Ana moved to Lisbon.")
     with pytest.raises(GenerationError) as e:
-        ExtractiveGenerator().generate(GenerationRequest("Where did Ana move?", cs, render_prompt("x", cs)))
+        ExtractiveV3Generator().generate(GenerationRequest("Where did Ana move?", cs, render_prompt("x", cs)))
     assert str(e.value) == (
         "the extractive generator scores by meaning and needs the collection's embedder, but the request "
         "carries none; ask through Engine.ask, or pass GenerationRequest(embed=...)."
@@ -236,9 +236,11 @@ def test_v3_needs_the_collections_vectors() -> None:
 
 def test_v3_is_deterministic() -> None:
     r = request("Where did Ana move?", "Ana moved to Lisbon. She likes it.", "Rui stayed in Porto.")
-    assert ExtractiveGenerator().generate(r) == ExtractiveGenerator().generate(r)
-    assert ExtractiveGenerator().info().model == "extractive-v3"
-    assert ExtractiveGenerator().info().checksum != ExtractiveV2Generator().info().checksum
+    assert ExtractiveV3Generator().generate(r) == ExtractiveV3Generator().generate(r)
+    assert ExtractiveV3Generator().info().model == "extractive-v3"
+    # Its rule is pinned: the checksum of issue 26, unchanged by extractive-v4 (which reuses its lists).
+    assert ExtractiveV3Generator().info().checksum == "4d3e02f606e1b47bbfad13113ae93a7d2e43a7a287c581e18c9a5e9ca566add6"
+    assert ExtractiveV3Generator().info().checksum != ExtractiveV2Generator().info().checksum
 
 
 # -- validation -------------------------------------------------------------------------------

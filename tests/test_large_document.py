@@ -23,11 +23,12 @@ from ranklock import Document, Engine
 from ranklock.eval.run import evaluate
 from ranklock.ingest.chunker import document_text
 from ranklock.limits import MAX_K
-from ranklock.search.bm25 import prepare_bm25
+from ranklock.search.bm25 import choose_admitted_plan, prepare_bm25
 from ranklock.search.fusion import build_search_sql
 from ranklock.search.lexical import LexicalBranch
 from ranklock.search.semantic import SemanticBranch
 from ranklock.search.spec import SearchSpec
+from ranklock.snapshot.filter_table import FILTER_TABLE_VERSION
 from ranklock.snapshot.lexical_stats import BM25_STATS_VERSION
 from ranklock.snapshot.segments import Layout, SegmentInfo
 
@@ -169,9 +170,12 @@ def _specs() -> list[SearchSpec]:
             "dense": {"share": 1 / 64, "min_df": 10, "block": 16000, "rows": 10**6, "terms": 5, "blocks": 315},
         },
     }
-    # One segment (id 1) of a million chunks holding those statistics, no dead row.
+    # One segment (id 1) of a million chunks holding those statistics, no dead row; with and without a
+    # filter table (the admitted set is listed only from one).
     segment = SegmentInfo(1, 1000, 10**6, 10**8, 5000, bm25=stats["bm25"])
     layout = Layout(1, (segment,), 0, (segment,))
+    tabled = dataclasses.replace(segment, filter={"version": FILTER_TABLE_VERSION, "rows": 10**6})
+    filter_layout = Layout(1, (tabled,), 0, (tabled,))
     totals = (10**6, 10**8, 5000)
     for mode in MODES:
         for ranker, syntax, k1, postings in [
@@ -183,9 +187,17 @@ def _specs() -> list[SearchSpec]:
             ("ts_rank_cd", "natural", 1.2, None),
         ]:
             for strategy in ("exact", "hnsw", "ivfflat"):
-                for filtered in (False, True):
+                # Unfiltered; then constrained as a search meets it: the plan chosen for what the constraint
+                # admits (lexical.LexicalBranch.constrained), few or many chunks, with or without filter tables.
+                for filtered, lay, admitted in [
+                    (False, layout, 0),
+                    (True, layout, 30_000),
+                    (True, filter_layout, 30_000),
+                    (True, filter_layout, 300_000),
+                    (True, filter_layout, 300),
+                ]:
                     spec = SearchSpec(
-                        layout=layout,
+                        layout=lay,
                         mode=mode,
                         k=10,
                         depth=40,
@@ -207,7 +219,10 @@ def _specs() -> list[SearchSpec]:
                     if mode in ("hybrid", "lexical"):
                         lex = LexicalBranch("q", "english", "sensitive", syntax, ranker, k1, 0.75)
                         if ranker == "bm25":
-                            lex = dataclasses.replace(lex, bm25=prepare_bm25(lex, layout, totals, postings))
+                            bm25 = prepare_bm25(lex, lay, totals, postings)
+                            if filtered:
+                                bm25 = choose_admitted_plan(spec, bm25, admitted)
+                            lex = dataclasses.replace(lex, bm25=bm25)
                         branches.append(lex)
                     if mode in ("hybrid", "semantic"):
                         branches.append(SemanticBranch([0.0] * 8, strategy, strategy, 160, "strict_order", 20000, 10))
@@ -218,9 +233,10 @@ def _specs() -> list[SearchSpec]:
 def test_every_statement_shape_types_its_integers() -> None:
     """A cheap guard: no integer placeholder in any statement shape is left for psycopg to type by value."""
     specs = _specs()
-    assert len(specs) == 3 * 6 * 3 * 2
-    plans = {b.bm25.strategy if b.bm25 else None for s in specs for b in s.branches if isinstance(b, LexicalBranch)}
-    assert plans == {None, "full", "impact", "dense"}
+    assert len(specs) == 3 * 6 * 3 * 5
+    bm25s = [b.bm25 for s in specs for b in s.branches if isinstance(b, LexicalBranch)]
+    assert {b.strategy if b else None for b in bm25s} == {None, "full", "impact", "dense", "admitted"}
+    assert {b.params.get("bm25_admit") for b in bm25s if b} == {None, "probe", "set"}
     for spec in specs:
         q, params = build_search_sql(spec)
         text = q.as_string(None)

@@ -40,6 +40,7 @@ __all__ = [
     "Draft",
     "DraftCitation",
     "EmbedFn",
+    "is_abstention",
     "GenerationRequest",
     "Generator",
     "GeneratorInfo",
@@ -47,8 +48,19 @@ __all__ = [
     "canonical_json",
 ]
 
-#: The one answer every generator gives when the chunks do not answer the question.
+#: How every abstention begins: the chunks do not answer the question.  A generator may say after it
+#: what it looked for (ranklock.ask.abstention); extractive-v2 and v3 say this sentence alone.
 ABSTAIN = "The journal does not say."
+
+
+def is_abstention(answer: str) -> bool:
+    """Whether an answer text abstains: it is :data:`ABSTAIN`, or begins with it and a space.
+
+    >>> is_abstention("The journal does not say."), is_abstention("The journal does not say. Looked for…")
+    (True, True)
+    """
+    text = answer.strip()
+    return text == ABSTAIN or text.startswith(ABSTAIN + " ")
 
 
 def canonical_json(obj: Any) -> str:
@@ -68,6 +80,13 @@ class AskChunk:
     text: str
     #: The note's date (its first date or timestamp field, else its effective_from), ISO text; None: undated.
     date: str | None = None
+    #: The note's title when this chunk begins with it ("title, blank line, body": ranklock.ingest.chunker), else
+    #: None.  A title says what a note is about, never what it answers; not part of the answer JSON.
+    title: str | None = None
+
+    def title_end(self) -> int:
+        """Where the title this chunk begins with ends (0: it begins with none)."""
+        return len(self.title) if self.title and self.text.startswith(self.title + "\n\n") else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {

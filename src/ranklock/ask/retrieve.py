@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..embed.base import Embedder
     from ..search.results import Hit, SearchResult
     from ..store.database import Database
+    from .vectors import NoteInfo
 
 __all__ = [
     "DEFAULT_CHUNKS",
@@ -78,20 +79,35 @@ def retrieve(
     )
 
 
-def number_chunks(hits: Sequence[Hit], dates: Mapping[str, str | None] | None = None) -> tuple[AskChunk, ...]:
-    """Hits in rank order as passages [1]..[N], each with its note's date when ``dates`` has it."""
-    dates = dates or {}
-    return tuple(
-        AskChunk(n=i, doc_id=h.doc_id, chunk=h.chunk, rank=h.rank, score=h.score, text=h.text, date=dates.get(h.doc_id))
-        for i, h in enumerate(hits, start=1)
-    )
+def number_chunks(hits: Sequence[Hit], notes: Mapping[str, NoteInfo] | None = None) -> tuple[AskChunk, ...]:
+    """Hits in rank order as passages [1]..[N], each with its note's date, and its title when it begins with it."""
+    notes = notes or {}
+    out = []
+    for i, h in enumerate(hits, start=1):
+        note = notes.get(h.doc_id)
+        title = (
+            note.title if note and note.title and h.char_start == 0 and h.text.startswith(note.title + "\n\n") else None
+        )
+        out.append(
+            AskChunk(
+                n=i,
+                doc_id=h.doc_id,
+                chunk=h.chunk,
+                rank=h.rank,
+                score=h.score,
+                text=h.text,
+                date=note.date if note else None,
+                title=title,
+            )
+        )
+    return tuple(out)
 
 
 def passages(db: Database, coll: CollectionInfo, res: SearchResult) -> tuple[AskChunk, ...]:
-    """The hits of ``res`` numbered [1]..[N] with their notes' dates (ranklock.ask.vectors.note_dates)."""
-    from .vectors import note_dates
+    """The hits of ``res`` numbered [1]..[N] with their notes' dates and titles (ranklock.ask.vectors.note_info)."""
+    from .vectors import note_info
 
-    return number_chunks(res.hits, note_dates(db, coll, res.snapshot.id, [h.doc_id for h in res.hits]))
+    return number_chunks(res.hits, note_info(db, coll, res.snapshot.id, [h.doc_id for h in res.hits]))
 
 
 def embed_fn(db: Database, coll: CollectionInfo, embedder: Callable[[], Embedder] | None) -> EmbedFn | None:

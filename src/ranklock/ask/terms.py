@@ -26,6 +26,8 @@ import unicodedata
 __all__ = [
     "CALENDAR",
     "PREFIX",
+    "PRESENT",
+    "QUARTERS",
     "STOP_WORDS",
     "SUFFIXES",
     "content_terms",
@@ -76,6 +78,20 @@ CALENDAR = frozenset(
     segunda terca quarta quinta sexta sabado domingo
     enero febrero marzo mayo junio julio septiembre octubre noviembre diciembre
     lunes martes miercoles jueves viernes
+    """
+    )
+)
+
+#: Quarters are calendar words too ("Q2 2024" selects notes by date, like a month); extractive-v3 on.
+QUARTERS = frozenset(_words("q1 q2 q3 q4"))
+
+#: Markers of a question about the present state (en, pt, es; accents folded); extractive-v3 on.
+PRESENT = frozenset(
+    _words(
+        """
+    now currently current still latest today nowadays presently
+    agora atualmente atual ainda hoje
+    ahora actualmente actual todavia aun hoy
     """
     )
 )

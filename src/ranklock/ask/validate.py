@@ -8,8 +8,9 @@ answer is rejected, logged as rejected, and never shown):
 3. Every quote is non-empty and occurs in passage n's text (compared after
    collapsing whitespace and case-folding); the citation keeps the chunk's
    own words, so a quote shown is always verbatim from the chunk.
-4. The answer abstains exactly when its text is :data:`~ranklock.ask.model.ABSTAIN`;
-   an abstention cites nothing, and any other answer cites at least one passage.
+4. The answer abstains exactly when its text is :data:`~ranklock.ask.model.ABSTAIN`, alone or
+   followed by what was looked for (:func:`~ranklock.ask.model.is_abstention`); an abstention
+   cites nothing, and any other answer cites at least one passage.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CitationError
-from .model import ABSTAIN, Answer, AskChunk, Citation, Draft, GeneratorInfo, Prompt
+from .model import ABSTAIN, Answer, AskChunk, Citation, Draft, GeneratorInfo, Prompt, is_abstention
 
-__all__ = ["MARKER", "cited_answer", "validate_draft"]
+__all__ = ["MARKER", "cited_answer", "find_quote", "validate_draft"]
 
 MARKER = re.compile(r"\[(\d+)\]")
 
@@ -46,7 +47,7 @@ def _squash(text: str) -> tuple[str, list[int]]:
     return "".join(out), where
 
 
-def _find_quote(quote: str, text: str) -> str | None:
+def find_quote(quote: str, text: str) -> str | None:
     """The span of ``text`` that ``quote`` matches (whitespace- and case-insensitively), verbatim, or None."""
     q, _ = _squash(quote)
     q = q.strip()
@@ -71,7 +72,7 @@ def validate_draft(draft: Draft, chunks: Sequence[AskChunk]) -> tuple[str, tuple
     """
     n_chunks = len(chunks)
     answer = draft.answer.strip()
-    abstained = answer == ABSTAIN
+    abstained = is_abstention(answer)
     if draft.abstained and not abstained:
         raise CitationError(
             f"the generator marked its answer as an abstention but wrote {answer[:80]!r}, not {ABSTAIN!r}; "
@@ -86,7 +87,7 @@ def validate_draft(draft: Draft, chunks: Sequence[AskChunk]) -> tuple[str, tuple
                 "the answer was rejected, not shown. Ask again, or use --generator extractive."
             )
         chunk = chunks[c.n - 1]
-        found = _find_quote(c.quote, chunk.text) if isinstance(c.quote, str) else None
+        found = find_quote(c.quote, chunk.text) if isinstance(c.quote, str) else None
         if found is None:
             raise CitationError(
                 f"citation [{c.n}] quotes {str(c.quote)[:80]!r}, which is not in passage [{c.n}] "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ..embed.base import Embedder
     from ..store.database import Database
 
-__all__ = ["cached_vectors", "note_dates"]
+__all__ = ["NoteInfo", "cached_vectors", "note_info"]
 
 
 def _sha(text: str) -> str:
@@ -87,26 +88,37 @@ def _date_field(coll: CollectionInfo) -> str | None:
     return next((f.name for f in coll.fields if f.type in ("date", "timestamp")), None)
 
 
-def note_dates(db: Database, coll: CollectionInfo, snapshot_id: int, doc_ids: Sequence[str]) -> dict[str, str | None]:
-    """Each document's date in ``snapshot_id``: its first date/timestamp field, else its effective_from, as given.
+@dataclass(frozen=True)
+class NoteInfo:
+    """What Ask reads of a note besides its chunk: its date (ISO text, None: undated) and its title ("": none)."""
 
-    One statement, every value bound.  A document with neither is undated (None).
+    date: str | None = None
+    title: str = ""
+
+
+def note_info(db: Database, coll: CollectionInfo, snapshot_id: int, doc_ids: Sequence[str]) -> dict[str, NoteInfo]:
+    """Each document's date and title in ``snapshot_id``.
+
+    The date is its first date/timestamp field, else its effective_from, as given; a document
+    with neither is undated.  One statement, every value bound.
     """
     if not doc_ids:
         return {}
     field = _date_field(coll)
     rows: list[dict[str, Any]] = db.fetchall(
         sql.SQL(
-            "SELECT s.doc_id, d.metadata ->> %(field)s AS field_date, d.metadata ->> 'effective_from' AS effective_from "
-            "FROM ({live}) AS s JOIN ranklock.documents d ON d.collection_id = %(coll)s "
+            "SELECT s.doc_id, d.metadata ->> %(field)s AS field_date, d.metadata ->> 'effective_from' AS effective_from, "
+            "d.title FROM ({live}) AS s JOIN ranklock.documents d ON d.collection_id = %(coll)s "
             "AND d.doc_id = s.doc_id AND d.content_hash = s.content_hash"
         ).format(live=live_documents_sql("snap")),
         {"field": field or "", "coll": coll.id, "snap": snapshot_id, "ids": sorted(set(doc_ids))},
     )
-    out: dict[str, str | None] = dict.fromkeys(doc_ids)
+    out = dict.fromkeys(doc_ids, NoteInfo())
     for r in rows:
+        date = None
         if field is not None and r["field_date"]:
-            out[r["doc_id"]] = str(r["field_date"])
+            date = str(r["field_date"])
         elif r["effective_from"]:
-            out[r["doc_id"]] = str(r["effective_from"])
+            date = str(r["effective_from"])
+        out[r["doc_id"]] = NoteInfo(date, str(r["title"] or ""))
     return out

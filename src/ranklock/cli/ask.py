@@ -29,7 +29,8 @@ def ask(
     generator: Annotated[
         str,
         typer.Option(
-            help="extractive (default: meaning and words, no model of its own), extractive-v2 (the older rule), "
+            help="extractive (default: a span of the answer's type, by meaning and words, no model of its own; "
+            "abstains saying what it looked for), extractive-v4, extractive-v3 or extractive-v2 (the older rules), "
             "openai (RANKLOCK_LLM_URL) or local (small model)."
         ),
     ] = "extractive",

@@ -1,7 +1,9 @@
 """Ask generators, one protocol (:class:`ranklock.ask.model.Generator`).
 
-- ``extractive`` (default): deterministic, verbatim spans chosen by meaning and words (extractive-v3);
-- ``extractive-v2``: the rule of issue 12, for replaying answers it gave and side-by-side benchmarks;
+- ``extractive`` (default): deterministic, verbatim spans of the answer's type chosen by meaning and words,
+  abstaining with what it looked for (extractive-v5);
+- ``extractive-v4``, ``extractive-v3`` and ``extractive-v2``: the rules of issue 40's first round and of issues
+  26 and 12, for replaying answers they gave and side-by-side benchmarks;
 - ``openai``: any OpenAI-compatible chat endpoint (RANKLOCK_LLM_URL, RANKLOCK_LLM_MODEL, RANKLOCK_LLM_API_KEY).
 - ``local``: SmolLM2-135M-Instruct on the CPU (``ranklock[local-llm]``); small and often wrong.
 """
@@ -13,7 +15,7 @@ from ..model import Generator
 
 __all__ = ["NAMES", "PAID", "logged_generator", "resolve_generator"]
 
-NAMES = ("extractive", "extractive-v2", "local", "openai")
+NAMES = ("extractive", "extractive-v4", "extractive-v3", "extractive-v2", "local", "openai")
 
 #: Generators whose every call is billed to the operator (an LLM API key): a served request needs the
 #: token scope ``paid-generator`` to choose one (ranklock.http).
@@ -30,6 +32,14 @@ def resolve_generator(spec: str | Generator) -> Generator:
         from .extractive import ExtractiveGenerator
 
         return ExtractiveGenerator()
+    if spec == "extractive-v4":
+        from .extractive_v4 import ExtractiveV4Generator
+
+        return ExtractiveV4Generator()
+    if spec == "extractive-v3":
+        from .extractive_v3 import ExtractiveV3Generator
+
+        return ExtractiveV3Generator()
     if spec == "extractive-v2":
         from .extractive_v2 import ExtractiveV2Generator
 
@@ -51,6 +61,10 @@ def logged_generator(record: dict[str, object]) -> Generator:
     An answer the extractive generator gave under an earlier rule is replayed with that rule,
     so the replay compares like with like and a rule change never reads as drift.
     """
-    if record.get("name") == "extractive" and record.get("model") == "extractive-v2":
-        return resolve_generator("extractive-v2")
+    if record.get("name") == "extractive" and record.get("model") in (
+        "extractive-v2",
+        "extractive-v3",
+        "extractive-v4",
+    ):
+        return resolve_generator(str(record["model"]))
     return resolve_generator(str(record.get("name")))

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError, GenerationError
+from ..abstention import RULE_VERSION as ABSTENTION_RULE
+from ..abstention import checked_reply
 from ..model import Draft, GenerationRequest, GeneratorInfo
 from ..prompt import TEMPLATE_VERSION
 from .reply import parse_reply
@@ -151,7 +153,12 @@ class LocalGenerator:
             name=self.name,
             model=LABEL,
             checksum=sha,
-            params={"max_new_tokens": self.max_new_tokens, "decoding": "greedy", "template": TEMPLATE_VERSION},
+            params={
+                "max_new_tokens": self.max_new_tokens,
+                "decoding": "greedy",
+                "template": TEMPLATE_VERSION,
+                "abstention": ABSTENTION_RULE,
+            },
         )
 
     def complete(self, messages: list[dict[str, str]]) -> str:
@@ -190,4 +197,4 @@ class LocalGenerator:
 
     def generate(self, request: GenerationRequest) -> Draft:
         content = self.complete([dict(m) for m in request.prompt.messages])
-        return parse_reply(content, source=LABEL)
+        return checked_reply(request, parse_reply(content, source=LABEL))  # the shared abstention rule

@@ -8,7 +8,9 @@ Configured from the environment (or the constructor):
 - ``RANKLOCK_LLM_API_KEY``: sent as a bearer token when set; never logged or recorded.
 
 Every request is greedy (``temperature`` 0) and carries a fixed ``seed``; both
-are recorded in the answer's generator record with the template version.
+are recorded in the answer's generator record with the template version.  The reply
+goes through the abstention rule every generator shares (ranklock.ask.abstention), whose
+version is recorded too.
 A remote model's weights cannot be checked, so its checksum is ``null``; the
 reply's ``system_fingerprint``, when the server sends one, is not recorded
 because it may change between identical calls.
@@ -23,6 +25,8 @@ from typing import Any
 import httpx
 
 from ...errors import ConfigError, GenerationError
+from ..abstention import RULE_VERSION as ABSTENTION_RULE
+from ..abstention import checked_reply
 from ..model import Draft, GenerationRequest, GeneratorInfo
 from ..prompt import TEMPLATE_VERSION
 from .reply import parse_reply
@@ -78,6 +82,7 @@ class OpenAIGenerator:
                 "seed": self.seed,
                 "max_tokens": self.max_tokens,
                 "template": TEMPLATE_VERSION,
+                "abstention": ABSTENTION_RULE,
             },
         )
 
@@ -123,4 +128,6 @@ class OpenAIGenerator:
                 f"the LLM endpoint {self.endpoint} returned a completion without text content: {resp.text[:200]!r}; "
                 "check that the model is a chat model."
             )
-        return parse_reply(content, source=f"model {self.model!r} at {self.endpoint}")
+        # The abstention rule of every generator (ranklock.ask.abstention): a reply quoting no answer of the
+        # type asked for, or only a title, abstains, saying what was looked for.
+        return checked_reply(request, parse_reply(content, source=f"model {self.model!r} at {self.endpoint}"))

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ...errors import GenerationError
-from ..model import ABSTAIN, Draft, DraftCitation
+from ..model import Draft, DraftCitation, is_abstention
 
 __all__ = ["parse_reply"]
 
@@ -56,4 +56,4 @@ def parse_reply(content: str, *, source: str) -> Draft:
         if isinstance(n, bool) or not isinstance(n, int):
             raise _garbage(source, content, f"citation number {n!r} is not an integer")
         out.append(DraftCitation(n=n, quote=c["quote"]))
-    return Draft(answer=answer.strip(), citations=tuple(out), abstained=answer.strip() == ABSTAIN, raw=content)
+    return Draft(answer=answer.strip(), citations=tuple(out), abstained=is_abstention(answer), raw=content)
