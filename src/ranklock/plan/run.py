@@ -19,12 +19,12 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 from psycopg import sql
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, SkipValidation, model_serializer
+from pydantic import BaseModel, Field
 
 from ..collection import CollectionInfo
 from ..errors import QueryError
 from ..search.protocol import Searcher
-from ..search.results import BranchSignal, SearchResult, with_signal_fields
+from ..search.results import SearchResult, WithSignals
 from ..settings import REQUEST
 from ..snapshot.segments import chunks_sql, live_documents_sql, live_sql, read_layout
 from ..store.database import Database
@@ -62,15 +62,13 @@ class ConstraintCheck(BaseModel):
     satisfied: bool
 
 
-class HitExplanation(BaseModel):
-    """Why a hit is where it is."""
+class HitExplanation(WithSignals):
+    """Why a hit is where it is; its branch signals shown as the hit shows them (ranklock.search.results)."""
 
     rank: int
     doc_id: str
     tie_group: int | None = None
     score: float
-    #: The hit's branch signals (ranklock.search.results): shown as the hit shows them, after ``score``.
-    signals: SkipValidation[tuple[BranchSignal, ...]] = Field(default=(), exclude=True, repr=False)
     constraints: list[ConstraintCheck] = Field(default_factory=list)
     preferences_matched: list[str] = Field(default_factory=list)
     rank_without_preferences: int | None = None
@@ -78,10 +76,6 @@ class HitExplanation(BaseModel):
         None, description="Places gained (+) or lost (-) through the soft preferences; None: no preferences."
     )
     display: dict[str, Any] = Field(default_factory=dict, description="Shown to people; never ranked.")
-
-    @model_serializer(mode="wrap")
-    def _with_signals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return with_signal_fields(handler(self), self.signals, after="score")
 
 
 class PlannedSearch(BaseModel):

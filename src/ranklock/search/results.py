@@ -12,14 +12,14 @@ Results are frozen: a step that changes one (a page, a rerank, the query log's i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, SkipValidation, model_serializer
 
 from .spec import Signal
 
-__all__ = ["BranchSignal", "Hit", "SearchResult", "SnapshotRef", "signal_fields", "with_signal_fields"]
+__all__ = ["BranchSignal", "Hit", "SearchResult", "SnapshotRef", "WithSignals", "signal_fields"]
 
 
 class BranchSignal(NamedTuple):
@@ -46,42 +46,24 @@ def signal_fields(signals: Sequence[BranchSignal]) -> dict[str, int | float | No
     return out
 
 
-def with_signal_fields(data: Mapping[str, Any], signals: Sequence[BranchSignal], *, after: str) -> dict[str, Any]:
-    """``data`` (a serialised model) with the keys of ``signals`` placed right after its key ``after``."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out[key] = value
-        if key == after:
-            out.update(signal_fields(signals))
-    return out
+class WithSignals(BaseModel):
+    """A model that carries a hit's branch signals (a :class:`Hit`, a plan's explanation of one): its JSON shows
+    them as the keys their :class:`~.spec.Signal` names, right after ``score``, and the same names read them as
+    attributes (``hit.lexical_rank``)."""
 
-
-class Hit(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    rank: int
-    doc_id: str
-    chunk: int
-    score: float = Field(
-        description="Fused RRF score: sum over branches of 1/(rrf_k + rank); n documents tied at rank r share the "
-        "weights of positions r..r+n-1 (rule rrf/2)."
-    )
     #: Every registry branch's signals, in registry order (one per branch, a rank of None where it did not
-    #: rank the hit or did not run); the JSON shows them as the keys their Signal names, after ``score``.
-    #: Built by the search (ranklock.search.fusion), never from input: not validated again.
+    #: rank the hit or did not run).  Built by the search (ranklock.search.fusion), never from input: not
+    #: validated again.
     signals: SkipValidation[tuple[BranchSignal, ...]] = Field(default=(), exclude=True, repr=False)
-    char_start: int
-    char_end: int
-    text: str
-    tie_group: int | None = Field(
-        default=None,
-        description="Hits sharing a tie group have identical ranking signals; their order within "
-        "the group (by doc_id, then chunk) carries no meaning.",
-    )
 
     @model_serializer(mode="wrap")
     def _with_signals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return with_signal_fields(handler(self), self.signals, after="score")
+        out: dict[str, Any] = {}
+        for key, value in handler(self).items():
+            out[key] = value
+            if key == "score":
+                out.update(signal_fields(self.signals))
+        return out
 
     def signal(self, name: str) -> BranchSignal | None:
         """The signals of the branch called ``name``, or None when no such branch exists."""
@@ -97,6 +79,26 @@ class Hit(BaseModel):
             if name == sig.keys.raw_key:
                 return sig.raw
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+class Hit(WithSignals):
+    model_config = ConfigDict(frozen=True)
+
+    rank: int
+    doc_id: str
+    chunk: int
+    score: float = Field(
+        description="Fused RRF score: sum over branches of 1/(rrf_k + rank); n documents tied at rank r share the "
+        "weights of positions r..r+n-1 (rule rrf/2)."
+    )
+    char_start: int
+    char_end: int
+    text: str
+    tie_group: int | None = Field(
+        default=None,
+        description="Hits sharing a tie group have identical ranking signals; their order within "
+        "the group (by doc_id, then chunk) carries no meaning.",
+    )
 
 
 class SnapshotRef(BaseModel):
