@@ -1,12 +1,16 @@
-"""Byte-identical check for refactors: ``search --json`` on SciFact, before and after.
+"""Byte-identical check for refactors: ``search --json``, the HTTP API and the MCP tools on SciFact, before and after.
 
 ``record`` runs a fixed set of searches through the CLI (in process, ``typer.testing.CliRunner``)
 against one pinned SciFact snapshot and writes every stdout, with its sha256, to a JSONL file.
 ``compare`` runs the same searches with the code it is run with and fails (exit 1) when one
 output differs by a single byte.  It also compares ``Engine.search_sql()`` texts and parameters.
+``--surfaces`` adds the served interfaces (:func:`api_cases`): ``http``, responses of the FastAPI
+app in process (``TestClient``: status and body bytes), and ``mcp``, tool results of ``ranklock mcp``
+over stdio driven by the MCP SDK's client (error flag, text and structured content).
 
     python bench/identical.py record  --home /work/bench-identical --out /work/bench-identical/baseline.jsonl
     python bench/identical.py compare --home /work/bench-identical --baseline /work/bench-identical/baseline.jsonl
+    python bench/identical.py record  --surfaces http,mcp --out /work/bench-identical/api.jsonl   # the served APIs
 
 The searches (state the scale you change):
 - the first ``--queries`` SciFact test queries (300 = all of them, in query-id order)
@@ -19,6 +23,13 @@ The searches (state the scale you change):
   (``year:int``, ``tags:keyword[]``) and effective dates, one with an HNSW index and one exact
   (``ident_hnsw``, ``ident_exact``): the first ``--variants`` queries under each of ``FILTERS`` in
   the three modes, hybrid with ``--as-of``, and ``search_sql()`` with a filter and ``as_of``.
+
+The served interfaces (``--surfaces http,mcp``, each the same list of calls): the first
+``--variants`` queries in the three modes (POST, with ``snapshot``), GET ``/api/search`` with an
+``offset``, filtered and ``as_of`` searches on ``ident_hnsw``, errors (an unknown mode, collection
+and filter field, a bad argument), the collection list and detail, a document, and Ask (extractive)
+on the first 5 queries.  A search response's ``timings`` (run-to-run milliseconds) are cut out of
+its bytes before hashing; nothing else is touched.
 
 Every search passes ``--snapshot <id>`` (pinned in the baseline's header line) with
 ``RANKLOCK_LOG_QUERIES=0`` and ``RANKLOCK_RESULT_CACHE=0``; ``--json`` without ``--timings``
@@ -36,6 +47,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -220,17 +232,156 @@ def run_case(c: dict[str, Any], home: str, sids: dict[str, int], eng: Engine) ->
     return f"exit={res.exit_code}\n{res.stdout}"
 
 
+#: The interfaces the check can drive: the CLI's ``search --json`` (:func:`cases`), the HTTP API and MCP.
+SURFACES = ("cli", "http", "mcp")
+#: How many of the first queries Ask answers on the served interfaces (extractive: no model, same bytes).
+ASK_QUERIES = 5
+
+
+def api_cases(variants: int, sids: dict[str, int]) -> list[dict[str, Any]]:
+    """The calls of the served interfaces, in a fixed order: a name, then what each interface sends.
+
+    ``search`` (POST /api/search, tool ``search``) and ``ask`` (POST /api/ask, tool ``ask``) take the
+    same arguments on both (ranklock.api); ``get`` is HTTP's GET /api/search, ``path`` another GET
+    route, ``tool`` another MCP tool.  A case without an entry for an interface is not sent there.
+    """
+    queries = load_queries(variants)
+    sid, hnsw = sids[COLLECTION], "ident_hnsw"
+    out: list[dict[str, Any]] = []
+    for qid, text in queries:
+        for mode in MODES:
+            out.append(
+                {"name": f"search|{qid}|{mode}", "search": {"collection": COLLECTION, "query": text, "mode": mode}}
+            )
+            out[-1]["search"].update({"k": 10, "snapshot": sid})
+    for qid, text in queries[:5]:
+        page = {"collection": COLLECTION, "k": 5, "offset": 5, "snapshot": sid}
+        out.append({"name": f"page|{qid}", "search": {**page, "query": text}, "get": {**page, "q": text}})
+    for qid, text in queries[:10]:
+        for f in FILTERS:
+            for mode in MODES:
+                args = {"collection": hnsw, "query": text, "mode": mode, "filter": f, "snapshot": sids[hnsw]}
+                out.append({"name": f"filter|{qid}|{f}|{mode}", "search": args})
+        args = {"collection": hnsw, "query": text, "as_of": AS_OF, "snapshot": sids[hnsw]}
+        out.append({"name": f"as_of|{qid}", "search": args})
+    text = queries[0][1]
+    for name, bad in (
+        ("mode", {"collection": COLLECTION, "query": text, "mode": "sideways"}),
+        ("collection", {"collection": "no_such_collection", "query": text}),
+        ("field", {"collection": hnsw, "query": text, "filter": "colour = 'red'"}),
+        ("empty", {"collection": COLLECTION, "query": ""}),
+        ("k", {"collection": COLLECTION, "query": text, "k": True}),
+        ("key", {"collection": COLLECTION, "query": text, "ef": 40}),
+        ("params", {"collection": COLLECTION, "query": text, "params": {"depth": -1}}),
+    ):
+        out.append({"name": f"error|{name}", "search": bad})
+    out.append({"name": "collections", "path": "/api/collections", "tool": ("list_collections", {})})
+    for name in sids:
+        out.append({"name": f"collection|{name}", "path": f"/api/collections/{name}"})
+    first_doc = json.loads((DATA / "corpus.jsonl").open(encoding="utf-8").readline())["_id"]
+    for doc_id in (str(first_doc), "no_such_document"):
+        args = {"collection": COLLECTION, "doc_id": doc_id, "snapshot": sid}
+        out.append({"name": f"document|{doc_id}", "tool": ("get_document", args)})
+    for qid, text in queries[:ASK_QUERIES]:
+        out.append({"name": f"ask|{qid}", "ask": {"collection": COLLECTION, "question": text, "snapshot": sid}})
+    out.append({"name": "ask|error", "ask": {"collection": COLLECTION, "question": text, "chunks": 0}})
+    return out
+
+
+def _without_timings(body: str) -> str:
+    """``body`` with a search response's ``"timings":{...}`` cut out (its values are milliseconds of this run)."""
+    return re.sub(r',"timings":\{[^{}]*\}', "", body)
+
+
+def run_http(eng: Engine, calls: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    """Each call's status and body bytes from the HTTP app in process (FastAPI's TestClient)."""
+    from fastapi.testclient import TestClient
+
+    from ranklock.http import create_app
+
+    with TestClient(create_app(eng)) as client:
+        for c in calls:
+            if "search" in c:
+                r = client.post("/api/search", json=c["search"])
+            elif "ask" in c:
+                r = client.post("/api/ask", json=c["ask"])
+            elif "path" in c:
+                r = client.get(c["path"])
+            else:
+                continue
+            yield f"http|{c['name']}", f"status={r.status_code}\n{_without_timings(r.text)}"
+            if "get" in c:
+                r = client.get("/api/search", params=c["get"])
+                yield f"http-get|{c['name']}", f"status={r.status_code}\n{_without_timings(r.text)}"
+
+
+def run_mcp(home: str, calls: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Each call's tool result from ``python -m ranklock mcp`` over stdio (the MCP SDK's client), in order.
+
+    The server runs the code this process imported (its ``src`` on ``PYTHONPATH``), with this
+    process's environment (no query log, no result cache).
+    """
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    src = str(Path(ranklock.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": src}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "ranklock", "mcp", "--home", home], env=env)
+    tools: list[tuple[str, str, dict[str, Any]]] = []
+    for c in calls:
+        if "tool" in c:
+            tools.append((c["name"], *c["tool"]))
+        tools += [(c["name"], kind, c[kind]) for kind in ("search", "ask") if kind in c]
+
+    def shown(result: Any) -> str:
+        text = result.content[0].text if result.content else ""
+        structured = result.structured_content
+        if isinstance(structured, dict):
+            structured = {k: v for k, v in structured.items() if k != "timings"}
+            text = json.dumps(structured, ensure_ascii=False)
+        return f"error={bool(result.is_error)}\n{text}"
+
+    async def main() -> list[tuple[str, str]]:
+        got: list[tuple[str, str]] = []
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                for name, tool, args in tools:
+                    got.append((f"mcp|{name}", shown(await s.call_tool(tool, args))))
+        return got
+
+    return list(anyio.run(main))
+
+
 def run_all(args: argparse.Namespace, sids: dict[str, int]) -> Iterator[dict[str, Any]]:
     _memoise_embedder()
     with Engine(home=args.home, log_queries=False) as eng:
-        for c in cases(args.queries, args.deep, args.variants):
-            out = run_case(c, args.home, sids, eng)
+        if "cli" in args.surfaces:
+            for c in cases(args.queries, args.deep, args.variants):
+                out = run_case(c, args.home, sids, eng)
+                yield {
+                    **{key: c[key] for key in ("collection", "filter", "as_of") if key in c},
+                    "qid": c["qid"],
+                    "mode": c["mode"],
+                    "k": c["k"],
+                    "variant": c["variant"],
+                    "sha256": hashlib.sha256(out.encode("utf-8")).hexdigest(),
+                    "stdout": out,
+                }
+        calls = api_cases(args.variants, sids)
+        served: list[tuple[str, str]] = []
+        if "http" in args.surfaces:
+            served += run_http(eng, calls)
+        if "mcp" in args.surfaces:
+            served += run_mcp(args.home, calls)
+        for name, out in served:
+            surface, _, case = name.partition("|")
             yield {
-                **{key: c[key] for key in ("collection", "filter", "as_of") if key in c},
-                "qid": c["qid"],
-                "mode": c["mode"],
-                "k": c["k"],
-                "variant": c["variant"],
+                "qid": case,
+                "mode": "",
+                "k": 0,
+                "variant": surface,
                 "sha256": hashlib.sha256(out.encode("utf-8")).hexdigest(),
                 "stdout": out,
             }
@@ -247,6 +398,7 @@ def record(args: argparse.Namespace) -> int:
             "queries": args.queries,
             "deep": args.deep,
             "variants": args.variants,
+            "surfaces": args.surfaces,
             "code": str(Path(ranklock.__file__).parent),
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
         }
@@ -283,16 +435,21 @@ def compare(args: argparse.Namespace) -> int:
         header = json.loads(fh.readline())
         base = {_key(r): r for r in map(json.loads, fh)}
     args.queries, args.deep, args.variants = header["queries"], header["deep"], header["variants"]
+    args.surfaces = header.get("surfaces", ["cli"])  # a baseline of before --surfaces holds the CLI's alone
     sids = {k: int(v) for k, v in header.get("snapshots", {COLLECTION: header["snapshot"]}).items()}
     sid = sids[COLLECTION]
     t = time.perf_counter()
     stats = {"searches": 0, "identical": 0, "different": 0, "missing": 0, "sql_texts": 0, "sql_identical": 0}
+    #: Outputs compared per interface (``cli`` counts search_sql texts too), and how many of them differ.
+    surfaces = {name: {"outputs": 0, "different": 0} for name in args.surfaces}
     diffs: list[str] = []
     seen = set()
     for row in run_all(args, sids):
         key = _key(row)
         seen.add(key)
         is_sql = row["variant"] == "search_sql"
+        surface = row["variant"].removesuffix("-get") if row["variant"] in ("http", "http-get", "mcp") else "cli"
+        surfaces[surface]["outputs"] += 1
         stats["sql_texts" if is_sql else "searches"] += 1
         old = base.get(key)
         if old is None:
@@ -305,6 +462,7 @@ def compare(args: argparse.Namespace) -> int:
             stats["sql_identical" if is_sql else "identical"] += 1
         else:
             stats["different"] += 1
+            surfaces[surface]["different"] += 1
             if len(diffs) < 3:
                 diffs.append(
                     "\n".join(
@@ -320,10 +478,12 @@ def compare(args: argparse.Namespace) -> int:
         f"{stats['searches']:>9} {stats['identical']:>9} {stats['sql_texts']:>9} {stats['sql_identical']:>9} "
         f"{stats['different']:>9} {stats['missing']:>8}"
     )
+    print("  ".join(f"{name}: {n['outputs']} outputs, {n['different']} different" for name, n in surfaces.items()))
     for d in diffs:
         print(d)
     summary = {
         **stats,
+        "surfaces": surfaces,
         "snapshot": sid,
         "baseline": str(args.baseline),
         "ignored_fields": args.ignore_field,
@@ -352,6 +512,12 @@ def main() -> int:
     rec.add_argument("--queries", type=int, default=300, help="test queries x 3 modes at k=10")
     rec.add_argument("--deep", type=int, default=50, help="of them, also at k=100 (3 modes)")
     rec.add_argument("--variants", type=int, default=50, help="of them, ts_rank_cd/websearch and search_sql")
+    rec.add_argument(
+        "--surfaces",
+        type=lambda v: [x for x in v.split(",") if x],
+        default=["cli"],
+        help=f"comma-separated, of {', '.join(SURFACES)}: the interfaces whose outputs are recorded",
+    )
     cmp_ = sub.add_parser("compare", help="run the same searches and compare with the baseline")
     cmp_.add_argument("--home", default="/work/bench-identical")
     cmp_.add_argument("--baseline", default="/work/bench-identical/baseline.jsonl")
@@ -364,6 +530,8 @@ def main() -> int:
         "outputs count as identical as always; the others are compared without these keys",
     )
     args = ap.parse_args()
+    if args.cmd == "record" and set(args.surfaces) - set(SURFACES):
+        ap.error(f"--surfaces takes {', '.join(SURFACES)}, got {','.join(args.surfaces)}")
     return record(args) if args.cmd == "record" else compare(args)
 
 

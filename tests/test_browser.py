@@ -161,6 +161,12 @@ def test_search_shows_hits_with_both_branches(page: Page, engine: Engine) -> Non
     )
     assert [m.inner_text().lower() for m in first.query_selector_all("mark")]
     assert f"{len(want.hits)} of k=10" in pg.inner_text("#meta")
+    # The legend and the modes name every branch of the search (ranklock.search.branches.describe).
+    assert pg.inner_text("#legend") == (
+        "lexical contribution 1/(k+rank) semantic contribution 1/(k+rank); the bar is the fused RRF score, "
+        "full width = rank 1 in every branch. ↑/↓ move through the hits."
+    )
+    assert pg.eval_on_selector_all("#mode option", "os => os.map(o => o.value)") == ["hybrid", "lexical", "semantic"]
     # Untrusted text is text: a document's "<b>" is shown, never parsed.
     search(pg, "soup dinner", mode="lexical")
     assert pg.query_selector("#hits b") is None and "<b>not bold</b>" in pg.inner_text("#hits")

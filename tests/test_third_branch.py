@@ -11,6 +11,7 @@ as it is.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -22,6 +23,7 @@ from fakes import use_hash_embedder
 from ranklock import Document, Engine
 from ranklock.search import branches
 from ranklock.search.lexical import LexicalBranch
+from ranklock.search.results import BranchSignal, Hit
 from ranklock.search.rrf import rrf_weight_sql, tie_window
 from ranklock.search.semantic import SemanticBranch
 from ranklock.search.spec import BranchContext, SearchSpec, Signal, where_sql
@@ -38,6 +40,7 @@ class EuclidBranch:
     signal: ClassVar[Signal] = Signal("euclid_rank", "euclid_distance", "dist", "float8")
     ranks_every_document: ClassVar[bool] = True
     can_fall_short: ClassVar[bool] = False
+    echo_keys: ClassVar[tuple[str, ...]] = ()
 
     qvec: Any
 
@@ -55,6 +58,9 @@ class EuclidBranch:
 
     def settings(self) -> list[tuple[str, str]]:
         return []
+
+    def echo(self) -> dict[str, Any]:
+        return {}
 
     def params(self, spec: SearchSpec) -> Mapping[str, Any]:
         return {"euc_qvec": self.qvec, "euc_fetch": spec.depth * max(1, spec.max_chunks_per_doc)}
@@ -94,6 +100,13 @@ def three(engine: Engine, cname: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return cname
 
 
+def signal(hit: Hit, name: str) -> BranchSignal:
+    """The signals of branch ``name`` in ``hit`` (every registry branch has some)."""
+    sig = hit.signal(name)
+    assert sig is not None, name
+    return sig
+
+
 def _weights(ranks: dict[str, int]) -> dict[str, float]:
     """rrf/2 by hand (see tests/test_search.py): a tie block shares the weights of its positions."""
     blocks: dict[int, int] = {}
@@ -113,7 +126,7 @@ def test_hybrid_fuses_the_third_branch_exactly(engine: Engine, three: str) -> No
     hyb = engine.search(three, q, k=5)
     single = {m: engine.search(three, q, k=5, mode=m) for m in ("lexical", "semantic", "euclid")}
     per_branch = {
-        m: _weights({h.doc_id: h.signals[m].rank for h in res.hits if h.signals[m].rank is not None})
+        m: _weights({h.doc_id: rank for h in res.hits if (rank := signal(h, m).rank) is not None})
         for m, res in single.items()
     }
     fused: dict[str, float] = {}
@@ -123,16 +136,63 @@ def test_hybrid_fuses_the_third_branch_exactly(engine: Engine, three: str) -> No
     expected = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
     assert [(h.doc_id, h.score) for h in hyb.hits] == expected
     for h in hyb.hits:
-        assert set(h.signals) == {"lexical", "semantic", "euclid"}
-        assert (
-            h.signals["euclid"]
-            == single["euclid"].hits[[x.doc_id for x in single["euclid"].hits].index(h.doc_id)].signals["euclid"]
-        )
+        assert [s.name for s in h.signals] == ["lexical", "semantic", "euclid"]  # registry order
+        alone = single["euclid"].hits[[x.doc_id for x in single["euclid"].hits].index(h.doc_id)]
+        # The same rank and distance; the tie groups are each result's own.
+        assert signal(h, "euclid")[:3] == signal(alone, "euclid")[:3]
     # The two identical documents tie in all three branches: one tie group, one score.
     a, b = (next(h for h in hyb.hits if h.doc_id == d) for d in ("a", "b"))
     assert a.score == b.score and a.tie_group == b.tie_group is not None
-    # The JSON keeps today's keys; the third branch's signals are in Hit.signals.
-    assert "euclid_rank" not in hyb.to_json()
+    # The JSON keeps today's keys, and shows the third branch under the keys its Signal names, after them.
+    keys = list(json.loads(hyb.to_json())["hits"][0])
+    assert keys[keys.index("score") + 1 : keys.index("char_start")] == [
+        "lexical_rank",
+        "lexical_score",
+        "semantic_rank",
+        "semantic_distance",
+        "euclid_rank",
+        "euclid_distance",
+    ]
+    # The two identical documents tie in every branch too: each branch's signal carries the group.
+    assert [s.tie_group for s in a.signals] == [s.tie_group for s in b.signals] == [a.tie_group] * 3
+
+
+def test_a_result_read_back_from_its_json_or_the_cache_is_the_same_result(engine: Engine, three: str) -> None:
+    res = engine.search(three, "bread harbour", k=5)
+    # Its signals, each branch's tie groups with them, come back from the keys the branches name.
+    back = branches.read_result(json.loads(res.to_json(timings=True)))
+    assert back == res and back.hits[0].euclid_rank == signal(res.hits[0], "euclid").rank
+    engine.settings.result_cache = True
+    try:
+        first = engine.search(three, "bread harbour", k=5)
+        cached = engine.search(three, "bread harbour", k=5)
+    finally:
+        engine.settings.result_cache = False
+    assert "cache_ms" in cached.timings and "cache_ms" not in first.timings
+    assert [h.signals for h in cached.hits] == [h.signals for h in first.hits] == [h.signals for h in res.hits]
+
+
+def test_the_page_and_the_cli_show_the_third_branch(
+    engine: Engine, three: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from ranklock.cli.render import render_search
+    from ranklock.http import create_app
+
+    page = TestClient(create_app(engine)).get("/").text
+    listed = json.loads(page.split('<script id="branches" type="application/json">')[1].split("</script>")[0])
+    assert [(b["name"], b["rank_key"], b["raw_key"]) for b in listed] == [
+        ("lexical", "lexical_rank", "lexical_score"),
+        ("semantic", "semantic_rank", "semantic_distance"),
+        ("euclid", "euclid_rank", "euclid_distance"),
+    ]
+    res = engine.search(three, "bread", k=1, mode="euclid")
+    capsys.readouterr()
+    render_search(res, "text")
+    line = capsys.readouterr().out.splitlines()[0]
+    sig = signal(res.hits[0], "euclid")
+    assert f"lex -  sem -  euc #{sig.rank} ({sig.raw:.3f})" in line
 
 
 def test_the_third_branch_is_logged_and_replays(engine: Engine, three: str) -> None:
@@ -147,8 +207,8 @@ def test_the_third_branch_is_logged_and_replays(engine: Engine, three: str) -> N
 
 def test_the_mode_of_the_third_branch_runs_it_alone(engine: Engine, three: str) -> None:
     res = engine.search(three, "bread", k=5, mode="euclid")
-    assert [h.signals["lexical"].rank for h in res.hits] == [None] * 5
-    dists = [h.signals["euclid"].raw for h in res.hits]
+    assert [signal(h, "lexical").rank for h in res.hits] == [None] * 5
+    dists = [signal(h, "euclid").raw for h in res.hits]
     assert dists == sorted(dists)
     assert res.complete is True
     text, _ = engine.search_sql(three, "bread", k=5, mode="euclid")

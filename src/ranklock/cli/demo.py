@@ -12,7 +12,7 @@ from rich.table import Table
 
 # typer vendors its own click; its parser raises these.
 from ._common import DsnOpt, HomeOpt, console, engine, progress_bar
-from .render import clip
+from .render import branch_ranks, clip
 
 __all__ = ["DEMO_QUERIES", "JOURNAL_QUERIES", "demo_corpus_path", "run_demo", "run_journal_demo"]
 
@@ -75,18 +75,14 @@ def run_demo(eng: Any, console: Console, progress_bar: Any) -> None:
 
 
 def _print_searches(eng: Any, console: Console, collection: str, queries: list[str]) -> None:
+    from ..search.branches import short_names as branch_short_names
+
     for q in queries:
         res = eng.search(collection, q, k=3)
-        table = Table("#", "doc", "fused", "lex rank", "sem rank", "text", title=f"hybrid: {q!r}")
+        ranks = [f"{name} rank" for name in branch_short_names()]
+        table = Table("#", "doc", "fused", *ranks, "text", title=f"hybrid: {q!r}")
         for h in res.hits:
-            table.add_row(
-                str(h.rank),
-                h.doc_id,
-                f"{h.score:.5f}",
-                "-" if h.lexical_rank is None else str(h.lexical_rank),
-                "-" if h.semantic_rank is None else str(h.semantic_rank),
-                clip(h.text, 70),
-            )
+            table.add_row(str(h.rank), h.doc_id, f"{h.score:.5f}", *branch_ranks(h), clip(h.text, 70))
         console.print(table)
 
 

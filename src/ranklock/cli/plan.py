@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json, progress_bar
-from .render import clip
+from .render import branch_ranks, clip
 
 #: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
@@ -116,7 +116,9 @@ def search_request_command(
         return
     res = out.result
     expl = {e.doc_id: e for e in out.explanations or []}
-    cols = ["#", "doc", "name (display only)", "score", "lex", "sem"]
+    from ..search.branches import short_names
+
+    cols = ["#", "doc", "name (display only)", "score", *short_names()]
     if explain:
         cols += ["constraints met", "preferences", "moved"]
     else:
@@ -131,8 +133,7 @@ def search_request_command(
             h.doc_id,
             name,
             f"{h.score:.5f}",
-            "-" if h.lexical_rank is None else str(h.lexical_rank),
-            "-" if h.semantic_rank is None else str(h.semantic_rank),
+            *branch_ranks(h),
         ]
         if explain and e is not None:
             ok = sum(c.satisfied for c in e.constraints)

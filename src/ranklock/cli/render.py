@@ -24,7 +24,7 @@ import sys
 import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -34,8 +34,12 @@ from rich.text import Text
 
 from ..errors import InputError
 
+if TYPE_CHECKING:
+    from ..search.results import BranchSignal
+
 __all__ = [
     "FORMATS",
+    "branch_ranks",
     "clip",
     "FormatOpt",
     "query_terms",
@@ -170,10 +174,23 @@ def snippet(text: str, terms: Sequence[str], width: int, lines: int = 2) -> list
     return out
 
 
-def _branch(rank: int | None, value: float | None, label: str, fmt: str) -> str:
-    if rank is None:
+def branch_ranks(hit: Any) -> list[str]:
+    """Each branch's rank of ``hit`` for a table cell, in branch order (``-``: it did not rank it)."""
+    return ["-" if sig.rank is None else str(sig.rank) for sig in hit.signals]
+
+
+#: The colour of each branch's signals in a hit line, in branch order (ranklock.search.branches).
+BRANCH_STYLES = ("blue", "dark_orange", "magenta", "green")
+
+
+def _branch(sig: BranchSignal) -> str:
+    """One branch's signals in a hit line: its short name (``lex``), rank and raw score, or a dash."""
+    from ..search.branches import short_name
+
+    label = short_name(sig.name)
+    if sig.rank is None:
         return f"{label} -"
-    return f"{label} #{rank} ({fmt.format(value)})"
+    return f"{label} #{sig.rank} ({sig.keys.raw_format.format(sig.raw)})"
 
 
 def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") -> None:
@@ -199,10 +216,10 @@ def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") 
         head.append(h.doc_id, style="bold cyan")
         if h.chunk:
             head.append(f" [chunk {h.chunk}]")
-        head.append(f"  fused {h.score:.5f}  ")
-        head.append(_branch(h.lexical_rank, h.lexical_score, "lex", "{:.3f}"), style="blue")
-        head.append("  ")
-        head.append(_branch(h.semantic_rank, h.semantic_distance, "sem", "d {:.3f}"), style="dark_orange")
+        head.append(f"  fused {h.score:.5f}")
+        for i, sig in enumerate(h.signals):
+            head.append("  ")
+            head.append(_branch(sig), style=BRANCH_STYLES[i % len(BRANCH_STYLES)])
         if h.tie_group is not None:
             head.append(f"  tie {h.tie_group}", style="yellow")
         console.print(head, overflow="fold")

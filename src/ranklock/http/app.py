@@ -18,6 +18,7 @@ Every error, whatever raised it, is JSON of one shape,
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -244,7 +245,7 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
 
     @app.get("/", response_class=HTMLResponse)
     def page() -> str:
-        return (resources.files("ranklock.http") / "static" / "index.html").read_text(encoding="utf-8")
+        return search_page()
 
     @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
     def docs() -> str:
@@ -348,6 +349,21 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         return Response(content=ans.to_json(), media_type="application/json")
 
     return app
+
+
+#: Where the page's branch list goes (an empty list in the static file).
+_BRANCHES_SLOT = '<script id="branches" type="application/json">[]</script>'
+
+
+def search_page() -> str:
+    """The page (static/index.html) with the search's branches written in (ranklock.search.branches.describe),
+    so it shows each one's signals under the keys it names, and offers its mode."""
+    from ..search.branches import describe
+
+    html = (resources.files("ranklock.http") / "static" / "index.html").read_text(encoding="utf-8")
+    # Constants of the branch classes; "</" escaped all the same, so no value can end the script element.
+    branches = json.dumps(describe(), ensure_ascii=False).replace("</", "<\\/")
+    return html.replace(_BRANCHES_SLOT, _BRANCHES_SLOT.replace("[]", branches))
 
 
 def _docs_page(spec: dict[str, Any]) -> str:

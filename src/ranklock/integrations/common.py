@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine import Engine
-from ..search.results import Hit, SearchResult
+from ..search.results import Hit, SearchResult, signal_fields
 
 __all__ = ["engine_from", "hit_metadata", "run_search"]
 
@@ -39,10 +39,7 @@ def hit_metadata(result: SearchResult, hit: Hit) -> dict[str, Any]:
         "chunk": hit.chunk,
         "rank": hit.rank,
         "score": hit.score,
-        "lexical_rank": hit.lexical_rank,
-        "lexical_score": hit.lexical_score,
-        "semantic_rank": hit.semantic_rank,
-        "semantic_distance": hit.semantic_distance,
+        **signal_fields(hit.signals),
         "tie_group": hit.tie_group,
         "char_start": hit.char_start,
         "char_end": hit.char_end,

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from ..collection import CollectionInfo
 from ..errors import QueryError
 from ..search.protocol import Searcher
-from ..search.results import SearchResult
+from ..search.results import SearchResult, WithSignals
 from ..settings import REQUEST
 from ..snapshot.segments import chunks_sql, live_documents_sql, live_sql, read_layout
 from ..store.database import Database
@@ -62,17 +62,13 @@ class ConstraintCheck(BaseModel):
     satisfied: bool
 
 
-class HitExplanation(BaseModel):
-    """Why a hit is where it is."""
+class HitExplanation(WithSignals):
+    """Why a hit is where it is; its branch signals shown as the hit shows them (ranklock.search.results)."""
 
     rank: int
     doc_id: str
     tie_group: int | None = None
     score: float
-    lexical_rank: int | None
-    lexical_score: float | None
-    semantic_rank: int | None
-    semantic_distance: float | None
     constraints: list[ConstraintCheck] = Field(default_factory=list)
     preferences_matched: list[str] = Field(default_factory=list)
     rank_without_preferences: int | None = None
@@ -209,10 +205,7 @@ def explain_hits(
                 doc_id=h.doc_id,
                 tie_group=h.tie_group,
                 score=h.score,
-                lexical_rank=h.lexical_rank,
-                lexical_score=h.lexical_score,
-                semantic_rank=h.semantic_rank,
-                semantic_distance=h.semantic_distance,
+                signals=h.signals,
                 constraints=checks,
                 preferences_matched=matched,
                 rank_without_preferences=without,

@@ -30,6 +30,8 @@ from psycopg.types.json import Jsonb
 
 from ..errors import QueryError
 from ..limits import MAX_K
+from ..search.ties import branch_tie_groups
+from ..settings import REQUEST
 from .base import Reranker
 
 if TYPE_CHECKING:
@@ -60,6 +62,8 @@ def rerank_result(result: SearchResult, reranker: Reranker, n: int, k: int) -> S
     order = [[h.doc_id, h.chunk, h.rank, s] for h, s in ranked]
     hits = [h for h, _s in ranked] + list(tail)
     hits = [h.model_copy(update={"rank": i, "tie_group": None}) for i, h in enumerate(hits[:k], start=1)]
+    # A branch's ties are still ties: numbered by the new ranks (ranklock.search.ties).
+    hits = branch_tie_groups(hits)
     params = {**result.params, "rerank": {"reranker": reranker.info().to_dict(), "n": n, "order": order}}
     return result.model_copy(update={"hits": hits, "k": k, "params": params})
 
@@ -78,7 +82,7 @@ def reranked_search(
 ) -> SearchResult:
     """``search`` for ``max(k, n)`` fused hits, reranked (:func:`rerank_result`), the rerank logged beside the search."""
     n = check_rerank(n)
-    k = kwargs.get("k", 10)
+    k = kwargs.get("k", REQUEST.k)
     if isinstance(k, bool) or not isinstance(k, int):
         raise QueryError(f"k must be an integer, got {k!r}.")
     fused = search(name, query, **{**kwargs, "k": max(k, n)})

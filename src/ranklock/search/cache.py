@@ -96,8 +96,6 @@ def lookup_steps(
     rec: CachedSearch, key_hash: str
 ) -> Steps[tuple[SearchResult, dict[str, list[list[Any]]] | None] | None]:
     """The cached result with its texts rehydrated, and the branch candidates if stored; on the primary."""
-    from .results import SearchResult
-
     found = yield Fetch(
         "SELECT payload, branches FROM ranklock.result_cache WHERE snapshot_id = %s AND cache_key = %s",
         [rec.snapshot_id, key_hash],
@@ -124,11 +122,9 @@ def lookup_steps(
     # entry: equal fingerprints may come from differently spaced query text.
     payload["query"] = rec.request["query"]
     payload["filter"] = rec.request.get("filter")
-    result = SearchResult.model_validate(payload)
-    from .branches import signals_from_fields
+    from .branches import read_result
 
-    for hit in result.hits:
-        hit.signals = signals_from_fields(hit)
+    result = read_result(payload)
     branches = None if row["branches"] is None else json.loads(row["branches"])
     return result, branches
 

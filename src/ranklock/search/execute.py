@@ -40,7 +40,7 @@ from ..snapshot.rules import rules_of
 from ..snapshot.segments import Layout
 from ..store.database import Database
 from ..store.steps import Block, Fetch, Steps
-from .branches import prepare_branches
+from .branches import prepare_branches, registry
 from .completeness import judge
 from .fusion import build_search_sql, read_hits, settings_sql, shortfall_column
 from .request import SearchRequest, parse_as_of
@@ -248,8 +248,9 @@ def execute_steps(
             warnings.append(short.shortfall(got, want, fallback=False))
     truncation = judge(spec, scope, len(rows), truncation, warnings)
     params: dict[str, Any] = {"matching_chunks": scope.chunks, "exact_threshold": sp.exact_threshold}
-    if spec.uses("semantic"):
-        params["vector_fallback"] = notes.get("semantic")
+    for b in spec.branches:
+        if b.can_fall_short:
+            params[cast(FallsShort, b).fallback_key] = notes.get(b.name)
     return SearchRun(
         rows=rows,
         spec=spec,
@@ -296,7 +297,7 @@ def search_steps(
     record = SearchRecord.start(primary, settings, coll=coll, snap=snap, spec=spec, request=req.as_log())
     spec = dataclasses.replace(spec, capture_branches=record.wants_branches)
     statement = build_search_sql(spec)
-    record.statement(*statement)
+    record = record.with_statement(*statement)
     cached = yield from record.cached_steps(timings, t0)
     if cached is not None:
         return cached  # the result cache lives on the primary: served_by stays "primary"
@@ -304,12 +305,17 @@ def search_steps(
     # Settings, the search, and an exact rescan if a branch came back short: one transaction on
     # one connection, every statement under the timeout.
     run: SearchRun = yield Block(execute_steps(spec, statement, sp, scope), timeout=timeout)
-    record.capture_branches(run.spec, run.rows)
+    record = record.with_branches(run.spec, run.rows)
     timings["sql_ms"] = (time.perf_counter() - t1) * 1000
-    hits = read_hits(run.rows)
     # Hits the rankers cannot tell apart share a tie group (ranklock.search.ties).
-    warnings = [*setup.warnings, *assign_tie_groups(hits)]
+    hits, ties = assign_tie_groups(read_hits(run.rows))
+    warnings = [*setup.warnings, *ties, *run.warnings]
     timings["total_ms"] = (time.perf_counter() - t0) * 1000
+    route = current_route()
+    if route is not None:
+        timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
+        if route.warning:
+            warnings.append(route.warning)
     filt = req.filter
     result = SearchResult(
         query=req.query,
@@ -326,26 +332,23 @@ def search_steps(
         matching_count=run.scope.documents,
         complete=run.complete,
         truncation=run.truncation,
-        warnings=warnings + list(run.warnings),
+        warnings=warnings,
         timings=timings,
+        served_by="primary" if route is None else route.served_by,
     )
-    route = current_route()
-    result.served_by = "primary" if route is None else route.served_by
-    if route is not None:
-        result.timings["replica_wait_ms"] = route.waited_ms  # polling replicas' replay before this node served
-        if route.warning:
-            result.warnings.append(route.warning)
-    yield from record.finish_steps(result)  # after every field is final: the log and cache keep its digest
-    return result
+    # After every field is final: the log and cache keep its digest; the result as logged (its query_id).
+    logged: SearchResult = yield from record.finish_steps(result)
+    return logged
 
 
 def echo_params(run: SearchRun, coll: CollectionInfo, sp: SearchParams, timeout: float | None) -> dict[str, Any]:
     """The parameters a result echoes: what shaped it, in a fixed order (the order is part of its JSON bytes)."""
-    from .semantic import SemanticBranch
-
     spec = run.spec
-    sem = spec.branch("semantic")
-    vector = sem.echo() if isinstance(sem, SemanticBranch) else dict.fromkeys(SemanticBranch.ECHO_KEYS)
+    # Each registry branch's plan, in registry order; the keys of one that did not serve hold None.
+    plans: dict[str, Any] = {}
+    for kind in registry():
+        served = spec.branch(kind.name)
+        plans.update(served.echo() if served is not None else dict.fromkeys(kind.echo_keys))
     out: dict[str, Any] = {
         "depth": spec.depth,
         "rrf_k": spec.rrf_k,
@@ -353,7 +356,7 @@ def echo_params(run: SearchRun, coll: CollectionInfo, sp: SearchParams, timeout:
         "query_syntax": sp.query_syntax,
         "language": coll.language,
         "accent": coll.accent,
-        **vector,
+        **plans,
         **run.params,
         "embedder_id": coll.embedder_id,
         "embedder_sha256": coll.embedder_sha256,

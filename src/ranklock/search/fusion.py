@@ -6,7 +6,7 @@ then chunk number at every step: in the per-document window, at each branch's
 LIMIT and in the outer ORDER BY, so equal scores can never reorder between
 runs.  The same filter predicate is placed in every branch.
 
-Each branch (ranklock.search.branch) first keeps one chunk per document (its
+Each branch (ranklock.search.spec.Branch) first keeps one chunk per document (its
 best), then ranks documents; fusion is Reciprocal Rank Fusion, ``sum 1 /
 (rrf_k + rank)`` over the branches with ranks counted from 1, written once
 for any number of branches.  Branch ranks are competition ranks (``rank()``):
@@ -237,24 +237,26 @@ def _branches_column(spec: SearchSpec) -> sql.Composable:
 
 
 def read_hits(rows: Sequence[Mapping[str, Any]]) -> list[Hit]:
-    """The hits of the statement's rows, every registry branch's signals by name."""
+    """The hits of the statement's rows, every registry branch's signals by name (tie groups not yet set)."""
+    kinds = registry()
     hits = []
     for r in rows:
-        signals = {
-            kind.name: BranchSignal(
-                rank=None if r[kind.signal.rank_key] is None else int(r[kind.signal.rank_key]),
-                raw=None if r[kind.signal.raw_key] is None else float(r[kind.signal.raw_key]),
+        signals = tuple(
+            BranchSignal(
+                kind.name,
+                None if r[kind.signal.rank_key] is None else int(r[kind.signal.rank_key]),
+                None if r[kind.signal.raw_key] is None else float(r[kind.signal.raw_key]),
+                kind.signal,
             )
-            for kind in registry()
-        }
+            for kind in kinds
+        )
         hits.append(
-            Hit.of(
+            Hit(
                 rank=int(r["rank"]),
                 doc_id=r["doc_id"],
                 chunk=int(r["chunk"]),
                 score=float(r["score"]),
                 signals=signals,
-                keys={kind.name: kind.signal for kind in registry()},
                 char_start=int(r["char_start"]),
                 char_end=int(r["char_end"]),
                 text=r["text"],

@@ -57,9 +57,11 @@ class LexicalBranch:
     name: ClassVar[str] = "lexical"
     alias: ClassVar[str] = "l"
     cte: ClassVar[str] = "lex"
-    signal: ClassVar[Signal] = Signal("lexical_rank", "lexical_score", "score", "float8")
+    signal: ClassVar[Signal] = Signal("lexical_rank", "lexical_score", "score", "float8", "BM25")
     ranks_every_document: ClassVar[bool] = False
     can_fall_short: ClassVar[bool] = False
+    #: Its parameters (ranker, syntax, k1, b) are the search's own, echoed with them.
+    echo_keys: ClassVar[tuple[str, ...]] = ()
 
     #: The normalised query text.
     query: str
@@ -190,3 +192,6 @@ lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
     @property
     def approximate(self) -> bool:
         return False
+
+    def echo(self) -> dict[str, Any]:
+        return {}

@@ -18,10 +18,14 @@ says whether the search statement must return the branch candidates too
 (``SearchSpec.capture_branches``: one statement, no second search), serves
 from the result cache keyed by that statement, and logs and caches the
 finished result.  It keeps those concerns out of the (shared) search method.
+It is frozen: each step that learns something (the statement, the branches'
+candidates) returns a new record, and the hooks return the result as it is
+returned (its ``query_id``), a copy of the one they were given.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
@@ -93,7 +97,7 @@ def final_order(result: SearchResult) -> list[list[Any]]:
     """The final hits as ``[doc_id, chunk, rank, score]`` then each branch's rank and raw score, in registry
     order: ``[…, lex rank, lex score, sem rank, sem distance]``."""
     return [
-        [h.doc_id, h.chunk, h.rank, h.score, *(x for sig in h.signals.values() for x in (sig.rank, sig.raw))]
+        [h.doc_id, h.chunk, h.rank, h.score, *(x for sig in h.signals for x in (sig.rank, sig.raw))]
         for h in result.hits
     ]
 
@@ -124,9 +128,9 @@ def replaying() -> Iterator[list[dict[str, Any]]]:
         _REPLAY.reset(token)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchRecord:
-    """What one search needs for the query log and the result cache."""
+    """What one search needs for the query log and the result cache; each step returns a new record."""
 
     db: Database
     settings: Settings
@@ -137,10 +141,12 @@ class SearchRecord:
     manifest_hash: str | None
     request: dict[str, Any]
     fingerprint: str
-    #: The statement that runs (set by :meth:`statement` once it is built): the cache key hashes it.
+    #: The statement that runs (:meth:`with_statement`, once it is built): the cache key hashes it.
     sql_query: sql.Composable = field(default_factory=lambda: sql.SQL(""))
     sql_params: dict[str, Any] = field(default_factory=dict)
+    #: Each branch's candidates, as the statement (:meth:`with_branches`) or the cache entry reported them.
     branches: dict[str, list[list[Any]]] | None = None
+    #: The result cache's key of the statement (set with it, when the cache is on).
     cache_key: tuple[str, dict[str, Any]] | None = None
     _capture: list[dict[str, Any]] | None = field(default=None, repr=False)
 
@@ -171,9 +177,15 @@ class SearchRecord:
             _capture=_REPLAY.get(),
         )
 
-    def statement(self, query: sql.Composable, params: dict[str, Any]) -> None:
-        """The statement the search runs (built once :attr:`wants_branches` was known): the cache keys on it."""
-        self.sql_query, self.sql_params = query, params
+    def with_statement(self, query: sql.Composable, params: dict[str, Any]) -> SearchRecord:
+        """This record with the statement the search runs (built once :attr:`wants_branches` was known), and
+        the cache key of it when the cache is on."""
+        rec = dataclasses.replace(self, sql_query=query, sql_params=params)
+        if not rec.caching:
+            return rec
+        from .cache import cache_key
+
+        return dataclasses.replace(rec, cache_key=cache_key(rec))
 
     # -- policy --------------------------------------------------------------
 
@@ -193,53 +205,56 @@ class SearchRecord:
     # -- the hooks the search calls ------------------------------------------
 
     def cached_steps(self, timings: dict[str, float], t0: float) -> Steps[SearchResult | None]:
-        """The cached result of this exact request, or None (then search runs)."""
-        if not self.caching:
+        """The cached result of this exact request (logged, when the log is on), or None (then search runs)."""
+        if self.cache_key is None:
             return None
-        from .cache import cache_key, lookup_steps
+        from .cache import lookup_steps
 
         t = time.perf_counter()
-        self.cache_key = cache_key(self)
         found = yield from lookup_steps(self, self.cache_key[0])
         if found is None:
             return None
         result, branches = found
         if self.logging and branches is None:
             return None  # the entry lacks what the log needs: run the search and refresh it
-        self.branches = branches
-        timings["cache_ms"] = (time.perf_counter() - t) * 1000
-        timings["total_ms"] = (time.perf_counter() - t0) * 1000
-        result.timings = timings
+        timings = {
+            **timings,
+            "cache_ms": (time.perf_counter() - t) * 1000,
+            "total_ms": (time.perf_counter() - t0) * 1000,
+        }
+        result = result.model_copy(update={"timings": timings})
         if self.logging:
-            result.query_id = yield from self._log(result, cached=True)
+            result = yield from dataclasses.replace(self, branches=branches)._logged_steps(result, cached=True)
         return result
 
-    def capture_branches(self, spec: SearchSpec, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Read each branch's candidates from the search statement's ``branches`` column.
+    def with_branches(self, spec: SearchSpec, rows: Sequence[Mapping[str, Any]]) -> SearchRecord:
+        """This record with each branch's candidates, read from the search statement's ``branches`` column.
 
         The statement was built for them (``spec.capture_branches``), so the
         statement that served the result also reported what fusion saw, with
         no second statement.  An empty result means every branch was empty.
         """
         if not self.wants_branches:
-            return
+            return self
         got: dict[str, list[list[Any]]] = rows[0]["branches"] if rows else {}
-        self.branches = {b.name: got.get(b.name, []) for b in spec.branches}
+        return dataclasses.replace(self, branches={b.name: got.get(b.name, []) for b in spec.branches})
 
-    def finish_steps(self, result: SearchResult) -> Steps[None]:
-        """Log the finished result (sets ``result.query_id``) and store it in the cache."""
+    def finish_steps(self, result: SearchResult) -> Steps[SearchResult]:
+        """Log the finished result and store it in the cache; the result as returned (its ``query_id``, or the
+        warning of a failed log write)."""
         if self._capture is not None:
             self._capture.append(self.entry(result))
-            return
+            return result
         if self.logging:
-            result.query_id = yield from self._log(result, cached=False)
+            result = yield from self._logged_steps(result, cached=False)
             if result.query_id is None:
-                return  # the logging warning belongs to this answer only: never cache it
+                return result  # the logging warning belongs to this answer only: never cache it
         if self.caching:
             from .cache import cache_key, store_steps
 
             key = self.cache_key or cache_key(self)
             yield from store_steps(self.snapshot_id, self.manifest_hash, key, result, self.branches)
+        return result
 
     # -- log rows ---------------------------------------------------------------
 
@@ -251,8 +266,15 @@ class SearchRecord:
             "manifest_hash": self.manifest_hash,
         }
 
-    def _log(self, result: SearchResult, *, cached: bool) -> Steps[int | None]:
-        """Insert the log row and return its id; on failure warn (result and logger) and return None.
+    def _logged_steps(self, result: SearchResult, *, cached: bool) -> Steps[SearchResult]:
+        """``result`` logged: with its ``query_id``, or, when the write failed, a warning saying so."""
+        query_id, warning = yield from self._log(result, cached=cached)
+        if warning is not None:
+            return result.model_copy(update={"warnings": [*result.warnings, warning]})
+        return result.model_copy(update={"query_id": query_id})
+
+    def _log(self, result: SearchResult, *, cached: bool) -> Steps[tuple[int | None, str | None]]:
+        """Insert the log row; its id, or None and the warning of a failed write (also logged).
 
         A full disk or any other failure of the log write must not cost the
         caller an answer that is complete: the search stands, loudly unlogged.
@@ -292,8 +314,7 @@ class SearchRecord:
                 "(RANKLOCK_LOG_QUERIES=0 turns logging off)."
             )
             log.warning(message)
-            result.warnings.append(message)
-            return None
+            return None, message
         if not rows:
             message = (
                 f"query log: this search was not logged: a purge changed snapshot {self.snapshot_id} while it ran "
@@ -301,8 +322,7 @@ class SearchRecord:
                 "started. Search again for a logged, replayable answer."
             )
             log.warning(message)
-            result.warnings.append(message)
-            return None
+            return None, message
         query_id = int(rows[0]["id"])
         from ..store.log_retention import QUERY_LOG, RetentionPolicy, schedule_for
 
@@ -311,7 +331,7 @@ class SearchRecord:
         policy, schedule = RetentionPolicy.from_settings(self.settings), schedule_for(self.db)
         if schedule.logged(QUERY_LOG, int(rows[0]["bytes"] or 0), policy):
             yield Offload(lambda: schedule.run(self.db, QUERY_LOG, policy))
-        return query_id
+        return query_id, None
 
 
 # -- replay -------------------------------------------------------------------------

@@ -1,26 +1,89 @@
-"""The shape of a search response.  Its JSON is stable: same input, same bytes."""
+"""The shape of a search response.  Its JSON is stable: same input, same bytes.
+
+A hit carries what every branch said of it as one :class:`BranchSignal` per branch of the
+registry (ranklock.search.branches), in registry order; its JSON shows each branch as the two
+keys its :class:`~.spec.Signal` names (``lexical_rank``, ``lexical_score``, ``semantic_rank``,
+``semantic_distance``), derived from the signals, right after ``score``, and the same names read
+them as attributes (``hit.lexical_rank``).  Nothing outside the search names a branch's fields: a
+third branch shows up with its own keys.
+
+Results are frozen: a step that changes one (a page, a rerank, the query log's id) returns a copy.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, SkipValidation, model_serializer
 
-if TYPE_CHECKING:
-    from .spec import Signal
+from .spec import Signal
 
-__all__ = ["BranchSignal", "Hit", "SearchResult", "SnapshotRef"]
+__all__ = ["BranchSignal", "Hit", "SearchResult", "SnapshotRef", "WithSignals", "signal_fields"]
 
 
 class BranchSignal(NamedTuple):
-    """What one branch said of a hit: its competition rank and raw score (None: it did not rank it)."""
+    """What one branch said of a hit: its competition rank and raw score (None: it did not rank it).
 
+    ``tie_group``: the hits of the result this branch cannot tell apart (the same raw score, hence
+    the same rank) share one, the best hit rank among them (ranklock.search.ties); None when no other
+    hit of the result shares this one's.  ``keys`` is the branch's :class:`~.spec.Signal`: its JSON keys.
+    """
+
+    name: str
     rank: int | None
     raw: float | None
+    keys: Signal
+    tie_group: int | None = None
 
 
-class Hit(BaseModel):
+def signal_fields(signals: Sequence[BranchSignal]) -> dict[str, int | float | None]:
+    """The JSON keys of ``signals``, in their order: each branch's rank and raw score under its own names."""
+    out: dict[str, int | float | None] = {}
+    for sig in signals:
+        out[sig.keys.rank_key] = sig.rank
+        out[sig.keys.raw_key] = sig.raw
+    return out
+
+
+class WithSignals(BaseModel):
+    """A model that carries a hit's branch signals (a :class:`Hit`, a plan's explanation of one): its JSON shows
+    them as the keys their :class:`~.spec.Signal` names, right after ``score``, and the same names read them as
+    attributes (``hit.lexical_rank``)."""
+
+    #: Every registry branch's signals, in registry order (one per branch, a rank of None where it did not
+    #: rank the hit or did not run).  Built by the search (ranklock.search.fusion), never from input: not
+    #: validated again.
+    signals: SkipValidation[tuple[BranchSignal, ...]] = Field(default=(), exclude=True, repr=False)
+
+    @model_serializer(mode="wrap")
+    def _with_signals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in handler(self).items():
+            out[key] = value
+            if key == "score":
+                out.update(signal_fields(self.signals))
+        return out
+
+    def signal(self, name: str) -> BranchSignal | None:
+        """The signals of the branch called ``name``, or None when no such branch exists."""
+        return next((sig for sig in self.signals if sig.name == name), None)
+
+    def __getattr__(self, name: str) -> int | float | None:
+        # A branch's rank and raw score by their JSON keys (``hit.lexical_rank``), read from the signals as the
+        # JSON is: every branch's, with no attribute of its own to declare.  Only names that are no field get here.
+        signals: tuple[BranchSignal, ...] = self.__dict__.get("signals", ())
+        for sig in signals:
+            if name == sig.keys.rank_key:
+                return sig.rank
+            if name == sig.keys.raw_key:
+                return sig.raw
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+class Hit(WithSignals):
+    model_config = ConfigDict(frozen=True)
+
     rank: int
     doc_id: str
     chunk: int
@@ -28,10 +91,6 @@ class Hit(BaseModel):
         description="Fused RRF score: sum over branches of 1/(rrf_k + rank); n documents tied at rank r share the "
         "weights of positions r..r+n-1 (rule rrf/2)."
     )
-    lexical_rank: int | None
-    lexical_score: float | None
-    semantic_rank: int | None
-    semantic_distance: float | None
     char_start: int
     char_end: int
     text: str
@@ -40,41 +99,6 @@ class Hit(BaseModel):
         description="Hits sharing a tie group have identical ranking signals; their order within "
         "the group (by doc_id, then chunk) carries no meaning.",
     )
-    #: Every branch's signals by branch name (ranklock.search.branches); the JSON keys above
-    #: (``lexical_rank``, ...) are derived from them, and the JSON leaves this out.
-    signals: dict[str, BranchSignal] = Field(default_factory=dict, exclude=True, repr=False)
-
-    @classmethod
-    def of(
-        cls,
-        *,
-        rank: int,
-        doc_id: str,
-        chunk: int,
-        score: float,
-        signals: Mapping[str, BranchSignal],
-        keys: Mapping[str, Signal],
-        char_start: int,
-        char_end: int,
-        text: str,
-    ) -> Hit:
-        """A hit from every branch's signals; each fills the JSON fields its ``keys`` name, where the hit has them."""
-        named: dict[str, Any] = {}
-        for name, sig in signals.items():
-            named[keys[name].rank_key] = sig.rank
-            named[keys[name].raw_key] = sig.raw
-        fields = {k: v for k, v in named.items() if k in cls.model_fields}
-        return cls(
-            rank=rank,
-            doc_id=doc_id,
-            chunk=chunk,
-            score=score,
-            char_start=char_start,
-            char_end=char_end,
-            text=text,
-            signals=dict(signals),
-            **fields,
-        )
 
 
 class SnapshotRef(BaseModel):
@@ -86,6 +110,8 @@ class SnapshotRef(BaseModel):
 
 
 class SearchResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     query: str
     collection: str
     mode: str

@@ -79,11 +79,12 @@ class SemanticBranch:
     name: ClassVar[str] = "semantic"
     alias: ClassVar[str] = "s"
     cte: ClassVar[str] = "sem"
-    signal: ClassVar[Signal] = Signal("semantic_rank", "semantic_distance", "dist", "float8")
+    signal: ClassVar[Signal] = Signal("semantic_rank", "semantic_distance", "dist", "float8", "distance", "d {:.3f}")
     ranks_every_document: ClassVar[bool] = True
     can_fall_short: ClassVar[bool] = True
+    fallback_key: ClassVar[str] = "vector_fallback"
     #: The keys of :meth:`echo`, all None in a result this branch did not serve.
-    ECHO_KEYS: ClassVar[tuple[str, ...]] = (
+    echo_keys: ClassVar[tuple[str, ...]] = (
         "vector_strategy",
         "ef_search",
         "iterative_scan",

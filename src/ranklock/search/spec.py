@@ -73,19 +73,22 @@ class Signal:
     ``rank_key`` and ``raw_key`` name them in a hit's JSON (``lexical_rank``,
     ``lexical_score``); ``raw_column`` is the raw score's column in the
     branch's CTE and ``raw_type`` its SQL type (for the NULL column of a
-    branch that does not run).
+    branch that does not run).  ``raw_name`` is what people call the raw score
+    (the page's ``BM25``, ``distance``) and ``raw_format`` how the CLI prints it.
     """
 
     rank_key: str
     raw_key: str
     raw_column: str
     raw_type: str
+    raw_name: str = "score"
+    raw_format: str = "{:.3f}"
 
 
 class Branch(Protocol):
     """One ranker of the search, as one frozen value; see the module docstring."""
 
-    #: Its name in the request's mode, the query log and ``Hit.signals``.
+    #: Its name in the request's mode, the query log and ``Hit.signals`` (ranklock.search.results.BranchSignal).
     name: ClassVar[str]
     #: Its alias in the fused statement (``l``) and the name of its last CTE (``lex``).
     alias: ClassVar[str]
@@ -96,6 +99,8 @@ class Branch(Protocol):
     #: Its scan can come back with fewer than ``depth`` documents it should have had (an index
     #: budget); the statement then reports how many it handed to fusion (``<cte>_docs``).
     can_fall_short: ClassVar[bool]
+    #: The keys of :meth:`echo` in a result's ``params``, each None in a result this branch did not serve.
+    echo_keys: ClassVar[tuple[str, ...]]
 
     def ctes(self, spec: SearchSpec) -> sql.Composable:
         """Its CTEs, ending with ``cte`` (see the module docstring)."""
@@ -118,9 +123,16 @@ class Branch(Protocol):
         """Its order is approximate (an ANN index): the result cannot certify the top."""
         ...
 
+    def echo(self) -> dict[str, Any]:
+        """What of its plan a result echoes in ``params``, under :attr:`echo_keys` in that order."""
+        ...
+
 
 class FallsShort(Branch, Protocol):
     """A branch whose scan can come back short (``can_fall_short``): how to rescan it, what to say."""
+
+    #: The key of a result's ``params`` that holds the note of its exact rescan (None: none ran).
+    fallback_key: ClassVar[str]
 
     def exact(self) -> Branch:
         """The same branch scanned exactly (complete by construction)."""
