@@ -149,7 +149,11 @@ class Engine:
 
     @property
     def rdb(self) -> Database:
-        """Where this thread's reads go: the replica a routed search is bound to, else the primary."""
+        """Where this thread's reads go: the replica a routed search is bound to, else the primary.
+
+        Sync-only: it is a blocking :class:`~ranklock.store.database.Database` (the route is the
+        calling thread's); an AsyncEngine reads on its own async pool, :attr:`AsyncEngine.adb`.
+        """
         from .store.replicas import current_route
 
         route = current_route()
@@ -802,6 +806,7 @@ class Engine:
 
     def search_request(
         self,
+        /,  # positional-only: ``**params`` takes any name, and AsyncEngine's twin is derived from this signature
         name: str,
         request: str,
         *,
