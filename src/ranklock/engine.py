@@ -9,8 +9,12 @@ The CLI and the HTTP service are thin shells over it::
     >>> [h.doc_id for h in res.hits]
 
 Every method delegates in a few lines to a feature module (search/, snapshot/, plan/, ask/,
-eval/) and holds no SQL.  The file is longer than the ~500-line guide on purpose: it is the
-whole public surface in one place, about forty methods, each mostly its docstring.
+eval/) and holds no SQL: an ingest is ranklock.snapshot.ingest_run, the snapshot operations
+ranklock.snapshot.lifecycle, and their reports are defined there.  What stays here is what the
+engine owns: the database and its replica router, the embedders (loaded once, checked against
+a collection's weights, warmed) and the reranker.  The file is longer than the ~500-line guide
+on purpose: it is the whole public surface in one place, about forty methods, each mostly its
+docstring.  :class:`~ranklock.AsyncEngine` is its twin (scripts/check_twins.py keeps it so).
 """
 
 from __future__ import annotations
@@ -530,18 +534,9 @@ class Engine:
         see ranklock.snapshot.lexical_stats).  A segment of an older layout is
         rebuilt.
         """
-        from .snapshot.filter_table import build_filter_table
-        from .snapshot.lexical_stats import build_lexical_stats
-        from .snapshot.lifecycle import resolve
-        from .snapshot.segments import Layout
+        from .snapshot import lifecycle
 
-        snap = resolve(self.db, self.collection(name), snapshot_id)
-        t = time.perf_counter()
-        entries = {g.id: build_lexical_stats(self.db, g.id, force=force) for g in Layout.of(snap).segments}
-        for g in Layout.of(snap).segments:
-            build_filter_table(self.db, g.id)  # the lexical plans check constraints there (none before it)
-        largest = max(Layout.of(snap).segments, key=lambda g: g.chunks).id
-        return LexicalStatsReport(name, int(snap["id"]), time.perf_counter() - t, entries[largest], entries)
+        return lifecycle.lexical_stats(self.db, self.collection(name), snapshot_id, force=force)
 
     def manifest(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
         """The manifest of a snapshot (default: the active one)."""
