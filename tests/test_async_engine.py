@@ -352,4 +352,8 @@ def test_a_derived_twin_raises_the_engines_error(engine: Engine, cname: str) -> 
     err = _refusal(lambda: run_async(engine, body))
     sync = _refusal(lambda: engine.ingest(cname, [Document("e1", "", "   ", {})]))
     assert type(err) is type(sync) and str(err) == str(sync)
-    assert str(err).startswith(f"collection {cname!r} would have no document")
+    assert str(err) == (
+        f"this ingest would make a snapshot of {cname!r} with no documents: it holds no document with text; "
+        "document 'e1' had empty text and was skipped. Nothing was changed. Check the input file, or pass --allow-empty "
+        "(allow_empty=True) to make an empty snapshot on purpose."
+    )
