@@ -40,6 +40,8 @@ lint: $(DEV)
 	$(PY) -m ruff check src tests bench scripts
 	$(PY) -m ruff format --check src tests bench scripts
 	$(PY) -m vulture
+	# AsyncEngine against Engine, and every signature of a search's keywords against SearchRequest.
+	$(PY) scripts/check_twins.py
 
 types: $(DEV)
 	$(PY) -m mypy

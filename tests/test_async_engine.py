@@ -308,3 +308,52 @@ def test_http_server_keeps_one_pool_for_its_lifespan_and_closes_it(engine: Engin
 
 def _q(params: dict[str, Any]) -> dict[str, Any]:
     return {"query": params["q"], "k": params["k"], "mode": params["mode"]}
+
+
+def test_the_derived_twins_write_and_read_as_the_engines_methods(engine: Engine, cname: str) -> None:
+    """Issue 37: every public Engine method has an awaitable twin; the writes and the snapshot reads run here."""
+    emb = use_hash_embedder(engine)
+
+    async def body(aeng: AsyncEngine) -> tuple[Any, ...]:
+        # ingest and create_collection spell out Engine's keywords (no **kwargs): create=, replace=, ...
+        first = await aeng.ingest(cname, DOCS[:3], create={"fields": FIELDS, "embedder": emb})
+        second = await aeng.ingest(cname, DOCS[3:])
+        deleted = await aeng.delete(cname, ["a1"])
+        merged = await aeng.merge(cname, everything=True)
+        return (
+            first,
+            second,
+            deleted,
+            merged,
+            await aeng.snapshot_info(cname),
+            await aeng.manifest(cname),
+            await aeng.diff_snapshots(cname, first.snapshot_id, deleted.snapshot_id),
+            await aeng.replica_status(),
+            await aeng.logs_status(),
+        )
+
+    first, second, deleted, merged, info, manifest, diff, replicas, logs = run_async(engine, body)
+    assert (first.documents, first.added, second.documents, second.added) == (3, 3, 5, 2)
+    assert deleted.deleted == ("a1",) and deleted.parent_id == second.snapshot_id
+    assert merged.snapshot_id is not None and merged.segments
+    assert info == engine.snapshot_info(cname) and info.id == merged.snapshot_id
+    assert manifest == engine.manifest(cname)
+    assert diff == engine.diff_snapshots(cname, first.snapshot_id, deleted.snapshot_id)
+    assert diff.removed == ("a1",) and set(diff.added) == {"a4", "a5"}
+    assert [r.node for r in replicas] == [r.node for r in engine.replica_status()] == ["primary"]
+    assert set(logs) == {"query_log", "answer_log"}
+    assert [h.doc_id for h in engine.search(cname, "crater lakes", k=5).hits if h.doc_id == "a1"] == []
+
+
+def test_a_derived_twin_raises_the_engines_error(engine: Engine, cname: str) -> None:
+    async def body(aeng: AsyncEngine) -> Any:
+        return await aeng.ingest(cname, [Document("e1", "", "   ", {})])
+
+    err = _refusal(lambda: run_async(engine, body))
+    sync = _refusal(lambda: engine.ingest(cname, [Document("e1", "", "   ", {})]))
+    assert type(err) is type(sync) and str(err) == str(sync)
+    assert str(err) == (
+        f"this ingest would make a snapshot of {cname!r} with no documents: it holds no document with text; "
+        "document 'e1' had empty text and was skipped. Nothing was changed. Check the input file, or pass --allow-empty "
+        "(allow_empty=True) to make an empty snapshot on purpose."
+    )

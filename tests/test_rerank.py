@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
@@ -358,3 +359,25 @@ def test_rerank_result_refuses_a_reranker_that_drops_candidates(engine: Engine, 
     with pytest.raises(QueryError) as e:
         rerank_result(res, Short(), 3, 3)
     assert str(e.value) == "the reranker returned 1 scores for 3 hits; it must score each once."
+
+
+def test_the_async_engine_reranks_and_asks_as_the_sync_one(reranking: Engine, coll: str) -> None:
+    """Issue 37: AsyncEngine.search takes rerank, AsyncEngine.ask takes mode and rerank, as Engine's do."""
+    want = json.loads(reranking.search(coll, "Halyard hosted", k=3, rerank=6).to_json())
+    want_ask = json.loads(reranking.ask(coll, "Where is Halyard hosted?", chunks=3, rerank=6, mode="lexical").to_json())
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any], Any]:
+        async with AsyncEngine.over(reranking) as aeng:
+            res = await aeng.search(coll, "Halyard hosted", k=3, rerank=6)
+            ans = await aeng.ask(coll, "Where is Halyard hosted?", chunks=3, rerank=6, mode="lexical")
+        return json.loads(res.to_json()), json.loads(ans.to_json()), ans.log_id
+
+    got, got_ask, log_id = asyncio.run(main())
+    assert got == want
+    # Not vacuous: the rerank changed the order of the plain search's hits.
+    plain = json.loads(reranking.search(coll, "Halyard hosted", k=3).to_json())
+    assert [h["doc_id"] for h in got["hits"]] != [h["doc_id"] for h in plain["hits"]]
+    assert got_ask == want_ask
+    row = reranking.db.fetchone("SELECT request FROM ranklock.answer_log WHERE id = %s", [log_id])
+    assert row is not None and (row["request"]["mode"], row["request"]["rerank"]) == ("lexical", 6)
+    assert got_ask["rerank"]["n"] == 6 and got_ask["rerank"]["reranker"]["name"] == "length"

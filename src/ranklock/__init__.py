@@ -13,7 +13,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .async_engine import AsyncEngine
     from .collection import CollectionInfo, FieldSpec
-    from .engine import Engine, IngestReport
+    from .engine import Engine
     from .errors import (
         AccessError,
         ConfigError,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .search.results import Hit, SearchResult
     from .settings import ChunkerParams, SearchParams, Settings
     from .snapshot.info import SnapshotDetail, SnapshotInfo
+    from .snapshot.reports import IngestReport
 
 #: Where each public name lives.  They are imported on first use (PEP 562), not here: every
 #: ``ranklock`` process runs this file, and a CLI search must not pay for importing the async
@@ -51,7 +52,7 @@ _EXPORTS = {
     "CollectionInfo": "collection",
     "FieldSpec": "collection",
     "Engine": "engine",
-    "IngestReport": "engine",
+    "IngestReport": "snapshot.reports",
     "ConfigError": "errors",
     "DatabaseError": "errors",
     "DatabaseUnavailable": "errors",

@@ -15,44 +15,50 @@ count, fused statement, ties, query log, result cache), driven over psycopg_pool
 blocks the event loop; the query embedding (CPU-bound, torch) and loading a
 model run in a worker thread.
 
-Writes (ingest, activate, rollback, drop) and ``ask`` run the sync Engine in a
-worker thread (``asyncio.to_thread``): they hold locks, build tables or call a
-generator model for seconds, and gain nothing from async I/O.  With read
-replicas (``read_dsns``) a search, too, runs the sync Engine's replica router in
-a worker thread: the async engine has no replica routing of its own yet.
+Every other public Engine method (the writes, ``ask``, the snapshot, log, token
+and replica operations) is that very method run on the sync Engine in a worker
+thread (``asyncio.to_thread``): they hold locks, build tables or call a
+generator model for seconds, and gain nothing from async I/O.  Those twins are
+derived from the Engine's methods (:func:`in_thread`: same keywords, defaults,
+types and docstring); scripts/check_twins.py (``make lint``, tests/test_twins.py)
+checks the hand-written rest against Engine.  ``Engine.rdb`` alone is
+sync-only (a blocking handle; the async reads use :attr:`AsyncEngine.adb`).
+With read replicas (``read_dsns``), or with ``rerank=N``, a search, too, runs
+the sync Engine's search in a worker thread: the async engine has no replica
+routing of its own yet, and a reranker is a model or an HTTP call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from .collection import CollectionInfo
 from .embed import Embedder
-from .engine import Engine, IngestReport
+from .engine import Engine
 from .errors import QueryError
 from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
-from .settings import REQUEST, SNAPSHOT_KEEP
-from .snapshot.info import Activation, DropReport, SnapshotInfo
+from .settings import REQUEST
+from .snapshot.info import SnapshotInfo
 from .store.async_database import AsyncDatabase
 from .store.database import Tracer
 from .store.errors import refusals_as
 
 if TYPE_CHECKING:
-    from .ask.model import Answer
+    from .rerank.base import Reranker
     from .rerank.stage import RerankedReplay
     from .search.log import ReplayReport
-    from .snapshot.collection_drop import CollectionDrop
     from .snapshot.document import StoredDocument
     from .snapshot.health import Readiness
-    from .snapshot.retention import RetentionPlan, SnapshotRetention
     from .store.collections import CollectionSummary
     from .store.steps import Steps
     from .store.tokens import TokenInfo
@@ -60,6 +66,24 @@ if TYPE_CHECKING:
 __all__ = ["AsyncEngine"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def in_thread(method: Callable[Concatenate[Engine, P], T]) -> Callable[Concatenate[AsyncEngine, P], Awaitable[T]]:
+    """The awaitable twin of an :class:`Engine` method: its very signature, run on the sync Engine in a worker thread.
+
+    ``functools.wraps`` gives the twin the method's name, docstring and ``__wrapped__`` (so
+    ``inspect.signature`` and an editor show the Engine's keywords); mypy reads the same
+    keywords through the ParamSpec.
+    """
+
+    @functools.wraps(method)
+    async def twin(self: AsyncEngine, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        eng, _ = await self._ready()
+        return await asyncio.to_thread(method, eng, *args, **kwargs)
+
+    twin.__doc__ = f":meth:`Engine.{method.__name__}` in a worker thread.\n\n{inspect.getdoc(method) or ''}".rstrip()
+    return twin
 
 
 class AsyncEngine:
@@ -80,6 +104,8 @@ class AsyncEngine:
         tracer: Tracer | None = None,
         log_queries: bool | None = None,
         read_dsns: Sequence[str] | None = None,
+        embed_service: bool = False,
+        reranker: str | Reranker | None = None,
     ) -> None:
         self._args: dict[str, Any] = {
             "dsn": dsn,
@@ -88,6 +114,8 @@ class AsyncEngine:
             "tracer": tracer,
             "log_queries": log_queries,
             "read_dsns": read_dsns,
+            "embed_service": embed_service,
+            "reranker": reranker,
         }
         self._engine: Engine | None = None
         self._adb: AsyncDatabase | None = None
@@ -270,12 +298,14 @@ class AsyncEngine:
         filter: Any = None,
         snapshot: int | None = None,
         as_of: datetime | str | None = None,
+        rerank: int | None = None,
         offset: int = 0,
         **params: Unpack[SearchOptions],
     ) -> SearchResult:
         """Search ``name``: the fused, tie-broken top ``k`` (:meth:`Engine.search`, same keywords and result).
 
-        With read replicas it runs the sync Engine's router in a worker thread (see the module docstring).
+        With read replicas, or with ``rerank=N`` (the reranker is a model or an HTTP call: blocking work),
+        it runs the sync Engine's search in a worker thread (see the module docstring).
         ``offset`` skips that many results, as :meth:`Engine.search` does.
         """
         if offset:
@@ -283,11 +313,11 @@ class AsyncEngine:
 
             check_offset(offset, k)
             kw: dict[str, Any] = {"mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
-            return (await self.search(name, query, k=k + offset, **kw, **params)).page(offset, k)
+            return (await self.search(name, query, k=k + offset, rerank=rerank, **kw, **params)).page(offset, k)
         eng, adb = await self._ready()
-        if eng.router is not None:
+        if eng.router is not None or rerank is not None:
             kwargs: dict[str, Any] = {"k": k, "mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
-            return await asyncio.to_thread(lambda: eng.search(name, query, **kwargs, **params))
+            return await asyncio.to_thread(lambda: eng.search(name, query, rerank=rerank, **kwargs, **params))
         from .search.execute import request_steps
 
         t0 = time.perf_counter()
@@ -327,75 +357,40 @@ class AsyncEngine:
                 report = await adb.run(replay_steps(eng.db, eng.settings, searched, query_id, query=query))
         return await asyncio.to_thread(replay_rerank, eng.db, eng.search, eng.reranker, report)
 
-    # -- writes and ask: the sync Engine in a worker thread ------------------------------------
+    # -- everything else: the sync Engine's own method in a worker thread ------------------------
+    # Writes (they wait for the collection's writer lock, build tables, embed), ask (a generator model
+    # or an HTTP call), evaluation and administration: blocking work that gains nothing from async I/O.
+    # Each twin is derived from the Engine method of the same name: its keywords, defaults, types and
+    # docstring are that method's, so the two cannot drift (scripts/check_twins.py checks the rest).
 
-    async def ingest(self, name: str, source: Any, **kwargs: Any) -> IngestReport:
-        """:meth:`Engine.ingest` in a worker thread (chunking, embedding and table builds are blocking work)."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.ingest, name, source, **kwargs)
-
-    async def create_collection(self, name: str, **kwargs: Any) -> CollectionInfo:
-        """:meth:`Engine.create_collection` in a worker thread."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.create_collection, name, **kwargs)
-
-    async def activate(self, name: str, snapshot_id: int) -> Activation:
-        """:meth:`Engine.activate` in a worker thread (it waits for the collection's writer lock)."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.activate, name, snapshot_id)
-
-    async def rollback(self, name: str) -> Activation:
-        """:meth:`Engine.rollback` in a worker thread."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.rollback, name)
-
-    async def drop_snapshot(self, name: str, snapshot_id: int) -> DropReport:
-        """:meth:`Engine.drop_snapshot` in a worker thread."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.drop_snapshot, name, snapshot_id)
-
-    async def drop_collection(self, name: str) -> CollectionDrop:
-        """:meth:`Engine.drop_collection` in a worker thread (it waits for the collection's writer lock)."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.drop_collection, name)
-
-    async def prune_snapshots(self, name: str, *, dry_run: bool = False) -> RetentionPlan:
-        """:meth:`Engine.prune_snapshots` in a worker thread (it drops tables under the writer lock)."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.prune_snapshots, name, dry_run=dry_run)
-
-    async def set_snapshot_retention(
-        self, name: str, *, keep: int | None = SNAPSHOT_KEEP, keep_for: float | str | None = None
-    ) -> SnapshotRetention:
-        """:meth:`Engine.set_snapshot_retention` in a worker thread."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.set_snapshot_retention, name, keep=keep, keep_for=keep_for)
-
-    async def pin(self, *, query_id: int | None = None, answer_id: str | None = None, pinned: bool = True) -> int:
-        """:meth:`Engine.pin` in a worker thread."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(eng.pin, query_id=query_id, answer_id=answer_id, pinned=pinned)
-
-    async def ask(
-        self,
-        name: str,
-        question: str,
-        *,
-        filter: Any = None,
-        as_of: datetime | str | None = None,
-        snapshot: int | None = None,
-        chunks: int = REQUEST.chunks,
-        generator: str = "extractive",
-    ) -> Answer:
-        """:meth:`Engine.ask` in a worker thread: the generator (a model or an HTTP call) is blocking work."""
-        eng, _ = await self._ready()
-        return await asyncio.to_thread(
-            eng.ask,
-            name,
-            question,
-            filter=filter,
-            as_of=as_of,
-            snapshot=snapshot,
-            chunks=chunks,
-            generator=generator,
-        )
+    create_collection = in_thread(Engine.create_collection)
+    drop_collection = in_thread(Engine.drop_collection)
+    ingest = in_thread(Engine.ingest)
+    delete = in_thread(Engine.delete)
+    purge = in_thread(Engine.purge)
+    merge = in_thread(Engine.merge)
+    prune_snapshots = in_thread(Engine.prune_snapshots)
+    set_snapshot_retention = in_thread(Engine.set_snapshot_retention)
+    activate = in_thread(Engine.activate)
+    snapshot_info = in_thread(Engine.snapshot_info)
+    rollback = in_thread(Engine.rollback)
+    diff_snapshots = in_thread(Engine.diff_snapshots)
+    drop_snapshot = in_thread(Engine.drop_snapshot)
+    lexical_stats = in_thread(Engine.lexical_stats)
+    manifest = in_thread(Engine.manifest)
+    activate_gated = in_thread(Engine.activate_gated)
+    log_status = in_thread(Engine.log_status)
+    logs_status = in_thread(Engine.logs_status)
+    prune_log = in_thread(Engine.prune_log)
+    pin = in_thread(Engine.pin)
+    create_token = in_thread(Engine.create_token)
+    list_tokens = in_thread(Engine.list_tokens)
+    revoke_token = in_thread(Engine.revoke_token)
+    replica_status = in_thread(Engine.replica_status)
+    ask = in_thread(Engine.ask)
+    replay_answer = in_thread(Engine.replay_answer)
+    plan = in_thread(Engine.plan)
+    search_request = in_thread(Engine.search_request)
+    reranker = in_thread(Engine.reranker)
+    embedder_for = in_thread(Engine.embedder_for)
+    warm = in_thread(Engine.warm)

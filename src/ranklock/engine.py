@@ -9,17 +9,19 @@ The CLI and the HTTP service are thin shells over it::
     >>> [h.doc_id for h in res.hits]
 
 Every method delegates in a few lines to a feature module (search/, snapshot/, plan/, ask/,
-eval/) and holds no SQL.  The file is longer than the ~500-line guide on purpose: it is the
-whole public surface in one place, about forty methods, each mostly its docstring.
+eval/) and holds no SQL: an ingest is ranklock.snapshot.ingest_run, the snapshot operations
+ranklock.snapshot.lifecycle, and their reports are defined there.  What stays here is what the
+engine owns: the database and its replica router, the embedders (loaded once, checked against
+a collection's weights, warmed) and the reranker.  The file is longer than the ~500-line guide
+on purpose: it is the whole public surface in one place, about forty methods, each mostly its
+docstring.  :class:`~ranklock.AsyncEngine` is its twin (scripts/check_twins.py keeps it so).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -28,7 +30,7 @@ import numpy as np
 
 from .collection import CollectionInfo, FieldSpec
 from .embed import Embedder, resolve_embedder
-from .errors import ConfigError, EmbedderError, IngestError, NotFound, QueryError, RanklockError
+from .errors import EmbedderError, IngestError, QueryError, RanklockError
 from .ingest.normalize import NORMALIZATION
 from .search.options import SearchOptions
 from .search.request import SearchRequest
@@ -43,6 +45,7 @@ from .snapshot.info import (
     SnapshotDiff,
     SnapshotInfo,
 )
+from .snapshot.reports import DeleteReport, IngestReport, MergeReport
 from .store.database import Database, Tracer
 from .store.errors import refusals_as
 
@@ -69,79 +72,6 @@ if TYPE_CHECKING:
     from .store.replicas import ReplicaStatus
     from .store.server import EmbeddedServer
     from .store.tokens import TokenInfo
-
-
-@dataclass
-class IngestReport:
-    collection: str
-    snapshot_id: int
-    activated: bool
-    documents: int
-    added: int
-    changed: int
-    removed: int
-    unchanged: int
-    chunks: int
-    embedded: int
-    reused: int
-    corpus_digest: str
-    manifest_hash: str
-    seconds: dict[str, float] = field(default_factory=dict)
-    #: The snapshot active when this one was built (what it was built from).
-    parent_id: int | None = None
-    #: Ids of given documents with empty text: not part of the snapshot (they could never be found).
-    skipped: list[str] = field(default_factory=list)
-    #: The typed fields this ingest inferred from the metadata when it created the collection
-    #: (ranklock.ingest.infer: ``fields``, ``untyped`` keys with the reason); None otherwise.
-    field_inference: dict[str, Any] | None = None
-    #: The snapshot the merge policy made right after (the active one now), or None (ranklock.snapshot.merge).
-    merged: int | None = None
-    #: False: the input changed nothing; no snapshot was built and ``snapshot_id``, the active one, stays.
-    built: bool = True
-    #: Ids an earlier snapshot held but the active one did not (deleted, or removed by a replace), added back.
-    deleted_readded: list[str] = field(default_factory=list)
-    #: Ids a purge erased, each with that purge's id: left out, or (``allow_purged``) added back.
-    purged_skipped: dict[str, int] = field(default_factory=dict)
-    purged_readded: dict[str, int] = field(default_factory=dict)
-    #: Snapshots the collection's retention policy dropped after this write (ranklock.snapshot.retention).
-    snapshots_dropped: list[int] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
-
-
-@dataclass(frozen=True)
-class DeleteReport:
-    """What :meth:`Engine.delete` did."""
-
-    collection: str
-    #: The snapshot without the documents (activated).
-    snapshot_id: int
-    parent_id: int
-    deleted: tuple[str, ...]
-    #: Ids the snapshot did not hold (only with ``missing_ok``).
-    missing: tuple[str, ...]
-    merged: int | None = None
-    #: Snapshots the collection's retention policy dropped after it (ranklock.snapshot.retention).
-    snapshots_dropped: tuple[int, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
-
-
-@dataclass(frozen=True)
-class MergeReport:
-    """What :meth:`Engine.merge` did: the merge snapshot (None: nothing to merge) and the segments it folded."""
-
-    collection: str
-    snapshot_id: int | None
-    segments: tuple[int, ...]
-    seconds: float
-    #: Snapshots the collection's retention policy dropped after it (ranklock.snapshot.retention).
-    snapshots_dropped: tuple[int, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
 
 
 class Engine:
@@ -223,7 +153,11 @@ class Engine:
 
     @property
     def rdb(self) -> Database:
-        """Where this thread's reads go: the replica a routed search is bound to, else the primary."""
+        """Where this thread's reads go: the replica a routed search is bound to, else the primary.
+
+        Sync-only: it is a blocking :class:`~ranklock.store.database.Database` (the route is the
+        calling thread's); an AsyncEngine reads on its own async pool, :attr:`AsyncEngine.adb`.
+        """
         from .store.replicas import current_route
 
         route = current_route()
@@ -376,19 +310,6 @@ class Engine:
         reap_abandoned(self.db)
         return list_collections(self.db)
 
-    def _existing(self, name: str) -> CollectionInfo | None:
-        """The collection ``name``, or None; one left by a first ingest that died is removed and is None."""
-        try:
-            coll = self.collection(name)
-        except NotFound:
-            return None
-        if coll.provisional:
-            from .snapshot.abandoned import reap_abandoned
-
-            if reap_abandoned(self.db, name):
-                return None
-        return coll
-
     # -- ingest -----------------------------------------------------------------------
 
     @refusals_as(IngestError)
@@ -430,107 +351,22 @@ class Engine:
         out (``purged_skipped``) unless ``allow_purged``; one deleted earlier is
         added back and named (``deleted_readded``).
         """
-        from .ingest.loaders import load_corpus
-        from .snapshot.ingest import empty_snapshot_error, ingest_snapshot, split_empty
+        from .snapshot.ingest_run import run_ingest
 
-        t0 = time.perf_counter()
-        docs = list(source) if not isinstance(source, (str, Path)) else load_corpus(source)
-        seconds = {"load": time.perf_counter() - t0}
-        given, skipped = split_empty(docs)
-        inferred: dict[str, Any] | None = None
-        coll = self._existing(name)
-        if coll is None:
-            if not given and not allow_empty:
-                raise empty_snapshot_error(name, 0, None, skipped) from None
-            options = {k: v for k, v in (create or {}).items() if v is not None}
-            if options.get("fields") is None:
-                from .ingest.infer import infer_fields
-
-                inference = infer_fields(list(given.values()))
-                options["fields"] = inference.fields
-                options["field_inference"] = inferred = inference.record()
-            coll = self.create_collection(name, **options, if_missing=True)
-            # Provisional until a snapshot of it is ready, and held by this ingest from now on: if it
-            # dies first, the next ingest or listing removes the collection (ranklock.snapshot.abandoned).
-            self.db.execute(
-                "UPDATE ranklock.collections SET provisional = true WHERE id = %s AND active_snapshot_id IS NULL",
-                [coll.id],
-            )
-            coll = coll.model_copy(update={"provisional": True})
-        elif create:
-            from .snapshot.abandoned import creation_conflicts
-
-            conflicts = creation_conflicts(coll, create)
-            if conflicts:
-                raise ConfigError(
-                    f"collection {name!r} exists, and this ingest asks for settings it was not made with: "
-                    f"{'; '.join(conflicts)}. They are fixed for a collection's lifetime: leave them out to ingest "
-                    "into it, or ingest into a new collection (another name)."
-                )
-        with contextlib.ExitStack() as held:
-            if coll.provisional:
-                from .snapshot.writer import writing
-
-                held.enter_context(writing(self.db, coll.id, name, self.settings.lock_wait))
-            out = ingest_snapshot(
-                self.db,
-                coll,
-                given,
-                self._collection_embedder(coll),
-                lock_wait=self.settings.lock_wait,
-                replace=replace,
-                activate=activate,
-                allow_empty=allow_empty,
-                allow_purged=allow_purged,
-                skipped=skipped,
-                progress=progress,
-            )
-            if coll.provisional:
-                self.db.execute("UPDATE ranklock.collections SET provisional = false WHERE id = %s", [coll.id])
-        seconds.update(out.build.seconds if out.build is not None else {})
-        seconds["lock_wait"] = out.lock_wait
-        seconds["total"] = time.perf_counter() - t0
-        if out.build is None:
-            from .snapshot import lifecycle
-
-            kept = lifecycle.snapshot_info(self.db, coll, out.parent_id)
-            built = (kept.id, kept.documents or 0, kept.chunks or 0, 0, 0, kept.corpus_digest, kept.manifest_hash)
-        else:
-            b = out.build
-            built = (
-                b.snapshot_id,
-                b.documents,
-                b.chunks,
-                b.embedded,
-                b.reused,
-                b.manifest["corpus"]["digest"],
-                b.manifest["manifest_hash"],
-            )
-        snapshot_id, documents, chunks, embedded, reused, digest, mhash = built
-        return IngestReport(
-            collection=name,
-            snapshot_id=snapshot_id,
-            activated=activate and out.build is not None,
-            documents=documents,
-            added=out.added,
-            changed=out.changed,
-            removed=out.removed,
-            unchanged=out.unchanged,
-            chunks=chunks,
-            embedded=embedded,
-            reused=reused,
-            corpus_digest=digest or "",
-            manifest_hash=mhash or "",
-            seconds=seconds,
-            parent_id=out.parent_id,
-            skipped=skipped,
-            field_inference=inferred,
-            merged=out.merge.build.snapshot_id if out.merge is not None else None,
-            built=out.build is not None,
-            deleted_readded=list(out.deleted_readded),
-            purged_skipped=out.purged_skipped,
-            purged_readded=out.purged_readded,
-            snapshots_dropped=list(self._retain(coll)) if out.build is not None else [],
+        return run_ingest(
+            self.db,
+            name,
+            source,
+            create=self.create_collection,
+            embedder=self._collection_embedder,
+            retain=self._retain,
+            lock_wait=self.settings.lock_wait,
+            replace=replace,
+            activate=activate,
+            allow_empty=allow_empty,
+            progress=progress,
+            create_options=create,
+            allow_purged=allow_purged,
         )
 
     @refusals_as(IngestError)
@@ -698,18 +534,9 @@ class Engine:
         see ranklock.snapshot.lexical_stats).  A segment of an older layout is
         rebuilt.
         """
-        from .snapshot.filter_table import build_filter_table
-        from .snapshot.lexical_stats import build_lexical_stats
-        from .snapshot.lifecycle import resolve
-        from .snapshot.segments import Layout
+        from .snapshot import lifecycle
 
-        snap = resolve(self.db, self.collection(name), snapshot_id)
-        t = time.perf_counter()
-        entries = {g.id: build_lexical_stats(self.db, g.id, force=force) for g in Layout.of(snap).segments}
-        for g in Layout.of(snap).segments:
-            build_filter_table(self.db, g.id)  # the lexical plans check constraints there (none before it)
-        largest = max(Layout.of(snap).segments, key=lambda g: g.chunks).id
-        return LexicalStatsReport(name, int(snap["id"]), time.perf_counter() - t, entries[largest], entries)
+        return lifecycle.lexical_stats(self.db, self.collection(name), snapshot_id, force=force)
 
     def manifest(self, name: str, snapshot_id: int | None = None) -> dict[str, Any]:
         """The manifest of a snapshot (default: the active one)."""
@@ -974,6 +801,7 @@ class Engine:
 
     def search_request(
         self,
+        /,  # positional-only: ``**params`` takes any name, and AsyncEngine's twin is derived from this signature
         name: str,
         request: str,
         *,

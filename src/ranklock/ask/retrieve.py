@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from .vectors import NoteInfo
 
 __all__ = [
-    "DEFAULT_CHUNKS",
     "DEPTH",
     "MAX_CHUNKS",
     "RRF_K",
@@ -37,7 +36,6 @@ __all__ = [
 # settings.ASK_DEPTH / ASK_RRF_K give eval --answers the same values, and a test checks they agree.
 DEPTH = 40
 RRF_K = 60
-DEFAULT_CHUNKS = 8
 MAX_CHUNKS = DEPTH  # more passages than one branch's candidates would not be "the top of the fusion"
 
 #: ``Engine.search``: (collection, query, *, k, mode, filter, snapshot, as_of, **params) -> SearchResult.
@@ -63,7 +61,9 @@ def retrieve(
     ``rerank=N`` has the search rerank its top N fused hits first (ranklock.rerank.stage).
     """
     if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_CHUNKS:
-        raise QueryError(f"chunks must be an integer from 1 to {MAX_CHUNKS}, got {chunks!r}; the default is 8.")
+        raise QueryError(
+            f"chunks must be an integer from 1 to {MAX_CHUNKS}, got {chunks!r}; the default is {REQUEST.chunks}."
+        )
     more: dict[str, Any] = {} if rerank is None else {"rerank": rerank}
     return search(
         collection,

@@ -22,7 +22,7 @@ from .model import Answer, GenerationRequest, Generator
 from .prompt import render_prompt
 
 # The retrieval half lives in .retrieve (ask/log.py's replay needs it too, and must not import this module).
-from .retrieve import DEFAULT_CHUNKS, DEPTH, MAX_CHUNKS, RRF_K, SearchFn, embed_fn, number_chunks, passages, retrieve
+from .retrieve import DEPTH, MAX_CHUNKS, RRF_K, SearchFn, embed_fn, number_chunks, passages, retrieve
 from .validate import cited_answer
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..embed.base import Embedder
     from ..store.database import Database
 
-__all__ = ["DEFAULT_CHUNKS", "DEPTH", "MAX_CHUNKS", "RRF_K", "SearchFn", "ask", "number_chunks", "retrieve"]
+__all__ = ["DEPTH", "MAX_CHUNKS", "RRF_K", "SearchFn", "ask", "number_chunks", "retrieve"]
 
 
 def ask(
@@ -44,7 +44,7 @@ def ask(
     filter: Any = None,
     as_of: datetime | str | None = None,
     snapshot: int | None = None,
-    chunks: int = DEFAULT_CHUNKS,
+    chunks: int = REQUEST.chunks,
     generator: str | Generator = "extractive",
     log: bool = True,
     mode: str = REQUEST.mode,

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ..settings import REQUEST
 from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, RerankerOpt, RerankOpt, console, engine, print_json
 
 #: This module's commands; cli/root.py merges them into the root app.
@@ -25,7 +26,9 @@ def ask(
     filter: Annotated[str | None, typer.Option("--filter", help="Hard constraints, e.g. 'lang = \"pt\"'.")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of", help="ISO timestamp: documents in force then.")] = None,
     snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
-    chunks: Annotated[int, typer.Option(help="Chunks handed to the generator, numbered [1]..[N] (1-40).")] = 8,
+    chunks: Annotated[
+        int, typer.Option(help="Chunks handed to the generator, numbered [1]..[N] (1-40).")
+    ] = REQUEST.chunks,
     generator: Annotated[
         str,
         typer.Option(

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 # typer vendors its own click; its parser raises these.
 from ..errors import RanklockError
-from ..settings import search_param_help
+from ..settings import REQUEST, search_param_help
 from ._common import (
     DsnOpt,
     HomeOpt,
@@ -40,14 +40,14 @@ def _set_help() -> str:
 def search(
     collection: Annotated[str, typer.Argument(help="Collection name.")],
     query: Annotated[str | None, typer.Argument(help="The query text (or plan it from --request).")] = None,
-    k: Annotated[int, typer.Option("-k", "--k", help="Number of documents to return.")] = 10,
+    k: Annotated[int, typer.Option("-k", "--k", help="Number of documents to return.")] = REQUEST.k,
     offset: Annotated[
         int,
         typer.Option(
             "--offset", help="Skip this many results first: the next page (ranks stay those of the whole list)."
         ),
     ] = 0,
-    mode: Annotated[str, typer.Option(help="hybrid, lexical or semantic.")] = "hybrid",
+    mode: Annotated[str, typer.Option(help="hybrid, lexical or semantic.")] = REQUEST.mode,
     filter: Annotated[str | None, typer.Option("--filter", help="Hard constraints, e.g. 'year >= 2020'.")] = None,
     snapshot: Annotated[int | None, typer.Option(help="Snapshot id (default: the active one).")] = None,
     as_of: Annotated[str | None, typer.Option("--as-of", help="ISO timestamp: documents in force then.")] = None,

@@ -1,4 +1,4 @@
-"""One search as the caller asked for it: a frozen :class:`SearchRequest`.
+"""One search as the caller asked for it: a frozen :class:`SearchRequest`, the one declaration of a search's keywords.
 
 Every interface builds one (``Engine.search``, ``AsyncEngine.search``, the CLI,
 HTTP and MCP through the engines), with the defaults declared once in
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -37,20 +37,14 @@ class SearchRequest:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(
-        cls,
-        collection: str,
-        query: str,
-        *,
-        k: int = REQUEST.k,
-        mode: str = REQUEST.mode,
-        filter: Any = None,
-        snapshot: int | None = None,
-        as_of: datetime | str | None = None,
-        **params: Any,
-    ) -> SearchRequest:
-        """The request of a call with ``Engine.search``'s keywords (``AsyncEngine`` takes the same)."""
-        return cls(collection, query, k, mode, filter, snapshot, as_of, params)
+    def of(cls, collection: str, query: str, **keywords: Any) -> SearchRequest:
+        """The request of a call with ``Engine.search``'s keywords: this class's fields by name, the rest ``params``.
+
+        The keywords are this class's fields (the one declaration; scripts/check_twins.py holds
+        every signature that spells them out to it), so none is repeated here.
+        """
+        own = {f.name: keywords.pop(f.name) for f in fields(cls)[2:-1] if f.name in keywords}
+        return cls(collection, query, **own, params=keywords)
 
     def check(self) -> None:
         """Refuse a bad query, mode, k or snapshot id before any SQL (ranklock.search.inputs)."""

@@ -1,7 +1,7 @@
 """An ingest as one feature: the new document set, its snapshot built and (optionally) activated.
 
-The Engine loads the documents, finds or creates the collection and picks
-its embedder; :func:`ingest_snapshot` does the rest::
+The ingest workflow (ranklock.snapshot.ingest_run) loads the documents, finds or
+creates the collection and picks its embedder; :func:`ingest_snapshot` does the rest::
 
     >>> given, skipped = split_empty(docs)
     >>> out = ingest_snapshot(db, coll, given, emb, lock_wait=300, skipped=skipped)

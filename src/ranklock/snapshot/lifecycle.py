@@ -18,6 +18,7 @@ activate) lives in the Engine, which sits above both eval and snapshot.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -31,7 +32,7 @@ from ..store import locks
 from ..store.database import Database
 from ..store.steps import Fetch, Offload, Steps, run_steps
 from .build import DIED, drop_segment_tables, drop_snapshot_tables, reap_dead_builds
-from .info import Activation, DropReport, SnapshotDetail, SnapshotDiff, SnapshotInfo
+from .info import Activation, DropReport, LexicalStatsReport, SnapshotDetail, SnapshotDiff, SnapshotInfo
 from .manifest import diff_manifests
 from .purged import purges_of
 from .segments import collect_segments, live_documents_sql, segments_sql
@@ -43,6 +44,7 @@ __all__ = [
     "drop_snapshot",
     "drop_snapshots",
     "holding_versions",
+    "lexical_stats",
     "list_snapshots",
     "list_snapshots_steps",
     "manifest",
@@ -388,6 +390,25 @@ def drop_snapshots(db: Database, coll: CollectionInfo, snapshot_ids: Sequence[in
         versions_deleted=collected or 0,
         snapshots=tuple(ids),
     )
+
+
+def lexical_stats(db: Database, coll: CollectionInfo, snapshot_id: int | None, *, force: bool) -> LexicalStatsReport:
+    """Build, complete or (``force``) rebuild the BM25 tables and filter tables of a snapshot's segments.
+
+    The report names the largest segment's BM25 entry (what the CLI prints) and every segment's.
+    """
+    from .filter_table import build_filter_table
+    from .lexical_stats import build_lexical_stats
+    from .segments import Layout
+
+    snap = resolve(db, coll, snapshot_id)
+    t = time.perf_counter()
+    segments = Layout.of(snap).segments
+    entries = {g.id: build_lexical_stats(db, g.id, force=force) for g in segments}
+    for g in segments:
+        build_filter_table(db, g.id)  # the lexical plans check constraints there (none before it)
+    largest = max(segments, key=lambda g: g.chunks).id
+    return LexicalStatsReport(coll.name, int(snap["id"]), time.perf_counter() - t, entries[largest], entries)
 
 
 def manifest(db: Database, coll: CollectionInfo, snapshot_id: int | None = None) -> dict[str, Any]:
