@@ -12,6 +12,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from ranklock._extras import quiet_offline_models
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _PROBE = textwrap.dedent(
@@ -102,3 +106,26 @@ def test_ranklock_runs_without_the_extras_and_names_the_missing_one(tmp_path: Pa
         "error: `ranklock serve` needs the optional dependencies of ranklock[server] (fastapi, uvicorn), and uvicorn "
         "is not installed; install them with pip install 'ranklock[server]'."
     )
+
+
+def test_a_model_load_turns_off_the_progress_bars_transformers_read_when_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """transformers imported before ranklock set its environment (a user's program, an earlier model)
+    still draws no bar when ranklock loads a model: the order the suite's tests ran in once put one into
+    a --json output."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    hf_logging.enable_progress_bar()
+    try:
+        quiet_offline_models()
+        assert not hf_logging.is_progress_bar_enabled()
+        # A user who asked for the bars keeps them.
+        hf_logging.enable_progress_bar()
+        monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
+        quiet_offline_models()
+        assert hf_logging.is_progress_bar_enabled()
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()

@@ -10,11 +10,13 @@ ranklock at an HTTP embedder needs none.  Every place that needs one imports it 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from types import ModuleType
 
 from .errors import ConfigError
 
-__all__ = ["EXTRAS", "require"]
+__all__ = ["EXTRAS", "quiet_offline_models", "require"]
 
 #: extra -> (the packages it installs, what to do instead, if anything).
 EXTRAS: dict[str, tuple[str, str]] = {
@@ -46,3 +48,29 @@ def require(extra: str, module: str, purpose: str) -> ModuleType:
             f"{purpose} needs the optional dependencies of ranklock[{extra}] ({packages}), and {module} {why}; "
             f"install them with pip install 'ranklock[{extra}]'{instead}."
         ) from exc
+
+
+#: What a local model load runs under, unless the user's environment says otherwise: the weights are on
+#: disk (no hub lookups), a command's output is its own (no progress bars, no warnings), and the tokenizer
+#: starts no threads of its own (it would warn after a fork).
+MODEL_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+}
+
+
+def quiet_offline_models() -> None:
+    """Set :data:`MODEL_ENV` where the environment does not, before a local model loads.
+
+    transformers reads its progress-bar setting once, when it is imported: where it was imported
+    before (by the user's program, or by an earlier model), the setting is applied to it directly,
+    or loading the weights would draw a bar on stderr.
+    """
+    for key, value in MODEL_ENV.items():
+        os.environ.setdefault(key, value)
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    if hf_logging is not None and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1":
+        hf_logging.disable_progress_bar()

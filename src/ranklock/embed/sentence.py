@@ -9,7 +9,6 @@ vector is actually needed; the tokenizer alone comes from the light
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from functools import cached_property
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._extras import require
+from .._extras import quiet_offline_models, require
 from ..errors import EmbedderError
 from .base import Matrix, file_sha256, normalize_rows
 
@@ -141,11 +140,7 @@ class SentenceTransformerEmbedder:
 
     def _load_model(self) -> Any:
         _ = self.sha256  # verify the weights before trusting them
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        quiet_offline_models()
         import warnings
 
         with warnings.catch_warnings():

@@ -12,14 +12,13 @@ same pairs always meet the same batches.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .._extras import require
+from .._extras import quiet_offline_models, require
 from ..embed.base import file_sha256
 from ..errors import ConfigError, RerankError
 from .base import RerankerInfo
@@ -79,11 +78,7 @@ class CrossEncoderReranker:
         with _LOCK:
             if self._model is None:
                 _ = self.sha256  # hash the weights before the model is trusted
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                quiet_offline_models()
                 CrossEncoder = require("models", "sentence_transformers", "the cross-encoder reranker").CrossEncoder
                 try:
                     model = CrossEncoder(str(self.path), device="cpu", max_length=self.max_length)
