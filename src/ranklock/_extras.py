@@ -69,8 +69,7 @@ def quiet_offline_models() -> None:
     before (by the user's program, or by an earlier model), the setting is applied to it directly,
     or loading the weights would draw a bar on stderr.
     """
-    for key, value in MODEL_ENV.items():
-        os.environ.setdefault(key, value)
+    effective = {key: os.environ.setdefault(key, value) for key, value in MODEL_ENV.items()}
     hf_logging = sys.modules.get("transformers.utils.logging")
-    if hf_logging is not None and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1":
+    if hf_logging is not None and effective["HF_HUB_DISABLE_PROGRESS_BARS"] == "1":
         hf_logging.disable_progress_bar()
