@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ranklock import ChunkerParams, Document, Engine
@@ -131,12 +133,29 @@ def test_matching_count_honours_as_of(engine: Engine, cname: str) -> None:
     assert (res.matching_count, [h.doc_id for h in res.hits], res.complete) == (1, ["new"], True)
 
 
+def _count_spec(layout: Any, f: Any) -> Any:
+    """The spec a completeness count reads: the layout and the compiled filter (nothing of a query)."""
+    from ranklock.search.spec import SearchSpec
+
+    return SearchSpec(
+        layout=layout,
+        mode="semantic",
+        k=1,
+        depth=1,
+        rrf_k=60,
+        query="",
+        language="",
+        accent="",
+        filter_sql=f.sql,
+        filter_params=f.params,
+    )
+
+
 def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -> None:
     from psycopg import sql
 
     from ranklock.search.filters import compile_filter
     from ranklock.search.scope import count_matching_sql
-    from ranklock.search.spec import SearchSpec
     from ranklock.snapshot.segments import read_layout
 
     coll = engine.collection(hnsw_coll)
@@ -144,18 +163,7 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
     for flt in ['tag = "odd"', "n < 17", "not (n between 3 and 90)", "tag is null", 'tag in ("even", "x") or n > 5']:
         res = engine.search(hnsw_coll, "item", k=1, mode="semantic", filter=flt)
         f = compile_filter(coll, flt)
-        spec = SearchSpec(
-            layout=read_layout(engine.db, sid),
-            mode="semantic",
-            k=1,
-            depth=1,
-            rrf_k=60,
-            query="",
-            language="",
-            accent="",
-            filter_sql=f.sql,
-            filter_params=f.params,
-        )
+        spec = _count_spec(read_layout(engine.db, sid), f)
         q, p = count_matching_sql(spec, {})
         row = engine.db.fetchone(q, p)
         assert row is not None and res.matching_count == row["documents"], flt
@@ -221,7 +229,6 @@ def test_value_counts_are_per_segment_and_a_write_counts_only_what_it_wrote(engi
     write counts the new segment and the new dead rows, and no row of a segment it left unchanged."""
     from ranklock.search.filters import compile_filter
     from ranklock.search.scope import count_matching_sql
-    from ranklock.search.spec import SearchSpec
     from ranklock.snapshot.segments import read_layout
 
     emb = use_hash_embedder(engine)
@@ -255,18 +262,7 @@ def test_value_counts_are_per_segment_and_a_write_counts_only_what_it_wrote(engi
         for flt in flts:
             res = traced.search(cname, "w1", k=3, mode="semantic", filter=flt)
             f = compile_filter(coll, flt)
-            spec = SearchSpec(
-                layout=layout,
-                mode="semantic",
-                k=1,
-                depth=1,
-                rrf_k=60,
-                query="",
-                language="",
-                accent="",
-                filter_sql=f.sql,
-                filter_params=f.params,
-            )
+            spec = _count_spec(layout, f)
             q, p = count_matching_sql(spec, {"max_chunks_per_doc": 2})
             row = traced.db.fetchone(q, p)
             assert row is not None
