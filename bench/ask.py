@@ -20,6 +20,10 @@ collection language english, accents folded) and its 255 labelled questions
 * ``--modes``: the retrieval modes of item 6 (default all three; ``hybrid`` alone for item 5 only);
 * ``--determinism-only``: every question of the half asked twice and its answer replayed: how many
   answers are byte-identical across the two runs and across the replay (every layer);
+* every answer of item 5 is checked for quotes that **cross a unit** of the note's Markdown, read by
+  an independent CommonMark parser (markdown-it-py, not the reader's own rule): a quote holding lines
+  of two list items, of a heading and what follows, of two paragraphs, or two cells of a table row;
+  the count is printed per generator (issue 47's target is 0 for the default reader);
 * ``--latency``: warm Ask latency of the generators given (default extractive-v3 and extractive),
   side by side: every question of the sample is asked with each generator in turn, the order
   alternating from round to round, after one warm-up round (model loaded, every vector cached),
@@ -45,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from markdown_it import MarkdownIt
 
 from ranklock import Engine
 from ranklock.domains.journal import JOURNAL_CREATE, generate_journal
@@ -116,6 +122,46 @@ def correct_and_cited(run: dict[str, Any], questions: list[Any], cls: str | None
     if not qs:
         return None
     return sum(1 for q in qs if per_q[q.id]["correct"] and set(per_q[q.id]["cited"]) & set(q.gold)) / len(qs)
+
+
+#: The leaf blocks of CommonMark (and GFM tables' rows): the units a quote must stay inside.
+_LEAVES = ("paragraph_open", "heading_open", "fence", "code_block", "tr_open", "hr", "html_block")
+_MARKDOWN = MarkdownIt("commonmark").enable("table")
+
+
+def crosses(text: str, quote: str) -> bool:
+    """Whether ``quote`` (verbatim in ``text``) holds lines of two CommonMark leaf blocks or two table cells."""
+    at = text.find(quote)
+    if at < 0:
+        return False
+    first, last = text.count("\n", 0, at), text.count("\n", 0, at + len(quote.rstrip()))
+    blocks = [tok.map for tok in _MARKDOWN.parse(text) if tok.type in _LEAVES and tok.map]
+    inside = [b for b in blocks if b[0] <= first and last < b[1]]
+    if not inside:
+        return True  # no single block holds every line of the quote
+    row = next((b for b in inside if text.split("\n")[b[0]].lstrip().startswith("|")), None)
+    return row is not None and "|" in quote.strip().strip("|")
+
+
+class Recording:
+    """The engine, keeping every answer it gives (for :func:`crosses`); every other call goes to the engine."""
+
+    def __init__(self, eng: Engine) -> None:
+        self.eng = eng
+        self.answers: dict[str, list[Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.eng, name)
+
+    def ask(self, *args: Any, **kwargs: Any) -> Any:
+        ans = self.eng.ask(*args, **kwargs)
+        self.answers.setdefault(str(kwargs.get("generator", "extractive")), []).append(ans)
+        return ans
+
+
+def crossing_answers(answers: list[Any]) -> list[str]:
+    """The questions of ``answers`` with a citation whose quote crosses a unit of its passage."""
+    return [a.question for a in answers if any(crosses(a.chunks[c.n - 1].text, c.quote) for c in a.citations)]
 
 
 def mrr_at_10(item6: dict[str, Any], questions: list[Any], mode: str, cls: str | None) -> float:
@@ -290,9 +336,15 @@ def main() -> None:
         t0 = time.perf_counter()
         item6 = evaluate_answers(eng, args.collection, questions, generators=["extractive"], modes=modes)
         others = [g for g in generators if g != "extractive"]
+        recording = Recording(eng)
         item5_extra = (
-            evaluate_answers(eng, args.collection, questions, generators=others, modes=["hybrid"]) if others else None
+            evaluate_answers(recording, args.collection, questions, generators=others, modes=["hybrid"])  # type: ignore[arg-type]
+            if others
+            else None
         )
+        if "extractive" in generators:  # item 6's hybrid run asked them; asked again (deterministic), kept
+            for q in questions:
+                recording.ask(args.collection, q.question, filter=q.filter, generator="extractive")
         seconds = time.perf_counter() - t0
     runs6 = {r["mode"]: r for r in item6["runs"]}
     item5_runs = [runs6["hybrid"]] if "extractive" in generators else []
@@ -317,6 +369,14 @@ def main() -> None:
             for cls, m in [*run["by_class"].items(), ("all", run["overall"])]
         ]
         print(_table(["class", "n", *cols, "correct+cited", "false_abstention"], rows))
+        given = [a for a in recording.answers.get(run["generator"], []) if not a.abstained]
+        crossing = crossing_answers(given)
+        print(
+            f"\nanswers quoting across a list item, heading, paragraph or table cell: {len(crossing)} of {len(given)}"
+        )
+        for question in crossing:
+            print(f"  - {question}")
+        run["crossing"] = {"answers": len(given), "crossing": crossing}
         print()
         for cls, t in run["trigger"].items():
             print(f"- {cls}: {t['verdict']}: {t['message']}")

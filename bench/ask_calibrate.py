@@ -1,7 +1,8 @@
 """Check the extractive reader's answer-check constants on the tuning half of the journal questions.
 
-Rule 7 of the default reader, extractive-v5 (src/ranklock/ask/generators/extractive.py, as in
-extractive-v4), has three constants: THRESHOLD (the evidence a span needs, v3's value), KAPPA
+Rule 7 of extractive-v5 (src/ranklock/ask/generators/extractive_v5.py, as in extractive-v4; the
+default reader extractive-v6 keeps it and adds a predicate check, whose bar bench/ask_predicate.py
+measures), has three constants: THRESHOLD (the evidence a span needs, v3's value), KAPPA
 (how much more a span needs per share of the question's topic it leaves uncovered, now asked
 of every span) and NEAR (the word-vector cosine at which a question word counts as said in
 other words); v5's FLOOR (0, for a span whose own words say the whole topic) is not fitted and
@@ -40,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ask import journal_collection
 from ranklock import Engine
-from ranklock.ask.generators.extractive import KAPPA, NEAR, THRESHOLD, ExtractiveGenerator
 from ranklock.ask.generators.extractive_v4 import ExtractiveV4Generator
+from ranklock.ask.generators.extractive_v5 import KAPPA, NEAR, THRESHOLD, ExtractiveV5Generator
 from ranklock.ask.model import ABSTAIN, Draft, GenerationRequest, GeneratorInfo
 from ranklock.ask.retrieve import embed_fn
 from ranklock.domains.journal.questions import load_questions, shipped_questions_path
@@ -99,9 +100,9 @@ def main() -> None:
     ap.add_argument("--dsn", default=os.environ.get("RANKLOCK_DSN"))
     ap.add_argument("--collection", default="journal")
     ap.add_argument("--out", type=Path, default=OUT / "ask_calibrate.json")
-    ap.add_argument("--generator", choices=("extractive", "extractive-v4"), default="extractive")
+    ap.add_argument("--generator", choices=("extractive-v5", "extractive-v4"), default="extractive-v5")
     args = ap.parse_args()
-    rule = ExtractiveGenerator if args.generator == "extractive" else ExtractiveV4Generator
+    rule = ExtractiveV5Generator if args.generator == "extractive-v5" else ExtractiveV4Generator
     questions = select_split(load_questions(shipped_questions_path()), "tune")
     with Engine(dsn=args.dsn, home=args.home) as eng:
         journal_collection(eng, args.collection, False)

@@ -14,8 +14,8 @@ from ranklock.ask.answer_type import (
     topic_terms,
     typed_tokens,
 )
-from ranklock.ask.generators.extractive import ExtractiveGenerator
 from ranklock.ask.generators.extractive_v4 import ExtractiveV4Generator, spans_of
+from ranklock.ask.generators.extractive_v5 import ExtractiveV5Generator
 from ranklock.ask.model import ABSTAIN, AskChunk, Draft, DraftCitation, GenerationRequest, is_abstention
 from ranklock.ask.prompt import render_prompt
 from test_ask_rules import bag_of_words
@@ -239,7 +239,7 @@ def test_a_models_reply_follows_the_same_abstention_rule() -> None:
 # -- extractive-v4, and the rules v5 keeps ------------------------------------------------------
 
 #: v5 subclasses v4 and keeps its rules 1 to 6 and 8: the tests of those run on both.
-BOTH = pytest.mark.parametrize("gen", [ExtractiveV4Generator, ExtractiveGenerator], ids=["v4", "v5"])
+BOTH = pytest.mark.parametrize("gen", [ExtractiveV4Generator, ExtractiveV5Generator], ids=["v4", "v5"])
 
 
 def test_v4_spans_skip_the_title_and_continue_a_sentence_that_names_nothing() -> None:
@@ -350,7 +350,7 @@ def test_v4_and_v5_need_a_word_of_a_question_in_another_language_than_the_collec
 
 
 def test_v5_records_its_rule_and_the_answer_type_edition_it_reads() -> None:
-    info = ExtractiveGenerator().info()
+    info = ExtractiveV5Generator().info()
     assert info.model == "extractive-v5" and info.params["abstention"].startswith("answer-type/2 ")
     assert set(info.params) == set(ExtractiveV4Generator().info().params)
     assert info.checksum != ExtractiveV4Generator().info().checksum
@@ -360,11 +360,11 @@ def test_v5_a_span_saying_all_the_question_asks_beside_the_type_needs_only_the_f
     # The threshold is set out of reach: only a span whose own words cover the whole topic can pass, at E >= 0.
     q = "Which city did I fly to for the workshop?"
     r = _request(q, "Flew to Porto for the workshop; stayed two nights.", "Ran by the canal in Porto.")
-    d = ExtractiveGenerator(threshold=5.0).generate(r)
+    d = ExtractiveV5Generator(threshold=5.0).generate(r)
     assert d.answer == "Flew to Porto for the workshop; stayed two nights. [1]"  # "flew" is a form of "fly"
     assert ExtractiveV4Generator(threshold=5.0).generate(r).abstained
     # A span leaving a topic word out is held to the threshold.
-    d = ExtractiveGenerator(threshold=5.0).generate(_request(q, "Flew to Porto; stayed two nights."))
+    d = ExtractiveV5Generator(threshold=5.0).generate(_request(q, "Flew to Porto; stayed two nights."))
     assert d.abstained
 
 
@@ -373,15 +373,15 @@ def test_v5_holds_a_span_sharing_no_word_to_the_same_bar_as_the_others() -> None
     # as of every span (here a kappa out of reach shows the bar; the bag-of-words stand-in has no near words).
     r = _request("Where did we celebrate the birthday?", "Booked flights to Reykjavik for October.")
     assert not ExtractiveV4Generator(threshold=-1.0, kappa=10.0).generate(r).abstained
-    d = ExtractiveGenerator(threshold=-1.0, kappa=10.0).generate(r)
+    d = ExtractiveV5Generator(threshold=-1.0, kappa=10.0).generate(r)
     assert d.abstained and d.answer.startswith(f"{ABSTAIN} Looked for a place about “celebrate”, “birthday”")
 
 
 def test_v5_reads_a_meal_as_a_time_and_a_compound_for_its_parts() -> None:
     q = "When did the baby tooth come out?"
     r = _request(q, "Our daughter lost her first baby tooth at breakfast.")
-    assert "breakfast" in ExtractiveGenerator(threshold=-1.0).generate(r).answer
+    assert "breakfast" in ExtractiveV5Generator(threshold=-1.0).generate(r).answer
     assert ExtractiveV4Generator(threshold=-1.0).generate(r).abstained  # v4: no time in the span
     r = _request("Where do I pick up the van?", "I pick-up the van at the depot.", "Ran by the canal.")
-    d = ExtractiveGenerator(threshold=5.0).generate(r)
+    d = ExtractiveV5Generator(threshold=5.0).generate(r)
     assert d.answer == "I pick-up the van at the depot. [1]"  # "pick-up" holds "pick": the whole topic is said

@@ -146,7 +146,8 @@ def test_abstains_when_nothing_relevant_was_retrieved(engine: Engine, coll: str)
     # The name the question gives (a key term) is in no note: no chunk qualifies, and the abstention says so.
     ans = engine.ask(coll, "What is the name of Bartholomew's cat?")
     assert ans.abstained is True
-    assert ans.answer == f"{ABSTAIN} None of the 8 passages mentions “Bartholomew”."
+    # The abstention names what was searched: the collection, whose records are no files (documents).
+    assert ans.answer == "The documents in “t_ask_journal” do not say. None of the 8 passages mentions “Bartholomew”."
     assert ans.citations == ()
     assert len(ans.chunks) == 8  # retrieval still ran and is recorded
 
@@ -157,7 +158,8 @@ def test_abstains_when_too_few_question_terms_match(engine: Engine, coll: str) -
     ans = engine.ask(coll, "What price did Vrell pay for the telescope?")
     assert ans.abstained is True
     assert ans.answer.startswith(
-        f"{ABSTAIN} Looked for an amount of money about “Vrell”, “telescope” (the question asks "
+        "The documents in “t_ask_journal” do not say. Looked for an amount of money about “Vrell”, “telescope” "
+        "(the question asks "
     )
     # The older rules, still replayable, abstain with the sentence alone.
     assert engine.ask(coll, "What price did Vrell pay for the telescope?", generator="extractive-v3").answer == ABSTAIN
@@ -199,7 +201,7 @@ def test_bad_inputs(engine: Engine, coll: str) -> None:
         engine.ask(coll, "who?", generator="gpt")
     assert (
         str(c.value)
-        == "unknown generator 'gpt'; use one of extractive, extractive-v4, extractive-v3, extractive-v2, local, openai."
+        == "unknown generator 'gpt'; use one of extractive, extractive-v5, extractive-v4, extractive-v3, extractive-v2, local, openai."
     )
 
 
@@ -222,7 +224,8 @@ def test_nothing_is_logged_when_logging_is_off(engine: Engine, coll: str, rl_hom
 
     quiet = Engine(dsn=os.environ.get("RANKLOCK_TEST_DSN") or None, home=str(rl_home), log_queries=False)
     try:
-        quiet._embedders.update(engine._embedders)
+        for _e in engine.embedders.loaded():
+            quiet.embedders.register(_e)
         before = engine.db.fetchone("SELECT count(*) AS n FROM ranklock.answer_log")
         ans = quiet.ask(coll, "Who recommended Salt Roads?")
         after = engine.db.fetchone("SELECT count(*) AS n FROM ranklock.answer_log")
@@ -337,11 +340,11 @@ def test_replay_errors(engine: Engine) -> None:
 @pytest.fixture
 def cli_hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI builds its own Engine: let it resolve the test's bag-of-words embedder by id."""
-    import ranklock.engine
+    import ranklock.embed.loaded
 
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     bow = BagOfWordsEmbedder()
-    monkeypatch.setattr(ranklock.engine, "resolve_embedder", lambda spec: bow if spec == bow.id else real(spec))
+    monkeypatch.setattr(ranklock.embed.loaded, "resolve_embedder", lambda spec: bow if spec == bow.id else real(spec))
 
 
 @pytest.mark.usefixtures("cli_hash_embedder")
@@ -387,7 +390,7 @@ def test_http_ask_matches_the_engine_byte_for_byte(engine: Engine, coll: str) ->
     assert r.status_code == 400
     assert r.json()["error"] == {
         "type": "ConfigError",
-        "message": "unknown generator 'gpt'; use one of extractive, extractive-v4, extractive-v3, extractive-v2, local, openai.",
+        "message": "unknown generator 'gpt'; use one of extractive, extractive-v5, extractive-v4, extractive-v3, extractive-v2, local, openai.",
     }
     # The request model is strict: an unknown key or a loosely typed value is refused, not ignored.
     for bad in (

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from ranklock import Engine
-from ranklock.ask.model import ABSTAIN
 from ranklock.domains.journal import JOURNAL_CREATE, generate_journal
 
 
@@ -53,4 +52,6 @@ def test_a_present_question_quotes_the_latest_note_and_says_so(engine: Engine, j
 def test_a_question_the_journal_cannot_answer_abstains(engine: Engine, journal_slice: str) -> None:
     ans = engine.ask(journal_slice, "Which bus should visitors take?")
     assert (ans.citations, ans.abstained) == ((), True)
-    assert ans.answer.startswith(f"{ABSTAIN} Looked for an answer about “visitors”, “take”: passage ")
+    assert ans.answer.startswith(
+        f"The documents in “{journal_slice}” do not say. Looked for an answer about “visitors”, “take”: passage "
+    )

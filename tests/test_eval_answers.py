@@ -25,11 +25,13 @@ def _cli_db(rl_home: Path) -> list[str]:
 @pytest.fixture
 def journal_slice(engine: Engine, cname: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
     """Two questions of every class, their gold notes plus 80 others, ingested with the hash embedder."""
-    import ranklock.engine
+    import ranklock.embed.loaded
 
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
+        ranklock.embed.loaded,
+        "resolve_embedder",
+        lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec),
     )
     j = generate_journal()
     qs = load_questions(shipped_questions_path())

@@ -148,11 +148,11 @@ def test_journal_slice_ingests_with_typed_fields_and_date_filters(engine: Engine
 
 
 def test_demo_journal_builds_the_collection(engine: Engine, rl_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ranklock.engine
+    import ranklock.embed.loaded
     from ranklock.cli import app
 
     # The demo's own Engine embeds with the hash embedder: the pipeline is real, the meaning is not needed.
-    monkeypatch.setattr(ranklock.engine, "resolve_embedder", lambda _spec: HashEmbedder())
+    monkeypatch.setattr(ranklock.embed.loaded, "resolve_embedder", lambda _spec: HashEmbedder())
     dsn = os.environ.get("RANKLOCK_TEST_DSN")
     res = CliRunner().invoke(app, ["demo", "journal", *(["--dsn", dsn] if dsn else ["--home", str(rl_home)])])
     assert res.exit_code == 0, res.output

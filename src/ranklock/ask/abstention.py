@@ -86,15 +86,17 @@ def abstention_text(
     best: int | None = None,
     names: Sequence[str] = (),
     kind: AnswerType | None = None,
+    opener: str = ABSTAIN,
 ) -> str:
-    """The abstention for ``question``: :data:`ABSTAIN` and what was looked for (rule 3).
+    """The abstention for ``question``: ``opener`` (:data:`ABSTAIN`; extractive-v6 names what was searched,
+    :func:`~ranklock.ask.model.abstention_opener`) and what was looked for (rule 3).
 
     >>> abstention_text("When is the car due for its inspection?", "no_type", n=8)
     'The journal does not say. Looked for a date or a time about “car”, “due”, “inspection” (the question asks “When”): none of the 8 passages has one.'
     """
     why = REASONS[reason].format(n=n, best=best, names=_quoted(_as_written(question, names)))
     if reason in ("no_passages", "no_terms", "unnamed"):
-        return f"{ABSTAIN} {why[0].upper()}{why[1:]}."
+        return f"{opener} {why[0].upper()}{why[1:]}."
     kind = kind or answer_type(question)
     topic = topic_terms(question, kind)
     about = f" about {_quoted(_as_written(question, topic))}" if topic else ""
@@ -103,7 +105,7 @@ def abstention_text(
         first = kind.cue.split()[0]
         written = next((w for w in _WORD.findall(question) if fold(w) == first), first)
         cue = f" (the question asks “{written}{kind.cue[len(first) :]}”)"
-    return f"{ABSTAIN} Looked for {kind.describe()}{about}{cue}: {why}."
+    return f"{opener} Looked for {kind.describe()}{about}{cue}: {why}."
 
 
 def checked_reply(request: GenerationRequest, draft: Draft) -> Draft:

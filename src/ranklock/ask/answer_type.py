@@ -71,6 +71,14 @@ apart (:data:`EDITIONS`).  Edition 1 is extractive-v4's (issue 40).  Edition 2
 - *what is X's name* asks for a ``name`` as *what is the name of X* does;
 - the words of *how long does X take / last* (:data:`DURATION_CUES`) say what is asked, as the
   money cues do, and are no topic word.
+
+Edition 3 (extractive-v6; :data:`EDITION` stays 2, which the model generators' check reads) adds the
+three fixes issue 40's third set called for:
+
+- an ordinal or order word (*First, Second, Last, Next…*: :data:`ORDINAL_WORDS`) is no name ("First
+  shift at the food bank." names nobody);
+- *a / an / half* before a unit of time or length is a duration ("an hour and a half", "half an hour");
+- *what kind / type / sort of X* leaves *kind* out of the topic, as it leaves X.
 """
 
 from __future__ import annotations
@@ -250,6 +258,16 @@ DAY_PARTS = _w(
     "morning afternoon evening night tonight noon midday midnight dawn manha tarde noite meio-dia meia-noite "
     "madrugada manana mediodia medianoche noche"
 )
+#: Edition 3: order words, never a name at a sentence's start ("First shift at the food bank.").
+ORDINAL_WORDS = _w(
+    """
+    first second third fourth fifth last next final previous
+    primeiro primeira segundo segunda terceiro terceira ultimo ultima proximo proxima
+    primero primera tercero tercera postrero siguiente
+    """
+)
+#: Edition 3: words that stand for "one" before a unit of time or length ("an hour", "half a day").
+ONE_UNIT = _w("a an half")
 #: Relative markers: "next week", "la semana que viene", "in three days", "two weeks ago".
 TIME_RELATIVE = _w("next last ago proxima proximo passada passado pasada pasado que vem viene")
 
@@ -501,6 +519,7 @@ class _Tok:
     comma: bool = False  # a comma follows it
     common: bool = False  # its stem is written in lower case elsewhere: a common word, not a name
     meal: bool = False  # edition 2: a meal after a time preposition ("at breakfast"), a time
+    ordinal: bool = False  # edition 3: an order word ("First", "Next"), never a name
 
 
 def _tokens(text: str, common: frozenset[str] = frozenset(), edition: int = EDITION) -> list[_Tok]:
@@ -511,7 +530,8 @@ def _tokens(text: str, common: frozenset[str] = frozenset(), edition: int = EDIT
         tail = text[m.end() : m.end() + 2]
         low = _POSSESSIVE.sub("", fold(raw))  # "Mum's" is "mum" to every rule
         meal = edition >= 2 and low in MEALS and any(t.low in MEAL_PREPOSITIONS for t in out[-3:])
-        out.append(_Tok(raw, low, boundary, tail.startswith(","), stem(low) in common, meal))
+        ordinal = edition >= 3 and low in ORDINAL_WORDS
+        out.append(_Tok(raw, low, boundary, tail.startswith(","), stem(low) in common, meal, ordinal))
         boundary = (
             bool(tail) and tail[0] in ".!?:;\n" and not (tail[0] == "." and raw.lower() in _w("dr mr mrs ms st sr sra"))
         )
@@ -585,6 +605,8 @@ def _name_at(toks: list[_Tok], i: int) -> bool:
     """A capitalised word that is no function, calendar or time word; sentence-initially only before a content word."""
     tok = toks[i]
     if not tok.text[:1].isupper() or tok.low in FUNCTION_WORDS or tok.low in CALENDAR or _time_at(toks, i):
+        return False
+    if tok.ordinal:
         return False
     if tok.low in PERSON_WORDS | TIME_WORDS | PLACE_WORDS | WHICH_WORDS:
         return False
@@ -692,6 +714,9 @@ def _holds(kind: str, toks: list[_Tok], i: int, edition: int) -> bool:
         return any(ch.isdigit() for ch in tok.text) and not _time_at(toks, i)
     if _IDENTIFIER.fullmatch(tok.text) and not _NUMBER_UNIT.fullmatch(tok.low):
         return False
+    unit = toks[i + 1] if i + 1 < len(toks) else None
+    if kind == "duration" and edition >= 3 and tok.low in ONE_UNIT and _is_unit(unit, TIME_UNITS | LENGTH_UNITS):
+        return True  # "an hour and a half", "half a day"
     if not _number(toks, i) or _time_at(toks, i):
         return False
     if kind == "money":
@@ -776,6 +801,8 @@ def topic_terms(question: str, kind: AnswerType) -> list[str]:
         cues = DURATION_CUES  # "how long did the 5K take": the question's frame, not its topic
     drop = QUESTION_WORDS | ORDER_WORDS | CALENDAR | QUARTERS | PRESENT | cues | TIME_NOUNS | CODE_NOUNS | NAME_NOUNS
     drop |= AGE_NOUNS | FUNCTION_WORDS
+    if kind.edition >= 3:
+        drop |= KIND_NOUNS  # "what kind of dog": the dog is asked for, "kind" says how
     said = terms(question)
     return [
         t
@@ -892,3 +919,11 @@ EDITIONS = {
         }
     ),
 }
+EDITIONS[3] = _sha256(
+    {
+        "edition_2": EDITIONS[2],
+        "ordinal_words": sorted(ORDINAL_WORDS),
+        "one_unit": sorted(ONE_UNIT),
+        "rules": ["ordinals are no names", "a unit after a/an/half is a duration", "kind nouns are no topic"],
+    }
+)

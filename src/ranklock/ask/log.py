@@ -227,7 +227,7 @@ def _layer(logged: Any, replayed: Any) -> dict[str, Any]:
 def _logged_question(answer_id: str, req: dict[str, Any], given: str | None) -> str:
     """The question to replay: the logged one, or (hash-only row) ``given`` once its sha256 matches.
 
-    The query log's twin is ranklock.search.log.replay_text, which ranklock.ask may not import
+    The query log's twin is ranklock.search.replay.replay_text, which ranklock.ask may not import
     (tests/test_ask_rules.py: ask reaches only the foundations).
     """
     if "question" in req:
@@ -313,7 +313,7 @@ def replay_answer(
     replayed: str | dict[str, str]
     embed = embed_fn(db, coll, None if embedder_of is None else (lambda: embedder_of(coll)))
     try:
-        draft = gen.generate(GenerationRequest(asked, numbered, prompt, coll.language, embed))
+        draft = gen.generate(GenerationRequest(asked, numbered, prompt, coll.language, embed, coll.name))
         replayed = cited_answer(
             draft,
             question=asked,

@@ -3,7 +3,7 @@
 :class:`Answer` serialises to one stable JSON object (same input, same bytes)::
 
     {"question", "collection", "answer",
-     "citations": [{"n", "doc_id", "chunk", "quote"}],
+     "citations": [{"n", "doc_id", "chunk", "quote"}], ["closest": [{"n", "doc_id", "chunk", "quote"}],]
      "chunks": [{"n", "doc_id", "chunk", "rank", "score", "text", "date"}],
      "abstained", "generator": {"name", "model", "checksum", "params"},
      "prompt_sha256", "snapshot": {"id", "manifest_hash"}, ["rerank",] "answer_id"}
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -34,12 +35,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABSTAIN",
+    "NOUNS",
     "Answer",
     "AskChunk",
     "Citation",
     "Draft",
     "DraftCitation",
     "EmbedFn",
+    "abstention_opener",
     "is_abstention",
     "GenerationRequest",
     "Generator",
@@ -48,19 +51,46 @@ __all__ = [
     "canonical_json",
 ]
 
-#: How every abstention begins: the chunks do not answer the question.  A generator may say after it
-#: what it looked for (ranklock.ask.abstention); extractive-v2 and v3 say this sentence alone.
+#: How an abstention begins: the chunks do not answer the question.  A generator may say after it
+#: what it looked for (ranklock.ask.abstention); extractive-v2 and v3 say this sentence alone.  From
+#: extractive-v6 on an abstention names what was searched instead (:func:`abstention_opener`).
 ABSTAIN = "The journal does not say."
+
+#: What an extractive-v6 abstention calls the documents searched, by the files they came from.
+NOUNS = {".md": "notes", ".markdown": "notes", ".html": "pages", ".htm": "pages"}
+_OPENER = re.compile(r"The (?:notes|pages|documents)(?: in “[a-z][a-z0-9_]{0,62}”)? do not say\.")
+
+
+def abstention_opener(doc_ids: Sequence[str], collection: str) -> str:
+    """The sentence an extractive-v6 abstention begins with: what was searched, in the collection's words.
+
+    Its documents are *notes* when they are all Markdown files, *pages* when all HTML pages, else
+    *documents*; and the collection is named as its owner named it.
+
+    >>> abstention_opener(["daily/2026-01-05.md", "Garden.md"], "vault")
+    'The notes in “vault” do not say.'
+    >>> abstention_opener(["ls.1.txt"], "manpages"), abstention_opener([], "")
+    ('The documents in “manpages” do not say.', 'The documents do not say.')
+    """
+    kinds = {NOUNS.get(d[d.rfind(".") :].lower(), "documents") if "." in d else "documents" for d in doc_ids}
+    noun = kinds.pop() if len(kinds) == 1 else "documents"
+    where = f" in “{collection}”" if collection else ""
+    return f"The {noun}{where} do not say."
 
 
 def is_abstention(answer: str) -> bool:
-    """Whether an answer text abstains: it is :data:`ABSTAIN`, or begins with it and a space.
+    """Whether an answer text abstains: it is :data:`ABSTAIN` or a v6 opener, alone or followed by a space.
 
     >>> is_abstention("The journal does not say."), is_abstention("The journal does not say. Looked for…")
     (True, True)
+    >>> is_abstention("The notes in “vault” do not say. Looked for…"), is_abstention("The notes say so.")
+    (True, False)
     """
     text = answer.strip()
-    return text == ABSTAIN or text.startswith(ABSTAIN + " ")
+    if text == ABSTAIN or text.startswith(ABSTAIN + " "):
+        return True
+    m = _OPENER.match(text)
+    return m is not None and (m.end() == len(text) or text[m.end()] == " ")
 
 
 def canonical_json(obj: Any) -> str:
@@ -152,6 +182,8 @@ class GenerationRequest:
     prompt: Prompt
     language: str = "english"  # the collection's text-search language
     embed: EmbedFn | None = None
+    #: The collection's name, which an abstention names (extractive-v6); "" when not known.
+    collection: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,6 +202,8 @@ class Draft:
     citations: tuple[DraftCitation, ...]
     abstained: bool
     raw: str | None = None
+    #: An abstention's closest passages, each with the span that came closest (extractive-v6): not citations.
+    closest: tuple[DraftCitation, ...] = ()
 
 
 @runtime_checkable
@@ -201,8 +235,10 @@ class Answer:
     prompt_sha256: str
     snapshot_id: int
     manifest_hash: str | None
-    #: The rerank record of a reranked ask (reranker, N, order; ranklock.rerank.stage), else None.
+    #: The rerank record of a reranked ask (reranker, N, order; ranklock.search.rerank), else None.
     rerank: dict[str, Any] | None = None
+    #: An abstention's closest passages and the span of each that came closest (extractive-v6), else empty.
+    closest: tuple[Citation, ...] = ()
     #: The search's query-log entry (None when query logging is off); not part of the JSON.
     query_id: int | None = None
     #: The answer-log row of this ask (None when logging is off); not part of the JSON.
@@ -214,6 +250,10 @@ class Answer:
             "collection": self.collection,
             "answer": self.answer,
             "citations": [c.to_dict() for c in self.citations],
+        }
+        if self.closest:
+            body["closest"] = [c.to_dict() for c in self.closest]  # only an abstention that has them: others as before
+        body |= {
             "chunks": [c.to_dict() for c in self.chunks],
             "abstained": self.abstained,
             "generator": self.generator.to_dict(),

@@ -58,7 +58,7 @@ def retrieve(
 
     ``mode`` exists for evaluation and replay only: ``eval --answers`` runs Ask over
     each retrieval mode, logs it, and the replay of such an answer must use it.
-    ``rerank=N`` has the search rerank its top N fused hits first (ranklock.rerank.stage).
+    ``rerank=N`` has the search rerank its top N fused hits first (ranklock.search.rerank).
     """
     if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_CHUNKS:
         raise QueryError(

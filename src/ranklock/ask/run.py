@@ -91,7 +91,9 @@ def ask(
         request["rerank"] = rerank  # only when given: the request of an ask without it is as before
     draft = None
     try:
-        draft = gen.generate(GenerationRequest(question, numbered, prompt, coll.language, embed_fn(db, coll, embedder)))
+        draft = gen.generate(
+            GenerationRequest(question, numbered, prompt, coll.language, embed_fn(db, coll, embedder), coll.name)
+        )
         answer = cited_answer(
             draft,
             question=question,

@@ -8,9 +8,12 @@ answer is rejected, logged as rejected, and never shown):
 3. Every quote is non-empty and occurs in passage n's text (compared after
    collapsing whitespace and case-folding); the citation keeps the chunk's
    own words, so a quote shown is always verbatim from the chunk.
-4. The answer abstains exactly when its text is :data:`~ranklock.ask.model.ABSTAIN`, alone or
-   followed by what was looked for (:func:`~ranklock.ask.model.is_abstention`); an abstention
-   cites nothing, and any other answer cites at least one passage.
+4. The answer abstains exactly when its text is :data:`~ranklock.ask.model.ABSTAIN` (or, from
+   extractive-v6 on, the sentence that names what was searched), alone or followed by what was
+   looked for (:func:`~ranklock.ask.model.is_abstention`); an abstention cites nothing, and any
+   other answer cites at least one passage.
+5. An abstention may name its closest passages (``closest``), each with a span of it, checked as a
+   citation's quote is; an answer names none (it cites).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CitationError
-from .model import ABSTAIN, Answer, AskChunk, Citation, Draft, GeneratorInfo, Prompt, is_abstention
+from .model import ABSTAIN, Answer, AskChunk, Citation, Draft, DraftCitation, GeneratorInfo, Prompt, is_abstention
 
-__all__ = ["MARKER", "cited_answer", "find_quote", "validate_draft"]
+__all__ = ["MARKER", "cited_answer", "find_quote", "validate_closest", "validate_draft"]
 
 MARKER = re.compile(r"\[(\d+)\]")
 
@@ -64,6 +67,35 @@ def _passages(n: int) -> str:
     return f"[1]..[{n}]" if n else "none"
 
 
+def _quoted(c: DraftCitation, chunks: Sequence[AskChunk], what: str) -> Citation:
+    """Rules 1 and 3 for one quote of passage ``c.n``: the chunk's own words of it."""
+    n_chunks = len(chunks)
+    if isinstance(c.n, bool) or not isinstance(c.n, int) or not 1 <= c.n <= n_chunks:
+        raise CitationError(
+            f"the answer {what} passage [{c.n}] but only passages {_passages(n_chunks)} were given; "
+            "the answer was rejected, not shown. Ask again, or use --generator extractive."
+        )
+    chunk = chunks[c.n - 1]
+    found = find_quote(c.quote, chunk.text) if isinstance(c.quote, str) else None
+    if found is None:
+        raise CitationError(
+            f"{'citation' if what == 'cites' else 'closest passage'} [{c.n}] quotes {str(c.quote)[:80]!r}, which is "
+            f"not in passage [{c.n}] ({chunk.doc_id}, chunk {chunk.chunk}); the answer was rejected, not shown. "
+            "Ask again, or use --generator extractive."
+        )
+    return Citation(n=c.n, doc_id=chunk.doc_id, chunk=chunk.chunk, quote=found)
+
+
+def validate_closest(draft: Draft, chunks: Sequence[AskChunk], abstained: bool) -> tuple[Citation, ...]:
+    """Rule 5: an abstention's closest passages, each quote the chunk's own words; an answer has none."""
+    if draft.closest and not abstained:
+        raise CitationError(
+            "the answer names closest passages but does not abstain; the answer was rejected. Only an abstention "
+            "names the passages that came closest; an answer cites."
+        )
+    return tuple(_quoted(c, chunks, "names as closest") for c in draft.closest)
+
+
 def validate_draft(draft: Draft, chunks: Sequence[AskChunk]) -> tuple[str, tuple[Citation, ...], bool]:
     """Check ``draft`` against the ``chunks`` it was given; return ``(answer, citations, abstained)``.
 
@@ -81,23 +113,11 @@ def validate_draft(draft: Draft, chunks: Sequence[AskChunk]) -> tuple[str, tuple
     citations: list[Citation] = []
     seen: set[tuple[int, str]] = set()
     for c in draft.citations:
-        if isinstance(c.n, bool) or not isinstance(c.n, int) or not 1 <= c.n <= n_chunks:
-            raise CitationError(
-                f"the answer cites passage [{c.n}] but only passages {_passages(n_chunks)} were given; "
-                "the answer was rejected, not shown. Ask again, or use --generator extractive."
-            )
-        chunk = chunks[c.n - 1]
-        found = find_quote(c.quote, chunk.text) if isinstance(c.quote, str) else None
-        if found is None:
-            raise CitationError(
-                f"citation [{c.n}] quotes {str(c.quote)[:80]!r}, which is not in passage [{c.n}] "
-                f"({chunk.doc_id}, chunk {chunk.chunk}); the answer was rejected, not shown. "
-                "Ask again, or use --generator extractive."
-            )
-        if (c.n, found) in seen:
+        quoted = _quoted(c, chunks, "cites")
+        if (c.n, quoted.quote) in seen:
             continue
-        seen.add((c.n, found))
-        citations.append(Citation(n=c.n, doc_id=chunk.doc_id, chunk=chunk.chunk, quote=found))
+        seen.add((c.n, quoted.quote))
+        citations.append(quoted)
     cited = {c.n for c in citations}
     for m in MARKER.finditer(answer):
         k = int(m.group(1))
@@ -142,6 +162,7 @@ def cited_answer(
     One constructor for the live ask and its replay, so the two cannot drift apart.
     """
     text, citations, abstained = validate_draft(draft, chunks)
+    closest = validate_closest(draft, chunks, abstained)
     return Answer(
         question=question,
         collection=collection,
@@ -155,4 +176,5 @@ def cited_answer(
         manifest_hash=manifest_hash,
         query_id=query_id,
         rerank=rerank,
+        closest=closest,
     )

@@ -1,9 +1,10 @@
 """Ask generators, one protocol (:class:`ranklock.ask.model.Generator`).
 
 - ``extractive`` (default): deterministic, verbatim spans of the answer's type chosen by meaning and words,
-  abstaining with what it looked for (extractive-v5);
-- ``extractive-v4``, ``extractive-v3`` and ``extractive-v2``: the rules of issue 40's first round and of issues
-  26 and 12, for replaying answers they gave and side-by-side benchmarks;
+  inside one unit of the note's structure, gathered for a list question, abstaining with what it looked for
+  in the collection's words (extractive-v6);
+- ``extractive-v5``, ``extractive-v4``, ``extractive-v3`` and ``extractive-v2``: the rules of issue 40's two
+  rounds and of issues 26 and 12, for replaying answers they gave and side-by-side benchmarks;
 - ``openai``: any OpenAI-compatible chat endpoint (RANKLOCK_LLM_URL, RANKLOCK_LLM_MODEL, RANKLOCK_LLM_API_KEY).
 - ``local``: SmolLM2-135M-Instruct on the CPU (``ranklock[local-llm]``); small and often wrong.
 """
@@ -15,7 +16,7 @@ from ..model import Generator
 
 __all__ = ["NAMES", "PAID", "logged_generator", "resolve_generator"]
 
-NAMES = ("extractive", "extractive-v4", "extractive-v3", "extractive-v2", "local", "openai")
+NAMES = ("extractive", "extractive-v5", "extractive-v4", "extractive-v3", "extractive-v2", "local", "openai")
 
 #: Generators whose every call is billed to the operator (an LLM API key): a served request needs the
 #: token scope ``paid-generator`` to choose one (ranklock.http).
@@ -32,6 +33,10 @@ def resolve_generator(spec: str | Generator) -> Generator:
         from .extractive import ExtractiveGenerator
 
         return ExtractiveGenerator()
+    if spec == "extractive-v5":
+        from .extractive_v5 import ExtractiveV5Generator
+
+        return ExtractiveV5Generator()
     if spec == "extractive-v4":
         from .extractive_v4 import ExtractiveV4Generator
 
@@ -65,6 +70,7 @@ def logged_generator(record: dict[str, object]) -> Generator:
         "extractive-v2",
         "extractive-v3",
         "extractive-v4",
+        "extractive-v5",
     ):
         return resolve_generator(str(record["model"]))
     return resolve_generator(str(record.get("name")))

@@ -63,6 +63,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -109,6 +110,16 @@ RULE_CHECKSUM = hashlib.sha256(
         ensure_ascii=False,
     ).encode("utf-8")
 ).hexdigest()
+
+
+class _Scored(Protocol):
+    """What rule 6 reads of a span (v4's :class:`Span`, or v6's): its passage and the question terms it matches."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def hits(self) -> frozenset[str]: ...
 
 
 @dataclass(frozen=True)
@@ -273,27 +284,12 @@ class ExtractiveV4Generator:
     ) -> tuple[list[int], Draft | None]:
         """Rules 6 to 8: the candidates' score order, and the draft (None when no checked candidate passes)."""
         chunks = request.chunks
-        n_chunks = len(chunks)
-        cf = dict.fromkeys(q, 0)
-        for _c, spans in per_chunk:
-            for t in frozenset().union(*(s.hits for s in spans)):
-                cf[t] += 1
-        weight = {t: n_chunks / max(cf[t], 1) for t in q}
-        total = sum(weight.values())
-        texts = [meaning_query(request.question), *(c.text for c in chunks), *(s.text for s in candidates)]
-        vectors = np.asarray(embed(texts), dtype=np.float64)
-        qv, chunk_vs, span_vs = vectors[0], vectors[1 : 1 + n_chunks], vectors[1 + n_chunks :]
-        centroid = chunk_vs.mean(axis=0)
-        centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
-        cos_q = span_vs @ qv
-        cos_c = span_vs @ centroid
-        score = cos_q - BETA * cos_c + LAMBDA * np.array([sum(weight[t] for t in s.hits) / total for s in candidates])
-        evidence = cos_q - EVIDENCE_BETA * cos_c
-        order = sorted(range(len(candidates)), key=lambda i: (-float(score[i]), candidates[i].n, candidates[i].first))
+        order, score, span_vs, evidence = self._scores(
+            request, embed, q, per_chunk, candidates, [s.text for s in candidates], [s.first for s in candidates]
+        )
         passing = self._check(request, embed, topic, keys, candidates, order, evidence)
         if not passing:
             return order, None
-        best = passing[0]
         if is_present(request.question):
             latest = ExtractiveV3Generator._latest(chunks, candidates, order, score, span_vs)
             if latest is not None:
@@ -303,22 +299,61 @@ class ExtractiveV4Generator:
                     citations=(DraftCitation(n=span.n, quote=span.text),),
                     abstained=False,
                 )
+        chosen = [candidates[i] for i in self._alike(order, passing, score, span_vs, [s.n for s in candidates])]
+        return order, Draft(
+            answer=" ".join(f"{s.text} [{s.n}]" for s in chosen),
+            citations=tuple(DraftCitation(n=s.n, quote=s.text) for s in chosen),
+            abstained=False,
+        )
+
+    @staticmethod
+    def _alike(
+        order: list[int], passing: list[int], score: np.ndarray, span_vs: np.ndarray, passage: Sequence[int]
+    ) -> list[int]:
+        """Rule 8's selection (v3's rule 9): the best passing span, then passing spans of other passages within
+        MARGIN of it that say the same kind of thing, at most MAX_SPANS.  Shared with v6."""
+        best = passing[0]
         picked = [best]
         for i in order:
             if i == best:
                 continue
             if float(score[i]) < float(score[best]) - MARGIN or len(picked) == MAX_SPANS:
                 break
-            if i not in passing or any(candidates[i].n == candidates[j].n for j in picked):
+            if i not in passing or any(passage[i] == passage[j] for j in picked):
                 continue
             if float(span_vs[i] @ span_vs[best]) >= SAME_KIND:
                 picked.append(i)
-        chosen = [candidates[i] for i in picked]
-        return order, Draft(
-            answer=" ".join(f"{s.text} [{s.n}]" for s in chosen),
-            citations=tuple(DraftCitation(n=s.n, quote=s.text) for s in chosen),
-            abstained=False,
-        )
+        return picked
+
+    @staticmethod
+    def _scores(
+        request: GenerationRequest,
+        embed: EmbedFn,
+        q: list[str],
+        per_chunk: Sequence[tuple[AskChunk, Sequence[_Scored]]],
+        candidates: Sequence[_Scored],
+        texts: Sequence[str],
+        position: Sequence[int],
+    ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+        """Rule 6 over ``candidates`` (each scored by the vector of its text of ``texts``): their order (ties by
+        passage, then ``position``), scores, vectors and evidence ``E``, which rule 7 reads.  Shared with v6."""
+        chunks = request.chunks
+        n_chunks = len(chunks)
+        cf = dict.fromkeys(q, 0)
+        for _c, spans in per_chunk:
+            for t in frozenset().union(*(s.hits for s in spans)):
+                cf[t] += 1
+        weight = {t: n_chunks / max(cf[t], 1) for t in q}
+        total = sum(weight.values())
+        vectors = np.asarray(embed([meaning_query(request.question), *(c.text for c in chunks), *texts]), np.float64)
+        qv, chunk_vs, span_vs = vectors[0], vectors[1 : 1 + n_chunks], vectors[1 + n_chunks :]
+        centroid = chunk_vs.mean(axis=0)
+        centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
+        cos_q = span_vs @ qv
+        cos_c = span_vs @ centroid
+        score = cos_q - BETA * cos_c + LAMBDA * np.array([sum(weight[t] for t in s.hits) / total for s in candidates])
+        order = sorted(range(len(candidates)), key=lambda i: (-float(score[i]), candidates[i].n, position[i]))
+        return order, score, span_vs, cos_q - EVIDENCE_BETA * cos_c
 
     def _check(
         self,
