@@ -61,7 +61,7 @@ def serve(args: argparse.Namespace) -> None:
 
     eng = Engine(home=args.home, log_queries=True)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb
+    eng.embedders.register(emb)
     run(
         create_app(eng, access=Access(require_token=True)),
         host="127.0.0.1",

@@ -229,7 +229,7 @@ def main() -> None:
 
         modes = ("lexical",)
         emb = MiniLMTokHash("test:hash-minilm-tok")
-        eng._embedders[emb.id] = emb
+        eng.embedders.register(emb)
         eng.ingest(name, ds, create={"embedder": emb.id, "index": "exact"})
     row = eng.db.fetchone(
         "SELECT chunk_count, manifest FROM ranklock.snapshots WHERE id = %s", [eng.collection(name).active_snapshot_id]

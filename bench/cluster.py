@@ -164,7 +164,7 @@ def main() -> None:
         import large_corpus
 
         emb = large_corpus.GeneratedEmbedder()
-        eng._embedders[emb.id] = emb
+        eng.embedders.register(emb)
     name = args.name or f"bench_{args.corpus}"
     sides = {"one": (f"{name}_one", 0), "sharded": (f"{name}_sharded", SHARDS)}
     builds: dict[str, list[dict[str, float]]] = {}

@@ -39,7 +39,7 @@ def main() -> None:
     load_start = os.getloadavg()
     eng = Engine(home=args.home, log_queries=False)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb  # register under its id so the collection resolves it
+    eng.embedders.register(emb)  # register under its id so the collection resolves it
     qs = queries(args.queries)
     rows: list[dict[str, Any]] = []
 

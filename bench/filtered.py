@@ -100,7 +100,7 @@ def main() -> None:
 
     eng = Engine(home=args.home, log_queries=False)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb
+    eng.embedders.register(emb)
     coll = eng.collection(args.collection)
     sid = int(coll.active_snapshot_id or 0)
     snap = eng.db.fetchone("SELECT doc_count, chunk_count, stats FROM ranklock.snapshots WHERE id = %s", [sid])

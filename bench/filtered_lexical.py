@@ -68,7 +68,7 @@ def main() -> None:
     args = ap.parse_args()
     eng = Engine(home=args.home, embedder=None, log_queries=False)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb  # the generated collections' vectors (bench/large_corpus.py)
+    eng.embedders.register(emb)  # the generated collections' vectors (bench/large_corpus.py)
     cases: list[str | None] = [None, *[f.strip() for f in args.filters.split(",") if f.strip()]]
     qs = query_set(args.queries)
     report: dict[str, Any] = {"command": " ".join(["python", *sys.argv]), "loadavg_start": list(os.getloadavg())}

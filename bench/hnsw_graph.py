@@ -45,7 +45,7 @@ def main() -> None:
 
     eng = Engine(home=args.home, log_queries=False)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb
+    eng.embedders.register(emb)
     names = args.collections.split(",")
     sids = {c: int(eng.collection(c).active_snapshot_id or 0) for c in names}
     ids, buckets, vecs = load_vectors(eng, sids[names[0]], Path(f"/tmp/hnsw-graph-{names[0]}-{sids[names[0]]}.npz"))

@@ -173,10 +173,16 @@ def _memoise_embedder() -> None:
 
     The embedder object is the same either way, so the output bytes are not affected.
     """
-    import ranklock.engine as engine_mod
+    import importlib
 
+    # Where the code being compared resolves a spec to a model: the engine's embedders (issue 49 on),
+    # or the facade itself (before).
+    try:
+        engine_mod: Any = importlib.import_module("ranklock.embed.loaded")
+    except ImportError:
+        engine_mod = importlib.import_module("ranklock.engine")
     real = getattr(engine_mod, "resolve_embedder", None)
-    if real is None:  # the facade no longer resolves embedders by this name: run unmemoised (slower, same bytes)
+    if real is None:  # nothing resolves embedders by this name: run unmemoised (slower, same bytes)
         return
     cache: dict[str | None, Any] = {}
 

@@ -51,7 +51,7 @@ def main() -> None:
     args = ap.parse_args()
     eng = Engine(home=args.home, embedder=None, log_queries=False)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb  # the generated collections' vectors (bench/large_corpus.py)
+    eng.embedders.register(emb)  # the generated collections' vectors (bench/large_corpus.py)
     report: dict[str, Any] = {"command": " ".join(["python", *sys.argv]), "loadavg_start": list(os.getloadavg())}
     before = args.before or eng.collection(args.collection).active_snapshot_id
     after = args.after

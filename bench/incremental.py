@@ -69,7 +69,7 @@ def engine(home: str) -> tuple[Engine, GeneratedEmbedder]:
     eng = Engine(home=home, embedder=None, log_queries=False)
     eng.settings.result_cache = False  # every search runs its SQL
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb  # register under its id so the collections resolve it
+    eng.embedders.register(emb)  # register under its id so the collections resolve it
     return eng, emb
 
 

@@ -135,7 +135,7 @@ def main() -> None:
     print(f"generated {len(docs)} documents in {time.perf_counter() - t0:.1f}s", flush=True)
     eng = Engine(home=args.home, embedder=None, log_queries=False)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb  # register under its id so the collection resolves it
+    eng.embedders.register(emb)  # register under its id so the collection resolves it
 
     last = [0.0]
 

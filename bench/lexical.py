@@ -289,7 +289,7 @@ def main() -> None:
         from large_corpus import queries as large_queries
 
         emb = GeneratedEmbedder()
-        eng._embedders[emb.id] = emb
+        eng.embedders.register(emb)
         info = eng.collection(args.large)
         snap = eng.db.fetchone("SELECT chunk_count FROM ranklock.snapshots WHERE id = %s", [info.active_snapshot_id])
         texts = large_queries(args.large_queries)

@@ -321,7 +321,7 @@ def load_queries(eng: Any, coll_name: str, queries: dict[str, str]) -> Queries:
     emb = eng.embedder_for(coll.embedder_id)
     qids = sorted(queries)
     text = [queries[q] for q in qids]
-    # ranklock embeds and analyses the normalised query (ranklock.search.execute); so does this.
+    # ranklock embeds and analyses the normalised query (ranklock.search.pipeline); so does this.
     norm = [normalize(t) for t in text]
     vec = np.stack([query_vector(eng.db, coll, emb, t) for t in norm]).astype(np.float32)
     return Queries(qids, text, vec, _analyse(eng, coll, norm))

@@ -92,7 +92,7 @@ def main() -> None:
 
     emb = GeneratedEmbedder()
     eng = Engine(home=args.home, log_queries=True)
-    eng._embedders[emb.id] = emb
+    eng.embedders.register(emb)
     coll = eng.collection(args.collection)
     texts = queries(200)
     for i in range(args.logged):

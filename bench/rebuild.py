@@ -46,7 +46,7 @@ def main() -> None:
 
     eng = Engine(home=args.home, log_queries=False)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb
+    eng.embedders.register(emb)
     ma, mb = eng.manifest(args.a), eng.manifest(args.b)
     differ = sorted(diff_manifests(ma, mb))
     texts = queries(args.queries)

@@ -5,7 +5,7 @@ vectors) runs in each mode under the four combinations of the BM25 rule
 (``bm25/1``: each query term once; ``bm25/2``: once per occurrence) and the
 fusion rule (``rrf/1``: competition ranks; ``rrf/2``: a tie block shares its
 positions), on one snapshot per collection: the rules are chosen in this
-process (``ranklock.search.execute.rules_of`` is replaced for the run), so
+process (``ranklock.search.pipeline.rules_of`` is replaced for the run), so
 nothing stored changes and the runs differ only in the rule.  nDCG@10 per
 query (trec_eval via pytrec_eval), paired randomization tests against the
 first rules (bench/paired.py), on all queries and on a seeded held-out half
@@ -37,7 +37,7 @@ from quality import DATA, MODES, ensure_ingested, load_qrels, load_queries
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import ranklock.search.execute as execute
+import ranklock.search.pipeline as pipeline
 from ranklock import Engine
 from ranklock.snapshot.rules import RankingRules
 
@@ -73,7 +73,7 @@ def run_all(eng: Engine, name: str, ds: Path) -> dict[str, Any]:
             words = queries[qid].lower().split()
             repeated += len(words) != len(set(words))
             for label, rules in RULES.items():
-                execute.rules_of = lambda _m, rules=rules: rules  # type: ignore[assignment]
+                pipeline.rules_of = lambda _m, rules=rules: rules  # type: ignore[assignment]
                 t = time.perf_counter()
                 res = eng.search(name, queries[qid], k=100, mode=mode, depth=100 if mode != "hybrid" else 40)
                 lat[label].append((time.perf_counter() - t) * 1000)

@@ -249,7 +249,7 @@ def main() -> None:
 
     eng = Engine(home=args.home, log_queries=False)
     emb = GeneratedEmbedder()
-    eng._embedders[emb.id] = emb
+    eng.embedders.register(emb)
     qs = query_set(args.queries)
     report: dict[str, Any] = {
         "benchmark": "scale",

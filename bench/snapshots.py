@@ -58,7 +58,7 @@ def main() -> None:
     name = f"snapbench_{args.docs}"
     emb = GeneratedEmbedder()
     eng = Engine(home=args.home, log_queries=False)
-    eng._embedders[emb.id] = emb  # register under its id so the collection resolves it
+    eng.embedders.register(emb)  # register under its id so the collection resolves it
     docs = generate(args.docs)
     create = {"index": "hnsw", "embedder": emb.id}
     res: dict[str, Any] = {"documents": args.docs, "queries": args.queries}

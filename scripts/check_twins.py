@@ -9,7 +9,8 @@ thread (``ranklock.async_engine.in_thread``: the same signature, docstring and t
 script checks what stays written by hand:
 
 * **the engines**: every public Engine member has an AsyncEngine twin of the same name that
-  takes the same parameters (names, kinds, defaults, annotations) and returns the same type,
+  takes the same parameters (names, kinds, defaults, annotations) and returns the same type
+  (a property's twin is a property, settable when it is),
   a derived twin derives from that very method, or the member is in :data:`SYNC_ONLY` with
   its reason, said in its docstring and in the API page (docs/integrations.md); an AsyncEngine
   member without an Engine twin is in :data:`ASYNC_ONLY`;
@@ -152,6 +153,11 @@ def engine_drift(
             )
             continue
         twin = theirs[name]
+        if isinstance(member, property):
+            # A value, not an operation: its twin is a property of the same name, read and set alike.
+            if not isinstance(twin, property) or (member.fset is None) != (twin.fset is None):
+                out.append(f"{async_.__name__}.{name} must be a property like {where}, settable if it is.")
+            continue
         if name != "__init__" and not inspect.iscoroutinefunction(twin):
             out.append(f"{async_.__name__}.{name} is not a coroutine function: the twin of {where} is awaited.")
             continue

@@ -44,17 +44,19 @@ class HashEmbedder:
 def use_hash_embedder(engine: Engine, id: str = "test:hash-8") -> str:
     """Register a HashEmbedder on ``engine`` under ``id``; pass the id as a collection's embedder."""
     emb = HashEmbedder(id)
-    engine._embedders[emb.id] = emb
+    engine.embedders.register(emb)
     return emb.id
 
 
 def resolve_hash_embedder_by_id(monkeypatch: Any) -> None:
     """A CLI command builds its own Engine: let it resolve the HashEmbedder's id to a HashEmbedder."""
-    import ranklock.engine
+    import ranklock.embed.loaded
 
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
+        ranklock.embed.loaded,
+        "resolve_embedder",
+        lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec),
     )
 
 
@@ -84,5 +86,60 @@ class BagOfWordsEmbedder:
 def use_bow_embedder(engine: Engine, id: str = "test:bow-64") -> str:
     """Register a BagOfWordsEmbedder on ``engine`` under ``id``; pass the id as a collection's embedder."""
     emb = BagOfWordsEmbedder(id)
-    engine._embedders[emb.id] = emb
+    engine.embedders.register(emb)
     return emb.id
+
+
+class HashEmbeddingServer:
+    """A local OpenAI-compatible ``/embeddings`` endpoint with HashEmbedder's vectors, for a ``ranklock``
+    process a test starts (it cannot be handed a Python embedder): ``--embedder`` :attr:`spec`.
+
+    ``delay`` seconds before each answer; :attr:`asked` is set at the first request (a test that must
+    interrupt an ingest while it embeds waits for it)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        owner = self
+        self.delay = delay
+        self.asked = threading.Event()
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                import json
+                import time
+
+                texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
+                owner.requests += 1
+                owner.asked.set()
+                time.sleep(owner.delay)
+                rows = HashEmbedder().embed(texts)
+                payload = json.dumps(
+                    {"data": [{"index": i, "embedding": [float(x) for x in r]} for i, r in enumerate(rows)]}
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *_args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def spec(self) -> str:
+        return f"openai:hash@http://127.0.0.1:{self.server.server_address[1]}/v1#{HashEmbedder.dim}"
+
+    def __enter__(self) -> HashEmbeddingServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()

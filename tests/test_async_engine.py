@@ -197,7 +197,7 @@ class ThreadRecordingEmbedder(HashEmbedder):
 
 def test_query_embedding_runs_off_the_event_loop(engine: Engine, cname: str) -> None:
     emb = ThreadRecordingEmbedder("test:hash-8-threads")
-    engine._embedders[emb.id] = emb
+    engine.embedders.register(emb)
     engine.ingest(cname, DOCS[:2], create={"embedder": emb.id})
     emb.threads.clear()
 

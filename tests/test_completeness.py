@@ -167,14 +167,20 @@ def test_value_counts_agree_with_counting_rows(engine: Engine, hnsw_coll: str) -
         q, p = count_matching_sql(spec, {})
         row = engine.db.fetchone(q, p)
         assert row is not None and res.matching_count == row["documents"], flt
-    # single-field filters were answered from the segment's value counts, built once per field
-    # (a value a row, and the marker row saying they were made)
+    # The ingest counted every typed field's values in its segment (a value a row) and said so beside it.
     counted = engine.db.fetchall(
         sql.SQL('SELECT "#field" AS f, count(*) AS n FROM {} GROUP BY 1 ORDER BY 1').format(
             sql.Identifier("ranklock_data", f"counts_{sid}")
         )
     )
-    assert counted == [{"f": "n", "n": 121}, {"f": "tag", "n": 3}]
+    assert counted == [{"f": "n", "n": 120}, {"f": "tag", "n": 2}]
+    recorded = engine.db.fetchone("SELECT stats -> 'counts' AS c FROM ranklock.segments WHERE id = %s", [sid])
+    assert recorded == {"c": {"n": "values", "tag": "values"}}
+
+
+def _writes_to_data(seen: list[str]) -> list[str]:
+    """The statements of ``seen`` that create or write a table of the data schema."""
+    return [q for q in seen if q.startswith(('INSERT INTO "ranklock_data".', "CREATE TABLE", "ALTER TABLE"))]
 
 
 def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engine, cname: str) -> None:
@@ -186,7 +192,6 @@ def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engi
         cname,
         [Document(f"d{i:03d}", "", f"item {i} text", {"n": i, "tag": "odd" if i % 2 else "even"}) for i in range(40)],
     )
-    sid = engine.collection(cname).active_snapshot_id
     query, flt = "item text never embedded before", "tag = 'odd'"
 
     def cached_vectors() -> int:
@@ -194,29 +199,26 @@ def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engi
         assert row is not None
         return int(row["n"])
 
-    def counts_table() -> str | None:
-        row = engine.db.fetchone("SELECT to_regclass(%s)::text AS t", [f"ranklock_data.counts_{sid}"])
-        assert row is not None
-        return row["t"]
-
     before = cached_vectors()
-    text, params = engine.search_sql(cname, query, k=5, filter=flt)
-    # Read-only: no embedding-cache row for the new query, no value-count table for the filter's field.
-    assert cached_vectors() == before
-    assert counts_table() is None
-    # search() (which does both) runs exactly that statement with those values.
     seen: list[str] = []
     traced = Engine(dsn=engine.db.dsn, tracer=lambda q, _p: seen.append(q), log_queries=engine.settings.log_queries)
     try:
         register(traced)
+        seen.clear()  # opening the engine checked the migrations
+        text, params = traced.search_sql(cname, query, k=5, filter=flt)
+        # Read-only: no embedding-cache row for the new query, no table made or written.
+        assert cached_vectors() == before
+        assert _writes_to_data(seen) == [] and not [q for q in seen if q.startswith("INSERT")]
+        # search() (which stores the new vector) runs exactly that statement with those values, and makes
+        # no table either: the value counts the filter reads were made by the ingest.
+        seen.clear()
         res = traced.search(cname, query, k=5, filter=flt)
     finally:
         traced.close()
     assert text in seen
+    assert _writes_to_data(seen) == []
     assert cached_vectors() == before + 1
-    assert counts_table() is not None
     assert res.matching_count == 20 and len(res.hits) == 5
-    # The second search_sql reads the counts search() made; the statement is still the same.
     again, again_params = engine.search_sql(cname, query, k=5, filter=flt)
     assert again == text
     assert again_params.keys() == params.keys()
@@ -225,8 +227,8 @@ def test_search_sql_writes_nothing_and_is_the_statement_search_runs(engine: Engi
 
 
 def test_value_counts_are_per_segment_and_a_write_counts_only_what_it_wrote(engine: Engine, cname: str) -> None:
-    """A snapshot's counts are its segments' summed, less its dead rows': the first filtered search after a
-    write counts the new segment and the new dead rows, and no row of a segment it left unchanged."""
+    """A snapshot's counts are its segments' summed, less its dead rows': each write counts the segment it
+    wrote and its snapshot's dead rows, no row of a segment it left unchanged; a search only reads them."""
     from ranklock.search.filters import compile_filter
     from ranklock.search.scope import count_matching_sql
     from ranklock.snapshot.segments import read_layout
@@ -243,22 +245,44 @@ def test_value_counts_are_per_segment_and_a_write_counts_only_what_it_wrote(engi
     engine.ingest(cname, [doc(i, "odd" if i % 2 else "even") for i in range(60)] + [doc(2, "x")])
     first = int(engine.collection(cname).active_snapshot_id or 0)
     flts = ['tag = "odd"', 'tag in ("x", "new")', "tag is null", "n < 30", "not (n between 3 and 50)"]
-    for flt in flts:
-        engine.search(cname, "w1", k=3, mode="semantic", filter=flt)
     # Writes: a tag changed, a document deleted, two added; then d002 changed twice with its tag kept, so
     # its two dead versions (two segments) hold one value: two documents to take off, not one.
-    engine.ingest(cname, [doc(1, "even", 1), doc(100, "odd"), doc(101, "new"), doc(2, "x", 1)])
-    engine.delete(cname, ["d003"])
-    engine.ingest(cname, [doc(2, "x", 2)])
+    seen: list[str] = []
+    writer = Engine(dsn=engine.db.dsn, tracer=lambda q, _p: seen.append(q), log_queries=False)
+    try:
+        use_hash_embedder(writer)
+        writer.ingest(cname, [doc(1, "even", 1), doc(100, "odd"), doc(101, "new"), doc(2, "x", 1)])
+        writer.delete(cname, ["d003"])
+        writer.ingest(cname, [doc(2, "x", 2)])
+    finally:
+        writer.close()
     sid = int(engine.collection(cname).active_snapshot_id or 0)
     layout = read_layout(engine.db, sid)
     assert layout.ids[0] == first and len(layout.ids) == 3 and layout.dead_rows > 0
+    made = [
+        q
+        for q in seen
+        if q.startswith(('INSERT INTO "ranklock_data"."counts_', 'INSERT INTO "ranklock_data"."valuecounts_'))
+        and "GROUP BY" in q
+    ]
+    tables = {q.split('"')[3] for q in made}
+    # The counts of each new segment, and of each new snapshot's dead rows; never of the first segment.
+    assert f"counts_{first}" not in tables
+    assert {f"counts_{s}" for s in layout.ids[1:]} | {f"valuecounts_{sid}"} <= tables
+    for q in made:
+        table = q.split('"')[3]
+        if table.startswith("counts_"):
+            # A new segment's counts read its own chunk table; the dead rows' only the dead rows.
+            assert f'FROM "ranklock_data"."chunks_{table.removeprefix("counts_")}" AS c GROUP BY' in q
+        else:
+            assert "JOIN ranklock.snapshot_dead_rows AS x" in q and "count(DISTINCT (c.seg, c.doc_id))" in q
 
-    seen: list[str] = []
+    seen.clear()
     traced = Engine(dsn=engine.db.dsn, tracer=lambda q, _p: seen.append(q), log_queries=False)
     try:
         use_hash_embedder(traced)
         coll = traced.collection(cname)
+        seen.clear()  # opening the engine checked the migrations
         for flt in flts:
             res = traced.search(cname, "w1", k=3, mode="semantic", filter=flt)
             f = compile_filter(coll, flt)
@@ -269,29 +293,21 @@ def test_value_counts_are_per_segment_and_a_write_counts_only_what_it_wrote(engi
             assert (res.matching_count, res.params["matching_chunks"]) == (row["documents"], row["chunks"]), flt
     finally:
         traced.close()
-    made = [q for q in seen if q.startswith('INSERT INTO "ranklock_data".')]
-    # Per field: the marker row and the counts of each new segment, and of the new snapshot's dead rows.
-    assert {q.split('"')[3] for q in made} == {f"counts_{s}" for s in layout.ids[1:]} | {f"valuecounts_{sid}"}
-    # A new segment's counts read its own chunk table; the dead rows' read only the dead rows (a join
-    # from snapshot_dead_rows), never the whole of the first segment.
-    counted = [q for q in made if "GROUP BY" in q]
-    for q in counted:
-        table = q.split('"')[3]
-        if table.startswith("counts_"):
-            assert f'FROM "ranklock_data"."chunks_{table.removeprefix("counts_")}" AS c GROUP BY' in q
-        else:
-            assert "JOIN ranklock.snapshot_dead_rows AS x" in q and "count(DISTINCT (c.seg, c.doc_id))" in q
+    assert _writes_to_data(seen) == []  # the searches only read
+    # The one-field filters summed the value counts (no row of a chunk table counted).
+    summed = [q for q in seen if '"#docs"' in q and "UNION ALL" in q]
+    assert len(summed) >= 4
 
 
 def test_a_purge_recounts_the_segments_it_edits(engine: Engine, hnsw_coll: str) -> None:
-    """A purge edits a segment in place: its counts are dropped, and a process that had seen them made
-    counts rows (then makes them anew) instead of summing a table that is gone or stale."""
+    """A purge edits a segment in place: its counts are dropped with the swap and made again from the
+    rewritten tables, so the next filtered search sums the right counts."""
     flt = 'tag = "odd"'
     assert engine.search(hnsw_coll, "item", k=3, mode="semantic", filter=flt).matching_count == 60
     engine.purge(hnsw_coll, ["d001", "d003", "d004"])
     sid = engine.collection(hnsw_coll).active_snapshot_id
-    assert engine.db.fetchone("SELECT to_regclass(%s)::text AS t", [f"ranklock_data.counts_{sid}"]) == {"t": None}
-    for _ in range(2):  # the first search counts rows, the second sums the counts it made anew
-        assert engine.search(hnsw_coll, "item", k=3, mode="semantic", filter=flt).matching_count == 58
-        assert engine.search(hnsw_coll, "item", k=3, mode="semantic", filter='tag = "even"').matching_count == 59
-    assert engine.db.fetchone("SELECT to_regclass(%s)::text AS t", [f"ranklock_data.counts_{sid}"]) is not None
+    assert engine.db.fetchone("SELECT stats -> 'counts' AS c FROM ranklock.segments WHERE id = %s", [sid]) == {
+        "c": {"n": "values", "tag": "values"}
+    }
+    assert engine.search(hnsw_coll, "item", k=3, mode="semantic", filter=flt).matching_count == 58
+    assert engine.search(hnsw_coll, "item", k=3, mode="semantic", filter='tag = "even"').matching_count == 59

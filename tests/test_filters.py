@@ -116,8 +116,21 @@ def test_format_round_trip() -> None:
         ),
         (
             "years_exp like 5",
-            "filter syntax error at position 10: expected an operator after 'years_exp' (= != < <= > >= in between "
-            "has 'has all' 'has any' 'is null'), found 'like'; e.g. years_exp >= 5 and skills has \"python\".",
+            "filter syntax error at position 10: expected an operator after 'years_exp' (=, !=, <, <=, >, >=, in, "
+            "between, has, has all, has any, is null, is not null), found 'like'; e.g. years_exp >= 5 and skills has "
+            '"python".',
+        ),
+        (
+            # The structured form's name in an expression (issue 45): the message says how to write it.
+            'skills has_all ("python")',
+            "filter syntax error at position 7: expected an operator after 'skills' (=, !=, <, <=, >, >=, in, between, "
+            "has, has all, has any, is null, is not null), found 'has_all' (the structured form's name; a filter "
+            "expression writes it 'has all'); e.g. years_exp >= 5 and skills has \"python\".",
+        ),
+        (
+            "start is 5",
+            "filter syntax error at position 6: expected 'is null' or 'is not null' after 'start', found 'is 5'; "
+            'e.g. years_exp >= 5 and skills has "python".',
         ),
         ("   ", 'the filter is empty; write a condition, e.g. years_exp >= 5 and skills has "python".'),
     ],
@@ -151,14 +164,21 @@ def test_syntax_errors(text: str, message: str) -> None:
             "field 'start' is date: value '31/01/2024' (str) is not an ISO date (YYYY-MM-DD); fix the value.",
         ),
         (
+            # A filter expression: the operators as the expression writes them, every one of them parses.
             'skills > "python"',
             "operator '>' does not apply to field 'skills' (keyword[]); valid operators for keyword[]: has, "
-            "has_all, has_any, is_not_null, is_null.",
+            "has all, has any, is null, is not null.",
         ),
         (
-            'location < "M"',
-            "operator '<' does not apply to field 'location' (keyword); valid operators for keyword: !=, =, in, "
-            "is_not_null, is_null.",
+            'location has all ("Berlin")',
+            "operator 'has all' does not apply to field 'location' (keyword); valid operators for keyword: =, !=, "
+            "in, is null, is not null.",
+        ),
+        (
+            # The structured form: its own names.
+            {"field": "skills", "op": ">", "value": "python"},
+            "operator '>' does not apply to field 'skills' (keyword[]); valid operators for keyword[]: has, "
+            "has_all, has_any, is_null, is_not_null.",
         ),
         (
             {"field": "years_exp", "op": "like", "value": 5},
@@ -373,13 +393,15 @@ def test_ingest_validation_does_not_half_apply(engine: Engine, people: str) -> N
 def test_cli_collection_create_and_filtered_search(
     cname: str, rl_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ranklock.engine
+    import ranklock.embed.loaded
     from ranklock.cli import app
 
     # The CLI builds its own Engine; let it resolve the small test embedder by id.
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
+        ranklock.embed.loaded,
+        "resolve_embedder",
+        lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec),
     )
     runner = CliRunner()
     home = str(rl_home)
@@ -513,3 +535,20 @@ def test_an_unquoted_date_is_answered_with_a_quoted_date_not_an_unrelated_exampl
     with pytest.raises(FilterError) as exc:
         parse_filter(text)
     assert str(exc.value).endswith(hint) and "years_exp" not in str(exc.value)
+
+
+def test_every_operator_a_message_lists_parses_as_it_is_listed() -> None:
+    # One declaration (parse.SYNTAX): the parser reads each spelling, and format_filter writes it back.
+    from ranklock.search.filters import SYNTAX, format_filter
+
+    for op, written in SYNTAX.items():
+        value = (
+            ""
+            if op in ("is_null", "is_not_null")
+            else ' ("a", "b")'
+            if op in ("in", "has_all", "has_any")
+            else (" 1 and 2" if op == "between" else ' "a"')
+        )
+        parsed = parse_filter(f"f {written}{value}")
+        assert parsed["op"] == op
+        assert parse_filter(format_filter(parsed)) == parsed

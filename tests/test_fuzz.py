@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-import ranklock.engine
+import ranklock.embed.loaded
 from fakes import HashEmbedder
 from ranklock import Document, Engine, RanklockError
 from ranklock.errors import NotFound
@@ -222,7 +222,7 @@ param_keys = st.one_of(st.sampled_from(sorted(SearchParams.model_fields)), texts
 @pytest.fixture(scope="module")
 def ref(engine: Engine) -> Iterator[str]:
     """The reference collection, and the CLI's engines resolving the test embedder."""
-    engine._embedders[HashEmbedder.id] = HashEmbedder()
+    engine.embedders.register(HashEmbedder())
     try:
         engine.collection(COLL)
     except NotFound:
@@ -243,9 +243,11 @@ def ref(engine: Engine) -> Iterator[str]:
         for i in range(8)
     ]
     engine.ingest(COLL, docs, replace=True)
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ranklock.engine, "resolve_embedder", lambda s: HashEmbedder() if s == HashEmbedder.id else real(s))
+        mp.setattr(
+            ranklock.embed.loaded, "resolve_embedder", lambda s: HashEmbedder() if s == HashEmbedder.id else real(s)
+        )
         yield COLL
     print(f"\nfuzzed cases: {sum(CASES.values())}; by outcome: {dict(sorted(CASES.items()))}")
 

@@ -83,9 +83,6 @@ LAYERS: list[Layer] = [
     Layer("domain packs", ("domains", "resumes"), independent=True),
     # Features that run a search (ask, plan) or score searches (eval): above search.
     Layer("features", ("ask", "eval", "plan"), independent=True),
-    # The rerank stage takes a finished search result and returns a reranked one: above search,
-    # below the features that ask for it by passing rerank=N through the search callable.
-    Layer("rerank", ("rerank",)),
     # Search reads what snapshot builds (BM25 stats layout version): above snapshot.
     Layer("search", ("search",)),
     Layer("snapshot", ("snapshot",)),
@@ -97,6 +94,9 @@ LAYERS: list[Layer] = [
     # (w11-input: pydantic errors -> one message; reads settings.SearchParams) sits with it.
     # `segmenting` (how a collection cuts its segments: window, partition key) is read with the record.
     Layer("shared records", ("collection", "validation", "segmenting")),
+    # The rerankers (a cross-encoder, an HTTP endpoint): models, like the embedders, that the search
+    # pipeline's rerank stage (search/rerank.py) calls; a cross-encoder checks its weights as embed does.
+    Layer("rerank", ("rerank",)),
     Layer("foundations", ("embed", "store"), independent=True),
     # Shared leaves: the settings declarations, the version string, the error tree.
     # `_version` and `_extras` (the "install ranklock[models]" helper) are new with issue 15.
@@ -108,7 +108,8 @@ LAYERS: list[Layer] = [
     # The wire format of the local services and their lock probe (standard library only): the
     # embedding service and the command client both use them, and the client imports nothing else.
     # `home` (which data directory a command works in) is read by the client and the settings alike.
-    Layer("local services", ("framing", "service_lock", "home"), independent=True),
+    # `local_socket` (a Unix socket only its owner reaches) is how both services listen and are reached.
+    Layer("local services", ("framing", "service_lock", "home", "local_socket"), independent=True),
 ]
 
 #: Count imports under ``if TYPE_CHECKING:`` (see the module docstring for why).

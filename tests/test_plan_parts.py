@@ -107,12 +107,14 @@ def test_the_example_says_which_phrase_went_where() -> None:
 
 @pytest.mark.usefixtures("engine")
 def test_cli_plan_json_shows_the_parts(docs: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ranklock.engine
+    import ranklock.embed.loaded
     from ranklock.cli import app
 
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
+        ranklock.embed.loaded,
+        "resolve_embedder",
+        lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec),
     )
     r = CliRunner().invoke(app, ["plan", docs, EXAMPLE, "--json", "--home", str(rl_home)])
     assert r.exit_code == 0, r.output

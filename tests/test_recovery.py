@@ -260,7 +260,7 @@ def test_statement_timeout_cancels_a_search_and_releases_its_connection(
 
     from ranklock.http import create_app
 
-    engine._embedders["test:hash-8"] = HashEmbedder()
+    engine.embedders.register(HashEmbedder())
     engine.ingest(cname, DOCS, create={"embedder": "test:hash-8"})
     ok = engine.search(cname, "lava volcano", k=2, mode="lexical")
     assert ok.params["statement_timeout_s"] == short_timeout
@@ -305,7 +305,7 @@ def test_readyz_names_a_collection_whose_snapshot_cannot_be_read(engine: Engine,
 
     from ranklock.http import create_app
 
-    engine._embedders["test:hash-8"] = HashEmbedder()
+    engine.embedders.register(HashEmbedder())
     engine.ingest(cname, DOCS, create={"embedder": "test:hash-8"})
     client = TestClient(create_app(engine))
     assert client.get("/healthz").json() == {"status": "ok"}
@@ -373,3 +373,40 @@ def test_a_connection_lost_mid_request_is_a_clear_503_and_the_next_request_works
 def _select_one() -> Generator[Fetch, Any, Any]:
     rows = yield Fetch("SELECT 1 AS ok")
     return rows
+
+
+def test_a_search_whose_connection_is_killed_under_it_is_run_again_once_and_says_so(engine: Engine, cname: str) -> None:
+    """No probe per checkout: a connection that dies is found when its statement fails; a search is a read, so
+    that round trip is sent once more on a new connection, and the result says so."""
+    import psycopg
+
+    engine.embedders.register(HashEmbedder())
+    engine.create_collection(cname, embedder="test:hash-8")
+    engine.ingest(cname, DOCS)
+    expected = engine.search(cname, "lava volcano", k=2, mode="lexical")
+    killed: list[int] = []
+    admin = psycopg.connect(engine.db.dsn, autocommit=True)
+
+    def kill_before_the_statement(query: str, _params: Any) -> None:
+        # The search's statement (its batch is being sent): end its connection first, and wait until it is gone.
+        if query.startswith("WITH ") and not killed:
+            rows = admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = 'victim'"
+            ).fetchall()
+            killed.append(len(rows))
+
+    sep = "&" if "?" in engine.db.dsn else "?"
+    victim = Engine(dsn=f"{engine.db.dsn}{sep}application_name=victim", tracer=kill_before_the_statement)
+    try:
+        victim.embedders.register(HashEmbedder())
+        res = victim.search(cname, "lava volcano", k=2, mode="lexical")
+    finally:
+        victim.close()
+        admin.close()
+    assert killed and killed[0] >= 1
+    assert [h.doc_id for h in res.hits] == [h.doc_id for h in expected.hits]
+    assert res.to_json() != expected.to_json()  # the warning says what happened
+    (said,) = [w for w in res.warnings if "reconnected" in w]
+    assert said.startswith("the connection to PostgreSQL was lost during this request (")
+    assert said.endswith("; ranklock reconnected and ran that part of the search again, once")
+    assert res.model_copy(update={"warnings": expected.warnings}).to_json() == expected.to_json()

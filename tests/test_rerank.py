@@ -29,7 +29,8 @@ from ranklock.errors import ConfigError, RerankError
 from ranklock.rerank import RerankerInfo, resolve_reranker
 from ranklock.rerank.cross_encoder import CrossEncoderReranker
 from ranklock.rerank.http import HttpReranker
-from ranklock.rerank.stage import RerankedReplay, rerank_result
+from ranklock.search.replay import RerankedReplay
+from ranklock.search.rerank import rerank_result
 
 COLL = "t_rerank_notes"
 NOTES = [
@@ -91,10 +92,9 @@ def coll(engine: Engine) -> str:
 @pytest.fixture
 def reranking(engine: Engine) -> Iterator[Engine]:
     """The session engine with the length reranker set (restored after the test)."""
-    before = engine._reranker
-    engine._reranker = LengthReranker()
+    before = engine._reranker.replace(LengthReranker())
     yield engine
-    engine._reranker = before
+    engine._reranker.replace(before)
 
 
 # -- the stage ------------------------------------------------------------------------------------
@@ -126,7 +126,8 @@ def test_search_without_rerank_is_unchanged(reranking: Engine, coll: str) -> Non
 def test_reranked_search_is_logged_and_replays_by_layer(reranking: Engine, coll: str) -> None:
     res = reranking.search(coll, "Halyard hosting", k=3, rerank=5)
     row = reranking.db.fetchone("SELECT request, rerank FROM ranklock.query_log WHERE id = %s", [res.query_id])
-    assert row is not None and row["request"]["k"] == 5  # the fusion ran for max(k, N)
+    # Logged once, as served: the request as asked (the fusion ran for max(k, N)), its stage beside it.
+    assert row is not None and (row["request"]["k"], row["request"]["rerank"]) == (3, 5)
     assert row["rerank"]["order"] == res.params["rerank"]["order"] and row["rerank"]["k"] == 3
     assert row["rerank"]["digest"] == hashlib.sha256(res.to_json().encode()).hexdigest()
     rep = reranking.replay(res.query_id)
@@ -212,11 +213,11 @@ def test_cross_encoder_loads_a_saved_model_and_scores_deterministically(tiny_cro
 def test_cross_encoder_through_the_cli(
     coll: str, tiny_cross_encoder: Path, rl_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ranklock.engine
+    import ranklock.embed.loaded
 
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     bow = BagOfWordsEmbedder()
-    monkeypatch.setattr(ranklock.engine, "resolve_embedder", lambda spec: bow if spec == bow.id else real(spec))
+    monkeypatch.setattr(ranklock.embed.loaded, "resolve_embedder", lambda spec: bow if spec == bow.id else real(spec))
     db = ["--dsn", os.environ["RANKLOCK_TEST_DSN"]] if os.environ.get("RANKLOCK_TEST_DSN") else ["--home", str(rl_home)]
     args = ["search", coll, "Halyard hosting", "-k", "3", "--rerank", "5", "--reranker", str(tiny_cross_encoder)]
     r = CliRunner().invoke(app, [*args, "--json", "--timings", *db])
@@ -340,7 +341,8 @@ def test_http_reranker_failures_name_the_reply(rerank_server: str) -> None:
 
 def test_http_reranker_through_the_engine(engine: Engine, coll: str, rerank_server: str) -> None:
     eng = Engine(dsn=os.environ.get("RANKLOCK_TEST_DSN") or None, home=engine.settings.home, reranker=rerank_server)
-    eng._embedders.update(engine._embedders)
+    for _e in engine.embedders.loaded():
+        eng.embedders.register(_e)
     try:
         res = eng.search(coll, "lunch with ana ruiz", k=2, rerank=6)
         assert res.hits[0].doc_id == "r03"

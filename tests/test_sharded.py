@@ -27,8 +27,8 @@ from fakes import HashEmbedder, resolve_hash_embedder_by_id
 from ranklock import AsyncEngine, Document, Engine
 from ranklock.cli import app
 from ranklock.errors import ConfigError, DatabaseUnavailable, SnapshotError
-from ranklock.search.execute import constrain_steps, setup_steps
-from ranklock.search.fusion import settings_sql
+from ranklock.search.fusion import settings_fetches
+from ranklock.search.pipeline import plan_steps
 from ranklock.search.request import SearchRequest
 from ranklock.snapshot.shards import MAX_SHARDS
 from ranklock.store.cluster import LocalCluster
@@ -82,7 +82,7 @@ def pair(citus_cluster: LocalCluster, engine: Engine, cname: str) -> Iterator[tu
     """(one node, the cluster) with the test embedder on both, and ``cname`` created by the same first ingest."""
     emb = HashEmbedder()
     on_cluster = Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=True)
-    engine._embedders[emb.id] = emb
+    engine.embedders.register(emb)
     for eng in (engine, on_cluster):
         eng.ingest(cname, _docs(120), create={"embedder": emb.id, "index": "exact"})
     yield engine, on_cluster
@@ -157,7 +157,7 @@ def levels_pair(citus_cluster: LocalCluster, engine: Engine, cname: str) -> Iter
 
     emb = HashEmbedder()
     on_cluster = Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=True)
-    engine._embedders[emb.id] = emb
+    engine.embedders.register(emb)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(stats_module, "LEVEL_BASE", 2)
         for eng in (engine, on_cluster):
@@ -228,17 +228,16 @@ def test_the_scan_settings_reach_the_workers(pair: tuple[Engine, Engine], cname:
     """set_config changes the coordinator only; the sharded settings statement reaches every shard's transaction."""
     _, cluster = pair
     req = SearchRequest.of(cname, "shard merge", k=10, mode="semantic", ef_search=123)
-    coll = cluster.collection(cname)
-    snap = cluster._snapshot_for(coll, None)
+    services = cluster.searching.services()
 
     def steps() -> Any:
-        setup = yield from setup_steps(coll, snap, req, cluster._collection_embedder, store_vector=False)
-        spec, _ = yield from constrain_steps(cluster.rdb.dsn, setup.spec, snap, setup.params, build_counts=False)
-        return spec
+        ctx = yield from services.contexts.steps(cname, None)
+        plan = yield from plan_steps(services, ctx, req, timeout=None, store_vector=False)
+        return plan.spec
 
     spec = run_steps(cluster.rdb, steps())
-    statement, params = settings_sql(spec)
-    assert params is None
+    statements = settings_fetches(spec)
+    assert all(f.params is None for f in statements)
     seg = spec.layout.segments[0].id
     probe = (
         "SELECT string_agg(DISTINCT current_setting('work_mem'), ',') "
@@ -248,7 +247,8 @@ def test_the_scan_settings_reach_the_workers(pair: tuple[Engine, Engine], cname:
         with conn.transaction():
             default = conn.execute(probe).fetchone()
         with conn.transaction():
-            conn.execute(statement.as_string(conn))
+            for f in statements:
+                conn.execute(f.query)  # type: ignore[arg-type]
             set_here = conn.execute(probe).fetchone()
     assert default is not None and default[0] != "64MB"
     assert set_here == ("64MB",)
@@ -418,7 +418,7 @@ def test_a_partitioned_collection_puts_each_tenant_on_one_node(
 ) -> None:
     """By the partition key: a tenant's segments are one shard, so a search routed to the tenant reads one node."""
     emb = HashEmbedder()
-    engine._embedders[emb.id] = emb
+    engine.embedders.register(emb)
     create = {"embedder": emb.id, "index": "exact", "fields": ["tenant:keyword", "year:int", "team:keyword"],
               "partition": "tenant"}  # fmt: skip
     with Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=False) as cluster:

@@ -53,7 +53,7 @@ def test_make_lint_runs_the_check_and_it_passes() -> None:
 
 def test_engine_search_is_the_reference() -> None:
     names = [p.name for p in check.parameters(Engine.search)]
-    # rerank (a stage after the search, ranklock.rerank.stage) and offset (a page of a deeper search,
+    # rerank (a stage after the search, ranklock.search.rerank) and offset (a page of a deeper search,
     # SearchResult.page) sit around the request's own keywords, which SearchRequest declares.
     assert names == ["name", "query", "k", "mode", "filter", "snapshot", "as_of", "rerank", "offset", "params"]
     assert [k.name for k in check.declared_keywords()] == ["k", "mode", "filter", "snapshot", "as_of"]
@@ -64,6 +64,9 @@ def test_every_public_engine_method_has_an_async_twin_or_a_reason() -> None:
     twins = {n for n in vars(AsyncEngine) if not n.startswith("_")}
     assert sync - twins == set(check.SYNC_ONLY) == {"rdb"}
     for name in sync & twins:
+        if isinstance(vars(Engine)[name], property):  # a value (settings): its twin is a property too
+            assert isinstance(vars(AsyncEngine)[name], property), name
+            continue
         assert inspect.iscoroutinefunction(getattr(AsyncEngine, name)), name
     # The keywords the issue found missing (issue 37).
     assert "rerank" in inspect.signature(AsyncEngine.search).parameters
@@ -181,3 +184,15 @@ def test_search_request_of_takes_its_own_fields_and_the_rest_as_params() -> None
     assert (req.k, req.mode, req.filter, req.snapshot, req.as_of) == (5, REQUEST.mode, None, None, req.as_of)
     assert req.params == {"ef_search": 200}
     assert SearchRequest.of("docs", "q") == SearchRequest("docs", "q")
+
+
+def test_a_property_without_a_property_twin_fails_the_check() -> None:
+    """Engine.settings is a value, not an operation: its twin is a property (settable as it is), never awaited."""
+
+    async def settings(_self: Any) -> Any:  # an awaitable where a value belongs
+        return None
+
+    drifted = type("AsyncEngine", (), {**vars(AsyncEngine), "settings": settings})
+    assert check.engine_drift(Engine, drifted) == [
+        "AsyncEngine.settings must be a property like Engine.settings, settable if it is."
+    ]

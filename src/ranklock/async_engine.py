@@ -47,7 +47,7 @@ from .errors import QueryError
 from .search.options import SearchOptions
 from .search.request import SearchRequest
 from .search.results import SearchResult
-from .settings import REQUEST
+from .settings import REQUEST, Settings
 from .snapshot.info import SnapshotInfo
 from .store.async_database import AsyncDatabase
 from .store.database import Tracer
@@ -55,8 +55,8 @@ from .store.errors import refusals_as
 
 if TYPE_CHECKING:
     from .rerank.base import Reranker
-    from .rerank.stage import RerankedReplay
-    from .search.log import ReplayReport
+    from .search.pipeline import Services
+    from .search.replay import ReplayReport, RerankedReplay
     from .snapshot.document import StoredDocument
     from .snapshot.health import Readiness
     from .store.collections import CollectionSummary
@@ -104,7 +104,7 @@ class AsyncEngine:
         tracer: Tracer | None = None,
         log_queries: bool | None = None,
         read_dsns: Sequence[str] | None = None,
-        embed_service: bool = False,
+        embed_service: bool | None = None,
         reranker: str | Reranker | None = None,
     ) -> None:
         self._args: dict[str, Any] = {
@@ -199,6 +199,15 @@ class AsyncEngine:
         return self._engine
 
     @property
+    def settings(self) -> Settings:
+        """The settings of the sync Engine underneath (:attr:`Engine.settings`); opened by :meth:`open`."""
+        return self.engine.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self.engine.settings = value
+
+    @property
     def adb(self) -> AsyncDatabase:
         """The async connection pool reads run on; opened by :meth:`open`."""
         if self._adb is None:
@@ -278,13 +287,13 @@ class AsyncEngine:
         **params: Unpack[SearchOptions],
     ) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`search` would run, without running it; writes nothing."""
-        from .search.execute import sql_request_steps
+        from .search.pipeline import sql_steps
 
         eng, adb = await self._ready()
         req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
         with refusals_as(QueryError):
             # The embedder is resolved (a model loaded) only for a vector branch, in a worker thread.
-            q, p = await adb.run(sql_request_steps(adb.dsn, eng.settings, req, eng._collection_embedder))
+            q, p = await adb.run(sql_steps(self._services(eng, adb), req))
             async with adb.connection() as conn:
                 return q.as_string(conn), p
 
@@ -304,58 +313,46 @@ class AsyncEngine:
     ) -> SearchResult:
         """Search ``name``: the fused, tie-broken top ``k`` (:meth:`Engine.search`, same keywords and result).
 
-        With read replicas, or with ``rerank=N`` (the reranker is a model or an HTTP call: blocking work),
-        it runs the sync Engine's search in a worker thread (see the module docstring).
-        ``offset`` skips that many results, as :meth:`Engine.search` does.
+        The same pipeline as :meth:`Engine.search` (ranklock.search.pipeline), its steps on async I/O;
+        ``rerank=N`` and ``offset`` are its stages (the reranker runs in a worker thread, as an embedder
+        does).  With read replicas the search runs the sync pipeline in a worker thread (see the module
+        docstring).
         """
-        if offset:
-            from .search.inputs import check_offset
+        from .search.pipeline import Stages, request_steps
 
-            check_offset(offset, k)
-            kw: dict[str, Any] = {"mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
-            return (await self.search(name, query, k=k + offset, rerank=rerank, **kw, **params)).page(offset, k)
         eng, adb = await self._ready()
-        if eng.router is not None or rerank is not None:
-            kwargs: dict[str, Any] = {"k": k, "mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
-            return await asyncio.to_thread(lambda: eng.search(name, query, rerank=rerank, **kwargs, **params))
-        from .search.execute import request_steps
-
-        t0 = time.perf_counter()
         req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
+        stages = Stages(rerank, offset)
+        if eng.router is not None:
+            return await asyncio.to_thread(eng.searching.run, req, stages)
         with refusals_as(QueryError):
-            return await adb.run(
-                request_steps(adb.dsn, eng.db, eng.settings, req, eng._collection_embedder, started=t0)
-            )
+            return await adb.run(request_steps(self._services(eng, adb), req, stages, started=time.perf_counter()))
+
+    @staticmethod
+    def _services(eng: Engine, adb: AsyncDatabase) -> Services:
+        """The search services of the sync engine's, reading on the async pool."""
+        import dataclasses
+
+        return dataclasses.replace(eng.searching.services(), dsn=adb.dsn)
 
     async def replay(self, query_id: int, *, query: str | None = None) -> ReplayReport | RerankedReplay:
         """Re-run logged query ``query_id`` on its snapshot (:meth:`Engine.replay`), layer by layer, the rerank too.
 
-        The search layer runs on async I/O; a reranked entry's rerank layer runs the sync Engine in a worker
-        thread, as ``Engine.replay`` does it.
+        The same steps as ``Engine.replay``, on async I/O.
         """
-        from .rerank.stage import replay_rerank
-        from .search.execute import request_steps
-        from .search.log import replay_steps
+        from .search.pipeline import Stages, request_steps
+        from .search.replay import replay_steps
 
         eng, adb = await self._ready()
-        if eng.router is not None:
-            from .search.log import replay
+        services = self._services(eng, adb)
 
-            report: ReplayReport = await asyncio.to_thread(
-                replay, eng.db, eng.settings, eng.search, query_id, query=query
+        def searched(req: SearchRequest, stages: Stages) -> Steps[SearchResult]:
+            return request_steps(services, req, stages)
+
+        with refusals_as(QueryError):
+            return await adb.run(
+                replay_steps(eng.db, eng.settings, searched, query_id, query=query, reranker=eng.reranker)
             )
-        else:
-
-            def searched(name: str, query: str, **kwargs: Any) -> Steps[SearchResult]:
-                req = SearchRequest.of(name, query, **kwargs)
-                result: SearchResult = yield from request_steps(
-                    adb.dsn, eng.db, eng.settings, req, eng._collection_embedder
-                )
-                return result
-
-            with refusals_as(QueryError):
-                report = await adb.run(replay_steps(eng.db, eng.settings, searched, query_id, query=query))
-        return await asyncio.to_thread(replay_rerank, eng.db, eng.search, eng.reranker, report)
 
     # -- everything else: the sync Engine's own method in a worker thread ------------------------
     # Writes (they wait for the collection's writer lock, build tables, embed), ask (a generator model

@@ -20,17 +20,16 @@ docstring.  :class:`~ranklock.AsyncEngine` is its twin (scripts/check_twins.py k
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-import numpy as np
-
-from .collection import CollectionInfo, FieldSpec
-from .embed import Embedder, resolve_embedder
-from .errors import EmbedderError, IngestError, QueryError, RanklockError
+from .collection import CollectionInfo, FieldSpec, read_collection
+from .embed import Embedder
+from .errors import IngestError, QueryError, RanklockError
 from .ingest.normalize import NORMALIZATION
 from .search.options import SearchOptions
 from .search.request import SearchRequest
@@ -52,15 +51,17 @@ from .store.errors import refusals_as
 __all__ = ["DeleteReport", "Engine", "IngestReport", "MergeReport"]
 
 if TYPE_CHECKING:
+    import numpy as np
+
     # Types only: a search never loads the file readers or the snapshot builder (bench/cli_startup.py).
     from .ask.log import AnswerReplay
     from .ask.model import Answer, Generator
     from .ingest.document import Document
+    from .ingest.formats import FileLoad
     from .plan.model import Plan
     from .plan.run import PlannedSearch
     from .rerank.base import Reranker
-    from .rerank.stage import RerankedReplay
-    from .search.log import ReplayReport
+    from .search.replay import ReplayReport, RerankedReplay
     from .snapshot.build import Progress
     from .snapshot.collection_drop import CollectionDrop
     from .snapshot.document import StoredDocument
@@ -86,9 +87,15 @@ class Engine:
         tracer: Tracer | None = None,
         log_queries: bool | None = None,
         read_dsns: Sequence[str] | None = None,
-        embed_service: bool = False,
+        embed_service: bool | None = None,
         reranker: str | Reranker | None = None,
     ) -> None:
+        """Open the database of ``dsn`` (else ``RANKLOCK_DSN``, else the embedded server of ``home``).
+
+        ``embed_service`` (default ``RANKLOCK_EMBED_SERVICE``, on): embed through the home's embedding
+        service, the one model every process of the home shares (ranklock.embed.home_embedder);
+        ``False`` loads the model in this process.  An ``embedder`` given is used as it is, here.
+        """
         settings = Settings()
         if read_dsns is not None:
             settings.read_dsns = list(read_dsns)
@@ -98,7 +105,6 @@ class Engine:
             settings.dsn = dsn
         if log_queries is not None:
             settings.log_queries = log_queries
-        self.settings = settings
         restart = diagnose = None
         #: The home's embedded single-node server, when that is the database (not a DSN, not a cluster).
         self.server: EmbeddedServer | None = None
@@ -126,27 +132,53 @@ class Engine:
         self.router = open_router(
             self.db, settings.read_dsns, home=settings.home, embedded=restart is not None, wait=settings.replica_wait
         )
-        # A short-lived process (a CLI command) asks the local embedding service instead of loading the
-        # model itself (ranklock.embed.service); the vectors are the same bits either way.
-        self._embed_service = embed_service
-        self._embedders: dict[str, Embedder] = {}
+        from .embed.loaded import Embedders
+        from .rerank import LazyReranker
+
+        # Every process of a home asks its embedding service instead of loading the model itself
+        # (ranklock.embed.service): one model in memory per home; the vectors are the same bits either way.
+        #: The models this engine has loaded (ranklock.embed.loaded): each once, checked against a collection.
+        self.embedders = Embedders(
+            settings.home,
+            service=settings.embed_service if embed_service is None else embed_service,
+            idle_s=settings.embed_idle,
+            default=embedder,
+        )
         #: What :meth:`warm` did: ``state`` (not started, loading, loaded) and one line per embedder.
         self.warm_state: dict[str, Any] = {"state": "not started", "lines": []}
-        if embedder is not None:
-            self._embedders[embedder.id] = embedder
-        self._default_embedder = embedder
-        self._reranker_spec = reranker
-        self._reranker: Reranker | None = None
+        self._reranker = LazyReranker(reranker)
+        from .search.context import Contexts
+        from .search.pipeline import Search
+
+        #: The search pipeline over this engine's database (ranklock.search.pipeline): what :meth:`search`
+        #: runs, and what the features that search (Ask, plans, evaluation) are handed instead of the engine.
+        self.searching = Search(
+            self.db,
+            settings,
+            Contexts.of(self.db.dsn),
+            self.embedders.for_collection,
+            router=self.router,
+            reranker=self._reranker.get,
+        )
 
     def reranker(self) -> Reranker:
         """The reranker of ``rerank=N`` (Engine(reranker=...), else RANKLOCK_RERANKER), resolved once."""
-        if self._reranker is None:
-            from .rerank import resolve_reranker
+        return self._reranker.get()
 
-            self._reranker = resolve_reranker(self._reranker_spec)
-        return self._reranker
+    @property
+    def settings(self) -> Settings:
+        """This engine's settings: one value with its search pipeline's (replacing it replaces both)."""
+        return self.searching.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self.searching.settings = value
 
     def close(self) -> None:
+        for emb in self.embedders.loaded():
+            release = getattr(emb, "release", None)  # a served embedder lets go of its service (warm())
+            if release is not None:
+                release()
         if self.router is not None:
             self.router.close()
         self.db.close()
@@ -172,36 +204,20 @@ class Engine:
     # -- embedders ----------------------------------------------------------------
 
     def embedder_for(self, spec: str | None) -> Embedder:
-        key = spec or "default"
-        if spec is None and self._default_embedder is not None:
-            return self._default_embedder
-        if key not in self._embedders:
-            emb = resolve_embedder(spec)
-            if self._embed_service:
-                from .embed.served import serve_through
-
-                emb = serve_through(emb, self.settings.home, idle_s=self.settings.embed_idle)
-            self._embedders[key] = emb
-            self._embedders[emb.id] = emb
-        return self._embedders[key]
+        """The embedder ``spec`` names (None: this engine's default), loaded once (ranklock.embed.loaded)."""
+        return self.embedders.get(spec)
 
     def _collection_embedder(self, coll: CollectionInfo) -> Embedder:
-        emb = self.embedder_for(coll.embedder_id)
-        if emb.sha256 != coll.embedder_sha256:
-            raise EmbedderError(
-                f"collection {coll.name!r} was embedded with {coll.embedder_id} weights "
-                f"{coll.embedder_sha256[:12]}…, but the embedder loaded now has weights "
-                f"{emb.sha256[:12]}…; vectors of two models are never compared. Reinstall the "
-                "original model, or re-ingest into a new collection with the new model."
-            )
-        return emb
+        return self.embedders.for_collection(coll)
 
     def warm(self) -> list[str]:
         """Load the embedder of every collection and embed one text, so no first search pays for it.
 
-        A long-lived process (``ranklock serve``) runs it in the background while it already serves:
-        a lexical search needs no model, and a search that does waits for this load.  Returns one line
-        per embedder: what was loaded and how long it took, or why it could not be; :attr:`warm_state`
+        A long-lived process (``ranklock serve``, ``ranklock mcp``) runs it in the background while it
+        already serves: a lexical search needs no model, and a search that does waits for this load.
+        A model of the home's embedding service is then *held* until :meth:`close`: the service's idle
+        limit does not unload it under a server (ranklock.embed.served).  Returns one line per
+        embedder: what was loaded and how long it took, or why it could not be; :attr:`warm_state`
         says the same to ``/readyz`` meanwhile.
         """
         lines: list[str] = []
@@ -215,7 +231,10 @@ class Engine:
                 t = time.perf_counter()
                 emb.embed(["ranklock"])
                 done.add(emb.id)
-                lines.append(f"embedder {emb.id} loaded in {time.perf_counter() - t:.1f} s")
+                hold = getattr(emb, "hold", None)
+                held = hold is not None and hold()
+                where = f" (in the embedding service of {self.settings.home}, held while this engine is open)"
+                lines.append(f"embedder {emb.id} loaded in {time.perf_counter() - t:.1f} s{where if held else ''}")
             except RanklockError as exc:
                 lines.append(f"collection {row.name!r}: embedder not loaded: {exc}")
         self.warm_state = {"state": "loaded", "lines": lines}
@@ -294,8 +313,6 @@ class Engine:
         return out
 
     def collection(self, name: str) -> CollectionInfo:
-        from .collection import read_collection
-
         return read_collection(self.rdb, name)
 
     def collections(self) -> list[CollectionSummary]:
@@ -316,7 +333,7 @@ class Engine:
     def ingest(
         self,
         name: str,
-        source: str | Path | Sequence[Document],
+        source: str | Path | Sequence[Document] | FileLoad,
         *,
         replace: bool = False,
         activate: bool = True,
@@ -324,6 +341,7 @@ class Engine:
         progress: Progress | None = None,
         create: dict[str, Any] | None = None,
         allow_purged: bool = False,
+        mirror: bool = True,
     ) -> IngestReport:
         """Ingest documents into a new snapshot of ``name`` (created if missing) and activate it.
 
@@ -350,6 +368,15 @@ class Engine:
         False and the active snapshot stays.  A document a purge erased is left
         out (``purged_skipped``) unless ``allow_purged``; one deleted earlier is
         added back and named (``deleted_readded``).
+
+        A folder of files (a path, or a read of one: ``ranklock.ingest.formats.load_files``) is a
+        *source*, known by its real path, and is mirrored (ranklock.snapshot.sources): the
+        documents it gave before whose files are gone are removed from the new snapshot and named
+        (``removed_ids``); documents of other sources are untouched; a file that is there but
+        cannot be read keeps its version (``kept_unreadable``).  ``mirror=False`` removes nothing.
+        A folder that holds nothing now removes nothing unless ``allow_empty`` (a drive not mounted
+        looks empty); one that does not exist is refused.  ``replace`` is the mirror of the whole
+        collection: what is not given goes, whatever its source.
         """
         from .snapshot.ingest_run import run_ingest
 
@@ -358,7 +385,7 @@ class Engine:
             name,
             source,
             create=self.create_collection,
-            embedder=self._collection_embedder,
+            embedder=self.embedders.for_collection,
             retain=self._retain,
             lock_wait=self.settings.lock_wait,
             replace=replace,
@@ -367,6 +394,7 @@ class Engine:
             progress=progress,
             create_options=create,
             allow_purged=allow_purged,
+            mirror=mirror,
         )
 
     @refusals_as(IngestError)
@@ -636,21 +664,22 @@ class Engine:
 
         ``query``: the text of an entry logged with hashes only (RANKLOCK_LOG_TEXT=hash), checked against its sha256.
         """
-        from .rerank.stage import replay_rerank
-        from .search.log import replay
+        from .search.replay import replay_steps
+        from .store.steps import run_steps
 
-        report = replay(self.db, self.settings, self.search, query_id, query=query)
-        return replay_rerank(self.db, self.search, self.reranker, report)
+        steps = replay_steps(
+            self.db, self.settings, self.searching.steps, query_id, query=query, reranker=self.reranker
+        )
+        return run_steps(self.db, steps)
 
     # -- search ------------------------------------------------------------------------
 
     def _query_vector(self, coll: CollectionInfo, text: str) -> np.ndarray:
-        """The query's embedding, from the cache when this exact text was embedded before."""
+        """The query's embedding, from the cache when this exact text was embedded before (benchmarks use it)."""
         from .search.embedding import query_vector
 
         # Check the loaded embedder's checksum first, even when the vector is
         # cached: a query must be refused with a model other than the snapshot's.
-        # Read where this thread's reads go (a replica for a routed search); a new vector is stored on the primary.
         return query_vector(self.rdb, coll, self._collection_embedder(coll), text, primary=self.db)
 
     @refusals_as(QueryError)
@@ -667,11 +696,11 @@ class Engine:
         **params: Unpack[SearchOptions],
     ) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`search` would run, without running it; writes nothing."""
-        from .search.execute import sql_request_steps
+        from .search.pipeline import sql_steps
         from .store.steps import run_steps
 
         req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
-        q, p = run_steps(self.rdb, sql_request_steps(self.rdb.dsn, self.settings, req, self._collection_embedder))
+        q, p = run_steps(self.rdb, sql_steps(self.searching.services(), req))
         with self.rdb.connection() as conn:
             return q.as_string(conn), p
 
@@ -696,34 +725,14 @@ class Engine:
         :class:`~ranklock.settings.SearchParams` field (``depth=100``, ``ef_search=200``, ...).
         With read replicas the search runs on one that has replayed the primary's position
         (ranklock.store.replicas); ``served_by`` says where.  ``rerank=N`` reorders the top N
-        fused hits with :meth:`reranker` (ranklock.rerank.stage).  ``offset`` skips that many
-        results: the page of a search of ``offset + k`` (:meth:`SearchResult.page`).
+        fused hits with :meth:`reranker` (ranklock.search.rerank).  ``offset`` skips that many
+        results: the page of a search of ``offset + k`` (:meth:`SearchResult.page`).  Both are
+        stages of the one search (ranklock.search.pipeline), logged once, as served.
         """
-        if offset:
-            from .search.inputs import check_offset
+        from .search.pipeline import Stages
 
-            check_offset(offset, k)
-            kw: dict[str, Any] = {"mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
-            return self.search(name, query, k=k + offset, rerank=rerank, **kw, **params).page(offset, k)
-        if rerank is not None:
-            from .rerank.stage import reranked_search
-
-            kwargs: dict[str, Any] = {"k": k, "mode": mode, "filter": filter, "snapshot": snapshot, "as_of": as_of}
-            return reranked_search(self.search, self.db, self.reranker(), name, query, rerank, {**kwargs, **params})
         req = SearchRequest.of(name, query, k=k, mode=mode, filter=filter, snapshot=snapshot, as_of=as_of, **params)
-        if self.router is None:
-            return self._search(req)
-        return self.router.run(name, snapshot, lambda: self._search(req))
-
-    def _search(self, req: SearchRequest) -> SearchResult:
-        from .search.execute import request_steps
-        from .store.steps import run_steps
-
-        t0 = time.perf_counter()
-        # Reads on this thread's node (ranklock.store.replicas); the query log and result cache on the primary.
-        rdb = self.rdb
-        steps = request_steps(rdb.dsn, self.db, self.settings, req, self._collection_embedder, started=t0)
-        return run_steps(rdb, steps, primary=self.db)
+        return self.searching.run(req, Stages(rerank, offset))
 
     # -- ask (ranklock.ask) -----------------------------------------------------------------
 
@@ -759,7 +768,7 @@ class Engine:
         return ask(
             self.db,
             coll,
-            self.search,
+            self.searching,
             question,
             filter=filter,
             as_of=as_of,
@@ -768,7 +777,7 @@ class Engine:
             generator=generator,
             log=bool(self.settings.log_queries),
             mode=mode,
-            embedder=lambda: self._collection_embedder(coll),
+            embedder=functools.partial(self.embedders.for_collection, coll),
             rerank=rerank,
             log_policy=policy,
         )
@@ -781,7 +790,12 @@ class Engine:
         from .ask.log import replay_answer
 
         return replay_answer(
-            self.db, self.collection, self.search, answer_id, self._collection_embedder, question=question
+            self.db,
+            functools.partial(read_collection, self.db),
+            self.searching,
+            answer_id,
+            self.embedders.for_collection,
+            question=question,
         )
 
     # -- structured requests (ranklock.plan) ---------------------------------------------
@@ -818,5 +832,5 @@ class Engine:
         coll = self.collection(name)
         schema = read_schema(self.db, coll, pack_for(coll))
         return search_request(
-            self.search, self.db, coll, schema, request, k=k, explain=explain, extractor=extractor, **params
+            self.searching, self.db, coll, schema, request, k=k, explain=explain, extractor=extractor, **params
         )

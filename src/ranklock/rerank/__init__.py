@@ -8,7 +8,7 @@ Two rerankers, one protocol (:class:`~ranklock.rerank.base.Reranker`):
   Embeddings Inference, Cohere or Jina shape.
 
 :func:`resolve_reranker` picks one from a spec: an ``http(s)://`` URL or a directory
-(``RANKLOCK_RERANKER`` by default).  The stage itself is :mod:`ranklock.rerank.stage`;
+(``RANKLOCK_RERANKER`` by default).  The stage itself is :mod:`ranklock.search.rerank`;
 this package sits above ``search`` (it takes a finished result) and below the facade.
 """
 
@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..settings import env
 from .base import Reranker, RerankerInfo
 
-__all__ = ["Reranker", "RerankerInfo", "resolve_reranker"]
+__all__ = ["LazyReranker", "Reranker", "RerankerInfo", "resolve_reranker"]
 
 
 def resolve_reranker(spec: str | Reranker | None = None) -> Reranker:
@@ -49,3 +49,24 @@ def resolve_reranker(spec: str | Reranker | None = None) -> Reranker:
     from .cross_encoder import CrossEncoderReranker
 
     return CrossEncoderReranker(spec)
+
+
+class LazyReranker:
+    """The reranker of one engine (its spec, else ``RANKLOCK_RERANKER``), resolved the first time it is asked for.
+
+    A model loads, or an endpoint is checked, only when a search asks for ``rerank=N``.
+    """
+
+    def __init__(self, spec: str | Reranker | None = None) -> None:
+        self.spec = spec
+        self._resolved: Reranker | None = None
+
+    def get(self) -> Reranker:
+        if self._resolved is None:
+            self._resolved = resolve_reranker(self.spec)
+        return self._resolved
+
+    def replace(self, spec: str | Reranker | None) -> str | Reranker | None:
+        """Use ``spec`` from now on (resolved when next asked for); the spec it replaces."""
+        old, self.spec, self._resolved = self.spec, spec, None
+        return old

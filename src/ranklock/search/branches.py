@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
-from ..store.steps import Steps
+from ..store.steps import Steps, gather
 from .lexical import LexicalBranch
 from .results import BranchSignal, Hit, SearchResult
 from .semantic import SemanticBranch
@@ -121,16 +121,11 @@ def read_result(payload: Mapping[str, Any]) -> SearchResult:
 
 
 def prepare_branches(ctx: BranchContext) -> Steps[tuple[tuple[Branch, ...], list[str]]]:
-    """Each branch of ``ctx.spec.mode``, prepared in registry order; a branch with nothing to do is left out.
+    """Each branch of ``ctx.spec.mode``, prepared side by side (their reads in one round trip: ``gather``), in
+    registry order; a branch with nothing to do is left out.
 
     Returns the branches and the warnings of those left out.
     """
-    branches: list[Branch] = []
-    warnings: list[str] = []
-    for kind in kinds_for(ctx.spec.mode):
-        branch, warning = yield from kind.prepare(ctx)
-        if branch is not None:
-            branches.append(branch)
-        if warning is not None:
-            warnings.append(warning)
-    return tuple(branches), warnings
+    prepared = yield from gather(*(kind.prepare(ctx) for kind in kinds_for(ctx.spec.mode)))
+    branches = tuple(branch for branch, _ in prepared if branch is not None)
+    return branches, [warning for _, warning in prepared if warning is not None]

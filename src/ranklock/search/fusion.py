@@ -35,11 +35,12 @@ from psycopg import sql
 
 from ..snapshot.segments import live_sql
 from ..store import locks
+from ..store.steps import Fetch
 from .branches import registry
 from .results import BranchSignal, Hit
 from .spec import SearchSpec, Signal
 
-__all__ = ["build_search_sql", "read_hits", "settings_sql", "shortfall_column"]
+__all__ = ["build_search_sql", "read_hits", "settings_fetches", "shortfall_column"]
 
 
 def shortfall_column(kind: type[Any]) -> str:
@@ -47,12 +48,11 @@ def shortfall_column(kind: type[Any]) -> str:
     return f"{kind.cte}_docs"
 
 
-def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[Any] | None]:
-    """The transaction-local settings of the search, every branch's included, in one round trip."""
+def settings_fetches(spec: SearchSpec) -> tuple[Fetch, ...]:
+    """The read gate and the transaction-local settings of the search, every branch's included: first in its batch."""
     # Transaction-local (set_config(..., true)): a pooled connection never
     # carries one query's budget into the next.  JIT compilation costs tens of
     # milliseconds and only pays off for long analytic queries, never here.
-    # All in one round trip.
     # work_mem: BM25 over very common terms aggregates 10^5-10^6 postings; at
     # the default 4 MB the hash aggregate spills to disk.
     settings: list[tuple[str, str]] = [("jit", "off"), ("work_mem", "64MB")]
@@ -62,18 +62,18 @@ def settings_sql(spec: SearchSpec) -> tuple[sql.Composed, list[Any] | None]:
         # On a Citus cluster set_config changes the coordinator only: the shards would scan with the
         # workers' defaults (measured: ef_search 40).  SET LOCAL reaches the workers' transactions
         # when citus.propagate_set_commands is 'local'.  A utility statement binds no value, so each
-        # is a quoted literal (the names are the branches' constants), all in one simple query.
+        # is a quoted literal (the names are the branches' constants), one statement each.
         sets = [sql.SQL("SET LOCAL citus.propagate_set_commands = 'local'")] + [
             sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value)) for name, value in settings
         ]
-        return sql.SQL("; ").join(sets), None
+        return tuple(Fetch(q) for q in sets)
     # The snapshot's read gate, shared, in the same round trip and before any table is read: a purge
     # closes it to swap the snapshot's segment tables (ranklock.snapshot.purge), and a search waits
     # here, holding no table lock the swap could wait for.
     q = sql.SQL("SELECT pg_advisory_xact_lock_shared(%s::int, %s::int), {}").format(
         sql.SQL(", ").join(sql.SQL("set_config(%s, %s, true)") for _ in settings)
     )
-    return q, [locks.READ_GATE, spec.layout.snapshot_id, *(x for pair in settings for x in pair)]
+    return (Fetch(q, [locks.READ_GATE, spec.layout.snapshot_id, *(x for pair in settings for x in pair)]),)
 
 
 def _signals(kind: type[Any], running: bool) -> sql.Composable:

@@ -98,15 +98,21 @@ class LexicalBranch:
             b=sp.b,
         )
         layout = ctx.spec.layout
-        count_sql, count_params = query_postings_sql(branch, layout)
-        # Is anything searchable, and (BM25) how many postings its terms have: one round trip.
-        rows = yield Fetch(
-            sql.SQL(
-                "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, "
-                "cardinality(ranklock.query_terms(%s::regconfig, %s, %s, %s)) AS positive, {} AS postings"
-            ).format(count_sql),
-            [*(2 * [coll.language, coll.accent, branch.syntax, branch.query]), *count_params],
-        )
+        # Is anything searchable, and (BM25) how many postings its terms have: fixed by the snapshot and its
+        # segments as they are (their versions, ranklock.search.context.Guard) and the query: read once a process.
+        key = ("lexical", ctx.version, layout.ids, coll.language, coll.accent, branch.syntax, branch.query)
+        rows = ctx.memo.probes.get(key) if ctx.memo is not None else None
+        if rows is None:
+            count_sql, count_params = query_postings_sql(branch, layout)
+            rows = yield Fetch(
+                sql.SQL(
+                    "SELECT numnode(ranklock.query_tsquery(%s::regconfig, %s, %s, %s)) AS n, "
+                    "cardinality(ranklock.query_terms(%s::regconfig, %s, %s, %s)) AS positive, {} AS postings"
+                ).format(count_sql),
+                [*(2 * [coll.language, coll.accent, branch.syntax, branch.query]), *count_params],
+            )
+            if ctx.memo is not None:
+                ctx.memo.probes.put(key, rows)
         row = rows[0] if rows else None
         lexical_only = ctx.spec.mode == cls.name
         if row is None or row["n"] == 0:

@@ -113,7 +113,14 @@ class SemanticBranch:
         t = time.perf_counter()
         # Resolving the embedder may load a model (seconds of CPU): off the event loop when async.
         emb: Embedder = yield Offload(lambda: ctx.embedder(ctx.coll))
-        qvec = yield from query_vector_steps(ctx.coll, emb, ctx.spec.query, store=ctx.store_vector)
+        qvec = yield from query_vector_steps(
+            ctx.coll,
+            emb,
+            ctx.spec.query,
+            store=ctx.store_vector,
+            memo=ctx.memo.vectors if ctx.memo is not None else None,
+            writes=ctx.writes,
+        )
         ctx.timings["embed_ms"] = (time.perf_counter() - t) * 1000
         sp, depth = ctx.params, ctx.spec.depth
         branch = cls(

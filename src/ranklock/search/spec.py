@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..collection import CollectionInfo
     from ..embed.base import Embedder
     from ..settings import SearchParams
+    from .context import Contexts as Memos
 
 __all__ = [
     "Branch",
@@ -163,6 +164,8 @@ class SearchSpec:
     as_of: datetime | None = None
     filter_sql: sql.Composable = field(default_factory=lambda: sql.SQL("TRUE"))
     filter_params: Mapping[str, Any] = field(default_factory=dict)
+    #: The typed fields the filter reads (ranklock.search.filters.CompiledFilter.fields).
+    filter_fields: tuple[str, ...] = ()
     #: The snapshot's ranking rules (ranklock.snapshot.rules): query-term frequency, tie blocks in RRF.
     rules: RankingRules = CURRENT_RULES
     #: The branches that run, in the registry's order (ranklock.search.branches).
@@ -221,7 +224,12 @@ def where_sql(spec: SearchSpec, alias: str = "c", *, dead: str | None = None) ->
 
 @dataclass
 class BranchContext:
-    """What preparing a branch may read: the request, its collection and snapshot, the shared spec."""
+    """What preparing a branch may read: the request, its collection and snapshot, the shared spec.
+
+    ``memo`` holds what this process already read that the snapshot or the model fixes (a query's
+    lexical probe, a text's vector: ranklock.search.context.Contexts); ``writes`` collects what the
+    search writes once it has answered (a new query vector for the embedding cache).
+    """
 
     coll: CollectionInfo
     snap: dict[str, Any]
@@ -233,4 +241,10 @@ class BranchContext:
     embedder: Callable[[CollectionInfo], Embedder]
     #: Store a new query vector in the embedding cache (``search_sql`` writes nothing).
     store_vector: bool = True
+    memo: Memos | None = None
+    #: The versions of the rows the context was read at (ranklock.search.context.Guard): what keys a probe.
+    version: Any = None
     timings: dict[str, float] = field(default_factory=dict)
+    writes: list[Any] = field(default_factory=list)
+    #: What the search says of how it read (a read retried on a new connection), before the branches' warnings.
+    notes: list[str] = field(default_factory=list)

@@ -60,6 +60,7 @@ from . import composition
 from .finish import finish_snapshot
 from .indexes import create_indexes
 from .segments import chunks_sql, live_documents_sql, live_sql
+from .value_counts import complete_counts
 
 __all__ = [
     "DIED",
@@ -75,7 +76,12 @@ __all__ = [
 ]
 
 Progress = Callable[[str, int, int], None]
-EMBED_BATCH = 256
+#: Texts per embedding call, per commit to the embedding cache and per step of the progress bar: one
+#: forward pass of the default model (ranklock.embed.sentence.BATCH_SIZE), so the bar moves with each
+#: pass (at 256 it sat still for the first 256 chunks, seconds on a laptop's CPU) and a killed build
+#: loses at most one pass.  The commit per batch is one small COPY and INSERT, next to a forward
+#: pass of the model on a CPU (bench/mirror.py --model times whole ingests side by side).
+EMBED_BATCH = 32
 
 
 def chunk_table(segment_id: int) -> sql.Identifier:
@@ -294,6 +300,11 @@ def build_snapshot(
                 index_build=report.index_build,
                 conn=lock_conn,
             )
+            # The value counts its filtered searches read (ranklock.snapshot.value_counts): made by the
+            # writer, for what it wrote, so a search only reads.
+            t5 = time.perf_counter()
+            complete_counts(db, sid, [f.name for f in coll.fields])
+            seconds["value_counts"] = time.perf_counter() - t5
         except BaseException as exc:
             try:
                 _discard(db, sid, exc)
@@ -380,7 +391,9 @@ def _embed_missing(
             )
             for h, v in cur.fetchall():
                 vectors[h] = np.asarray(v.to_numpy(), dtype=np.float32)
-    missing = [h for h in hashes if h not in vectors]
+    # Shortest first (then by text, so the order is fixed): each batch holds texts of about one length,
+    # which pads least, and the same texts always meet the same batch-mates.
+    missing = sorted((h for h in hashes if h not in vectors), key=lambda h: (len(texts[h]), texts[h]))
     seconds["cache_lookup"] = time.perf_counter() - t0
     t_embed = 0.0
     t_db = 0.0

@@ -40,6 +40,7 @@ from .writer import writing
 
 __all__ = [
     "activate",
+    "check_ready_steps",
     "diff_snapshots",
     "drop_snapshot",
     "drop_snapshots",
@@ -91,6 +92,13 @@ def resolve_steps(coll: CollectionInfo, snapshot: int | None) -> Steps[dict[str,
     row: dict[str, Any] | None = rows[0] if rows else None
     if row is None:
         raise NotFound(f"collection {coll.name!r} has no snapshot {sid}; see `ranklock snapshot list {coll.name}`.")
+    ready: dict[str, Any] = yield from check_ready_steps(coll, row)
+    return ready
+
+
+def check_ready_steps(coll: CollectionInfo, row: dict[str, Any]) -> Steps[dict[str, Any]]:
+    """Snapshot ``row`` of ``coll`` if it can be searched; a :func:`not_ready` error if it is building or failed."""
+    sid = int(row["id"])
     if row["status"] == "building":
         # Building, or its builder died and nobody has reaped it yet (a write does): the build lock says.
         # On a standby the primary's locks are not visible, so there it is only "building".
@@ -393,13 +401,16 @@ def drop_snapshots(db: Database, coll: CollectionInfo, snapshot_ids: Sequence[in
 
 
 def lexical_stats(db: Database, coll: CollectionInfo, snapshot_id: int | None, *, force: bool) -> LexicalStatsReport:
-    """Build, complete or (``force``) rebuild the BM25 tables and filter tables of a snapshot's segments.
+    """Build, complete or (``force``) rebuild the BM25 tables, filter tables and value counts of a snapshot's segments.
 
-    The report names the largest segment's BM25 entry (what the CLI prints) and every segment's.
+    What a snapshot built by an older ranklock lacks is made here once (its searches work without it,
+    slower: a filter without value counts counts rows).  The report names the largest segment's BM25
+    entry (what the CLI prints) and every segment's.
     """
     from .filter_table import build_filter_table
     from .lexical_stats import build_lexical_stats
     from .segments import Layout
+    from .value_counts import complete_counts
 
     snap = resolve(db, coll, snapshot_id)
     t = time.perf_counter()
@@ -407,6 +418,7 @@ def lexical_stats(db: Database, coll: CollectionInfo, snapshot_id: int | None, *
     entries = {g.id: build_lexical_stats(db, g.id, force=force) for g in segments}
     for g in segments:
         build_filter_table(db, g.id)  # the lexical plans check constraints there (none before it)
+    complete_counts(db, int(snap["id"]), [f.name for f in coll.fields])
     largest = max(segments, key=lambda g: g.chunks).id
     return LexicalStatsReport(coll.name, int(snap["id"]), time.perf_counter() - t, entries[largest], entries)
 

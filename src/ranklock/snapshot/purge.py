@@ -60,6 +60,7 @@ from .composition import recount_dead_terms, set_digest
 from .gate import open_gates, swap_behind_gates
 from .indexes import index_build_settings
 from .manifest import manifest_hash
+from .value_counts import complete_counts
 from .writer import writing
 
 __all__ = ["SHARED_TABLES", "PurgeOutcome", "purge_documents", "purged_id_hash"]
@@ -140,7 +141,10 @@ def purge_documents(
             return _resume(db, coll, wanted, embedded)
         outcome, later = done
         outcome = dataclasses.replace(outcome, seconds={"transaction": round(time.perf_counter() - t0, 3)})
-        return _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
+        erased = _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
+        for sid in outcome.snapshots:
+            complete_counts(db, sid, [f.name for f in coll.fields])
+        return erased
 
 
 def _purge(
@@ -178,6 +182,10 @@ def _purge(
     # The swap, behind the read gates of the snapshots that hold the touched segments
     # (ranklock.snapshot.gate), and from there to the commit as little as can be.
     swap_behind_gates(conn, snapshots, copies, _value_counts(conn, segments, snapshots), lock_wait=lock_wait)
+    # Their value counts counted the purged rows and are dropped with the swap: said so in the catalog (a
+    # search counts rows meanwhile), and made again from the rewritten tables after the commit.
+    conn.execute("UPDATE ranklock.segments SET stats = stats - 'counts' WHERE id = ANY (%s)", [segments])
+    conn.execute("UPDATE ranklock.snapshots SET stats = stats - 'dead_counts' WHERE id = ANY (%s)", [list(snapshots)])
     # The logs are locked against writes until the commit: a search that read the old segment tables
     # and logs after this point waits, then finds its snapshot's manifest changed and logs nothing
     # (ranklock.search.log), so no entry that quotes a purged document is written behind the purge.
@@ -264,11 +272,9 @@ def _delete_quoting(
 def _value_counts(conn: Any, segments: list[int], snapshots: list[int]) -> list[sql.Identifier]:
     """The value counts of the touched segments and snapshots, to drop at the swap: they counted the purged rows.
 
-    A search makes a missing one under its advisory lock (ranklock.search.scope), on a transaction of
-    its own that a purge's uncommitted deletes do not reach: the locks, taken here until the commit,
-    let one being made finish (so it is listed) and hold back the next until the new tables are in.
-    The next search that needs them counts them anew; a process that had seen them made finds them
-    gone and counts rows.
+    Only writers make them (ranklock.snapshot.value_counts), and the purge holds the collection's
+    writer lock; the advisory locks, taken here until the commit, keep out a writer of another
+    collection's snapshot that shares none of these (a merge), for good measure.
     """
     for seg in segments:
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", [locks.SEGMENT_COUNTS, seg])

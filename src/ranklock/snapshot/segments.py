@@ -70,6 +70,8 @@ class SegmentInfo:
     distribution: str | None = None
     #: Its filter table (ranklock.snapshot.filter_table), as built; None: its chunk table serves constraints.
     filter: Mapping[str, Any] | None = None
+    #: The fields its value counts hold (ranklock.snapshot.value_counts): "values" or "unbounded" each.
+    counts: Mapping[str, str] | None = None
 
     def key_sql(self, alias: str) -> sql.Composable:
         """``alias.shard_key = '<its partition value>'`` when placed by it, else TRUE.
@@ -98,6 +100,7 @@ class SegmentInfo:
             shards=None if row.get("shards") is None else int(row["shards"]),
             distribution=row.get("distribution"),
             filter=row.get("filter"),
+            counts=row.get("counts"),
         )
 
 
@@ -257,7 +260,7 @@ def segments_sql(snapshot: sql.Composable) -> sql.Composable:
         "(SELECT coalesce(json_agg(json_build_object('id', g.id, 'documents', g.documents, 'chunks', g.chunks, "
         "'total_len', g.total_len, 'max_chunks', g.max_chunks, 'window_start', g.window_start, "
         "'window_end', g.window_end, 'partition_key', g.partition_key, 'bm25', g.stats -> 'bm25', "
-        "'shards', g.stats -> 'shards', 'distribution', g.stats ->> 'distribution', 'filter', g.stats -> 'filter') "
+        "'shards', g.stats -> 'shards', 'distribution', g.stats ->> 'distribution', 'filter', g.stats -> 'filter', 'counts', g.stats -> 'counts') "
         "ORDER BY g.id), "
         "'[]'::json) FROM ranklock.snapshot_segments AS ss JOIN ranklock.segments AS g ON g.id = ss.segment_id "
         "WHERE ss.snapshot_id = {})"

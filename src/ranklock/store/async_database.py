@@ -44,6 +44,7 @@ from .checkout import (
     Recover,
     checkout_steps,
     lost_during_request,
+    suspect,
 )
 from .database import _redact
 from .errors import first_line, map_data_errors
@@ -58,7 +59,7 @@ from .recovery import (
     recovery_pending,
     recovery_steps,
 )
-from .steps import Block, Fetch, Offload, Step, Steps
+from .steps import Batch, Block, Fetch, Offload, Step, Steps, mark_failed
 from .timeout import SET_TIMEOUT, timeout_error, timeout_value
 from .trace import Hooks, Timer, Tracer, async_cursor_class
 
@@ -226,7 +227,7 @@ class AsyncDatabase:
             if isinstance(op, GetConn):
                 return await op.pool.getconn(timeout=op.timeout)
             if isinstance(op, Check):
-                return await AsyncConnectionPool.check_connection(op.conn)
+                return await AsyncConnectionPool.check_connection(op.conn) if suspect(op.conn) else None
             if isinstance(op, PutConn):
                 return await op.pool.putconn(op.conn)
             if isinstance(op, Recover):
@@ -317,6 +318,8 @@ class AsyncDatabase:
             c = conn if conn is not None else await stack.enter_async_context(self.connection())
             if isinstance(step, Fetch):
                 return await _fetch(c, step)
+            if isinstance(step, Batch):
+                return await _batch(c, step)
             return await self._block(c, step)
 
     async def _block(self, conn: AConn, step: Block) -> Any:
@@ -339,3 +342,27 @@ async def _fetch(conn: AConn, step: Fetch) -> list[Any]:
     async with conn.cursor(row_factory=dict_row if step.dicts else tuple_row) as cur:
         await cur.execute(step.query, step.params)  # type: ignore[arg-type]
         return await cur.fetchall() if cur.description is not None else []
+
+
+async def _batch(conn: AConn, step: Batch) -> list[list[Any]]:
+    """:func:`ranklock.store.steps.batch_on` on an async connection: one round trip, the same errors."""
+    async with AsyncExitStack() as stack:
+        cursors = [
+            await stack.enter_async_context(conn.cursor(row_factory=dict_row if f.dicts else tuple_row))
+            for f in step.fetches
+        ]
+        first = 0
+        try:
+            async with conn.pipeline():
+                if step.timeout is not None:
+                    first = 1
+                    cursors.insert(0, await stack.enter_async_context(conn.cursor()))
+                    await cursors[0].execute(SET_TIMEOUT, [timeout_value(step.timeout)])
+                for cur, f in zip(cursors[first:], step.fetches, strict=True):
+                    await cur.execute(f.query, f.params)  # type: ignore[arg-type]
+        except psycopg.errors.QueryCanceled as exc:
+            mapped = None if step.timeout is None else timeout_error(exc, step.timeout)
+            raise mark_failed(mapped or exc, cursors, first) from (exc if mapped else None)
+        except psycopg.Error as exc:
+            raise mark_failed(exc, cursors, first) from None
+        return [await cur.fetchall() if cur.description is not None else [] for cur in cursors[first:]]

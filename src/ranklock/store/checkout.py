@@ -11,6 +11,13 @@ they do when the server is gone.
 The pool's own ``check=`` would discard a dead connection and then sleep with
 a backoff before the next one; after a server crash every idle connection is
 dead, so the check runs here and the first dead one starts a recovery at once.
+
+The check costs no round trip (:func:`suspect`): an idle connection has
+nothing to read unless the server closed it (a crash, a restart,
+``pg_terminate_backend``, an idle timeout all leave an end of file or a FATAL
+message on its socket); only such a connection is probed with an empty
+statement.  One the network lost silently is found when a statement fails on
+it: a search then retries once (ranklock.search.pipeline).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from ..errors import DatabaseUnavailable
+from ..errors import ConnectionLost, DatabaseUnavailable
 from .errors import first_line
 
 __all__ = [
@@ -37,6 +44,7 @@ __all__ = [
     "checkout_wait",
     "lost_during_request",
     "pool_timeout_error",
+    "suspect",
 ]
 
 
@@ -59,9 +67,20 @@ class GetConn:
 
 @dataclass(frozen=True)
 class Check:
-    """Check ``conn`` with an empty statement; raises ``psycopg.Error`` when it is dead."""
+    """Check ``conn``: probed with an empty statement when :func:`suspect`; raises ``psycopg.Error`` when it is dead."""
 
     conn: Any
+
+
+def suspect(conn: Any) -> bool:
+    """Whether idle ``conn`` has something to read: the server closed it, or said why it will (no round trip)."""
+    import select
+
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True  # no socket any more: closed
+    return bool(readable)
 
 
 @dataclass(frozen=True)
@@ -168,11 +187,11 @@ def checkout_steps(
         return pool, gen, conn
 
 
-def lost_during_request(exc: BaseException, restarted: bool) -> DatabaseUnavailable:
+def lost_during_request(exc: BaseException, restarted: bool) -> ConnectionLost:
     """The error of a request whose connection broke under it, once the recovery it started has run."""
     did = (
         "ranklock restarted the embedded server and reconnected" if restarted else "ranklock reconnected to the server"
     )
-    return DatabaseUnavailable(
+    return ConnectionLost(
         f"the connection to PostgreSQL was lost during this request ({first_line(exc)}); {did}. Retry the request."
     )

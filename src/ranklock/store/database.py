@@ -5,8 +5,8 @@ On open the server is checked and the schema migrated
 (ranklock.store.trace).
 
 Losing the server (a crash, ``kill -9``, a restart) is noticed when a
-connection is checked out (each is checked with an empty statement) or when
-one breaks mid-request.  Then :meth:`Database.recover` restarts the embedded
+connection is checked out (a closed one has an end of file to read: no round
+trip, ranklock.store.checkout.suspect) or when one breaks mid-request.  Then :meth:`Database.recover` restarts the embedded
 server (through the ``restart`` hook the engine passes) or reaches the
 external one again, and replaces the pool; the request that noticed gets a
 :class:`DatabaseUnavailable` (HTTP 503) only if the connection broke under it,
@@ -44,6 +44,7 @@ from .checkout import (
     Recover,
     checkout_steps,
     lost_during_request,
+    suspect,
 )
 from .errors import first_line, map_data_errors
 from .migrate import MIN_PGVECTOR, MIN_POSTGRES, check_server, migrate, migrations
@@ -229,7 +230,7 @@ class Database:
         if isinstance(op, GetConn):
             return op.pool.getconn(timeout=op.timeout)
         if isinstance(op, Check):
-            return ConnectionPool.check_connection(op.conn)
+            return ConnectionPool.check_connection(op.conn) if suspect(op.conn) else None
         if isinstance(op, PutConn):
             return op.pool.putconn(op.conn)
         if isinstance(op, Recover):

@@ -10,9 +10,9 @@ that two concepts never share one::
     BUILD          snapshot     its builder, from the INSERT of its row until it is ready or failed
     VERSIONS       collection   every ingest (shared) while its versions are unreferenced;
                                 garbage collection of versions (exclusive)
-    VALUE_COUNTS   snapshot     the search computing a snapshot's per-value counts of its dead rows;
+    VALUE_COUNTS   snapshot     the writer making a snapshot's per-value counts of its dead rows;
                                 a purge dropping them, from its swap to its commit
-    SEGMENT_COUNTS segment      the search computing a segment's per-value counts; a purge
+    SEGMENT_COUNTS segment      the writer making a segment's per-value counts; a purge
                                 dropping them, from its swap to its commit
     LOG_PRUNE      (nothing)    the process pruning the query log (one prune at a time per database)
     ANSWER_LOG_PRUNE (nothing)  the process pruning the answer log

@@ -21,7 +21,7 @@ Structured form (``parse_filter`` turns the first into the second)::
     {"field": "years_exp", "op": ">=", "value": 5}
 
 with ``op`` one of ``= != < <= > >= in between has has_all has_any is_null
-is_not_null``; ``in``, ``has_all`` and ``has_any`` take a non-empty list,
+is_not_null`` (``parse.SYNTAX`` declares them with their expression spellings); ``in``, ``has_all`` and ``has_any`` take a non-empty list,
 ``between`` takes ``[low, high]``, the null checks take no value.  A list of
 filters is an implicit ``and``.
 
@@ -44,11 +44,12 @@ can change the statement's structure.
 """
 
 from .compile import OPS_BY_TYPE, CompiledFilter, compile_filter, normalize_filter
-from .parse import OPERATORS, format_filter, parse_filter
+from .parse import OPERATORS, SYNTAX, format_filter, parse_filter
 
 __all__ = [
     "OPERATORS",
     "OPS_BY_TYPE",
+    "SYNTAX",
     "CompiledFilter",
     "compile_filter",
     "format_filter",

@@ -19,7 +19,7 @@ from ...collection import CollectionInfo, FieldSpec
 from ...errors import FilterError
 from ...ingest.normalize import unstorable
 from ...limits import BIGINT_MAX, BIGINT_MIN, MAX_FILTER_DEPTH, MAX_FILTER_VALUES
-from .parse import _COMPARISONS, _EXAMPLE, _NULL_OPS, _ORDERED, _check_node_shape, _short, parse_filter
+from .parse import _COMPARISONS, _EXAMPLE, _NULL_OPS, _ORDERED, SYNTAX, _check_node_shape, _short, parse_filter, spelled
 
 __all__ = ["OPS_BY_TYPE", "CompiledFilter", "compile_filter", "normalize_filter"]
 
@@ -52,6 +52,8 @@ class CompiledFilter:
     sql: sql.Composable
     params: dict[str, Any] = field(default_factory=dict)
     structured: dict[str, Any] = field(default_factory=dict)
+    #: The typed fields the predicate reads, sorted (the scope counts one field's values: ranklock.search.scope).
+    fields: tuple[str, ...] = ()
 
 
 # -- validation against the collection ------------------------------------------------
@@ -135,13 +137,15 @@ def _coerce(spec: FieldSpec, value: Any) -> Any:
     return ts
 
 
-def _normalize(coll: CollectionInfo, node: Any) -> dict[str, Any]:
+def _normalize(coll: CollectionInfo, node: Any, text: bool) -> dict[str, Any]:
+    """``node`` checked against the collection; ``text``: it was parsed from an expression, whose
+    spelling of the operators the messages use (``has all``), else the structured form's (``has_all``)."""
     _check_node_shape(node)
     if "and" in node or "or" in node:
         key = "and" if "and" in node else "or"
-        return {key: [_normalize(coll, n) for n in node[key]]}
+        return {key: [_normalize(coll, n, text) for n in node[key]]}
     if "not" in node:
-        return {"not": _normalize(coll, node["not"])}
+        return {"not": _normalize(coll, node["not"], text)}
     name, op = node["field"], node["op"]
     spec = coll.field(name) if isinstance(name, str) else None
     if spec is None:
@@ -157,8 +161,8 @@ def _normalize(coll: CollectionInfo, node: Any) -> dict[str, Any]:
     allowed = OPS_BY_TYPE[spec.type]
     if op not in allowed:
         raise FilterError(
-            f"operator {op!r} does not apply to field {name!r} ({spec.type}); valid operators for "
-            f"{spec.type}: {', '.join(sorted(allowed))}."
+            f"operator {SYNTAX[op] if text else op!r} does not apply to field {name!r} ({spec.type}); valid "
+            f"operators for {spec.type}: {spelled(allowed, text=text)}."
         )
     has_value = "value" in node
     value = node.get("value")
@@ -220,6 +224,7 @@ def _check_size(spec: Any) -> None:
 
 def normalize_filter(coll: CollectionInfo, spec: Any) -> dict[str, Any]:
     """Validate ``spec`` (string, dict or list) against the collection; values coerced to field types."""
+    text = isinstance(spec, str)
     if isinstance(spec, str):
         spec = parse_filter(spec)
     elif isinstance(spec, list):
@@ -227,7 +232,7 @@ def normalize_filter(coll: CollectionInfo, spec: Any) -> dict[str, Any]:
             raise FilterError(f"the filter is an empty list; give at least one condition, {_EXAMPLE}.")
         spec = {"and": spec}
     _check_size(spec)
-    return _normalize(coll, spec)
+    return _normalize(coll, spec, text)
 
 
 # -- compilation ------------------------------------------------------------------------
@@ -237,6 +242,7 @@ class _Compiler:
     def __init__(self, coll: CollectionInfo) -> None:
         self.coll = coll
         self.params: dict[str, Any] = {}
+        self.fields: set[str] = set()
 
     def bind(self, value: Any, sql_type: str) -> sql.Composable:
         # Unique names; the explicit cast keeps the comparison on the column's
@@ -257,6 +263,7 @@ class _Compiler:
             return sql.SQL("(({}) IS NOT TRUE)").format(self.node(n["not"]))
         spec = self.coll.field(n["field"])
         assert spec is not None  # normalised above
+        self.fields.add(spec.name)
         col = sql.Identifier("c", spec.name)
         op, t = n["op"], spec.sql_type()
         value: Any = n.get("value")
@@ -288,4 +295,4 @@ def compile_filter(coll: CollectionInfo, spec: Any) -> CompiledFilter:
     structured = normalize_filter(coll, spec)
     comp = _Compiler(coll)
     predicate = comp.node(structured)
-    return CompiledFilter(sql=predicate, params=comp.params, structured=structured)
+    return CompiledFilter(sql=predicate, params=comp.params, structured=structured, fields=tuple(sorted(comp.fields)))

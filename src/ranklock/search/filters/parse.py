@@ -18,15 +18,47 @@ from typing import Any
 from ...errors import FilterError
 from ...limits import BIGINT_MAX, BIGINT_MIN, MAX_FILTER_CHARS, MAX_FILTER_DEPTH
 
-__all__ = ["OPERATORS", "format_filter", "parse_filter"]
+__all__ = ["OPERATORS", "SYNTAX", "format_filter", "parse_filter", "spelled"]
 
+#: Every operator of the structured form, and how the expression syntax writes it: the one declaration of
+#: the operator names.  The parser reads an operator by these words, ``format_filter`` writes them, and
+#: every message that lists operators lists these, in the form the filter was written in (issue 45: a
+#: message offered ``has_all`` to a text filter, whose parser takes ``has all``).
+SYNTAX: dict[str, str] = {
+    "=": "=",
+    "!=": "!=",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+    "in": "in",
+    "between": "between",
+    "has": "has",
+    "has_all": "has all",
+    "has_any": "has any",
+    "is_null": "is null",
+    "is_not_null": "is not null",
+}
+OPERATORS: tuple[str, ...] = tuple(sorted(SYNTAX))
 _COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
-#: Every operator of the structured form.
-OPERATORS: tuple[str, ...] = tuple(
-    sorted((*_COMPARISONS, "in", "between", "has", "has_all", "has_any", "is_null", "is_not_null"))
-)
+#: Operators that take a list of values, and those that take none.
+_LISTS = ("in", "has_all", "has_any")
 _NULL_OPS = ("is_null", "is_not_null")
 _ORDERED = (*_COMPARISONS, "in", "between", *_NULL_OPS)
+#: The parser tries the longest spelling first: ``is not null`` before ``is null``, ``has all`` before ``has``.
+_BY_LENGTH = sorted(SYNTAX, key=lambda op: -len(SYNTAX[op].split()))
+
+
+def spelled(ops: Any, *, text: bool) -> str:
+    """``ops`` as a message lists them, in the order of :data:`SYNTAX`: as the expression syntax writes them
+    (``text``), or as the structured form names them.
+
+    >>> spelled(["has_any", "has"], text=True)
+    'has, has any'
+    """
+    order = list(SYNTAX)
+    return ", ".join(SYNTAX[op] if text else op for op in sorted(ops, key=order.index))
+
 
 _EXAMPLE = 'e.g. years_exp >= 5 and skills has "python"'
 #: A date or timestamp written without quotes, with the field and operator before it.
@@ -49,7 +81,10 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
-_KEYWORDS = frozenset({"and", "or", "not", "in", "between", "has", "all", "any", "is", "null", "true", "false"})
+#: The words of the grammar and of the operators' spellings; any other word is a field name.
+_KEYWORDS = frozenset(
+    {"and", "or", "not", "null", "true", "false"} | {w for s in SYNTAX.values() for w in s.split() if w.isalpha()}
+)
 
 
 @dataclass(frozen=True)
@@ -240,42 +275,57 @@ class _Parser:
         self.expect_punct(")")
         return items
 
+    def operator(self) -> str | None:
+        """The operator written at the cursor, its words consumed (:data:`SYNTAX`); None when there is none."""
+        for op in _BY_LENGTH:
+            words = SYNTAX[op].split()
+            toks = self.toks[self.i : self.i + len(words)]
+            if len(toks) == len(words) and all(
+                t.kind in ("op", "keyword") and t.text == w for t, w in zip(toks, words, strict=True)
+            ):
+                self.i += len(words)
+                return op
+        return None
+
+    def no_operator(self, name: str) -> FilterError:
+        """The error for a field name followed by no operator, with a hint when what follows is nearly one."""
+        tok = self.peek()
+        starts = [s for s in SYNTAX.values() if tok.kind == "keyword" and s.split()[0] == tok.text and " " in s]
+        if starts:  # `is` without `null` (a `has` of neither list form is `has` itself, so only `is` gets here)
+            longest = max(len(s.split()) for s in starts)
+            seen = " ".join(t.text for t in self.toks[self.i : self.i + longest] if t.kind != "end")
+            return FilterError(
+                f"filter syntax error at position {tok.pos}: expected {' or '.join(repr(s) for s in starts)} after "
+                f"{name!r}, found {seen!r}; {_example(self.text)}."
+            )
+        hint = ""
+        if tok.kind == "word" and tok.text in SYNTAX:  # `has_all`: the structured form's name
+            hint = f" (the structured form's name; a filter expression writes it {SYNTAX[tok.text]!r})"
+        found = "end of input" if tok.kind == "end" else repr(tok.text)
+        return FilterError(
+            f"filter syntax error at position {tok.pos}: expected an operator after {name!r} "
+            f"({spelled(SYNTAX, text=True)}), found {found}{hint}; {_example(self.text)}."
+        )
+
     def comparison(self) -> dict[str, Any]:
         tok = self.peek()
         if tok.kind != "word":
             raise self.fail("a field name, 'not' or '('")
         name = self.next().text
-        nxt = self.peek()
-        if nxt.kind == "op":
-            self.next()
-            return {"field": name, "op": nxt.text, "value": self.value()}
-        if self.is_kw("in"):
-            self.next()
-            return {"field": name, "op": "in", "value": self.value_list()}
-        if self.is_kw("between"):
-            self.next()
+        op = self.operator()
+        if op is None:
+            raise self.no_operator(name)
+        if op in _NULL_OPS:
+            return {"field": name, "op": op}
+        if op in _LISTS:
+            return {"field": name, "op": op, "value": self.value_list()}
+        if op == "between":
             lo = self.value()
             if not self.is_kw("and"):
                 raise self.fail("'and' (between LOW and HIGH)")
             self.next()
-            return {"field": name, "op": "between", "value": [lo, self.value()]}
-        if self.is_kw("has"):
-            self.next()
-            if self.is_kw("all", "any"):
-                which = self.next().text
-                return {"field": name, "op": f"has_{which}", "value": self.value_list()}
-            return {"field": name, "op": "has", "value": self.value()}
-        if self.is_kw("is"):
-            self.next()
-            negated = False
-            if self.is_kw("not"):
-                self.next()
-                negated = True
-            if not self.is_kw("null"):
-                raise self.fail("'null' ('is null' or 'is not null')")
-            self.next()
-            return {"field": name, "op": "is_not_null" if negated else "is_null"}
-        raise self.fail(f"an operator after {name!r} (= != < <= > >= in between has 'has all' 'has any' 'is null')")
+            return {"field": name, "op": op, "value": [lo, self.value()]}
+        return {"field": name, "op": op, "value": self.value()}
 
 
 def parse_filter(text: str) -> dict[str, Any]:
@@ -320,16 +370,13 @@ def format_filter(spec: Any) -> str:
     if "not" in spec:
         return f"not ({format_filter(spec['not'])})"
     name, op, value = spec["field"], spec["op"], spec.get("value")
-    if op in _COMPARISONS:
-        return f"{name} {op} {_literal(value)}"
+    if op in _NULL_OPS:
+        return f"{name} {SYNTAX[op]}"
     if op == "between":
         return f"{name} between {_literal(value[0])} and {_literal(value[1])}"
-    if op == "has":
-        return f"{name} has {_literal(value)}"
-    if op in ("in", "has_all", "has_any"):
-        words = {"in": "in", "has_all": "has all", "has_any": "has any"}[op]
-        return f"{name} {words} ({', '.join(_literal(v) for v in value)})"
-    return f"{name} is null" if op == "is_null" else f"{name} is not null"
+    if op in _LISTS:
+        return f"{name} {SYNTAX[op]} ({', '.join(_literal(v) for v in value)})"
+    return f"{name} {SYNTAX[op]} {_literal(value)}"
 
 
 # -- the shape of a structured node ---------------------------------------------------
