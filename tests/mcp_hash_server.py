@@ -13,12 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import ranklock.engine
+import ranklock.embed.loaded
 from fakes import HashEmbedder
 from ranklock.cli import main
 
-_real = ranklock.engine.resolve_embedder
-ranklock.engine.resolve_embedder = lambda spec: HashEmbedder() if spec == HashEmbedder.id else _real(spec)  # type: ignore[assignment]
+_real = ranklock.embed.loaded.resolve_embedder
+ranklock.embed.loaded.resolve_embedder = lambda spec: HashEmbedder() if spec == HashEmbedder.id else _real(spec)  # type: ignore[assignment]
 
 if __name__ == "__main__":
     main()

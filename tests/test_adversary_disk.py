@@ -47,11 +47,13 @@ DOCS = [Document(f"d{i:03d}", f"Doc {i}", f"lava volcano magma crust number {i} 
 @pytest.fixture
 def cli_hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI builds its own Engine: let it resolve the test's hash embedder by id."""
-    import ranklock.engine
+    import ranklock.embed.loaded
 
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
+        ranklock.embed.loaded,
+        "resolve_embedder",
+        lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec),
     )
 
 

@@ -23,18 +23,15 @@ from ranklock.cli.service import _interrupt
 from ranklock.embed import service
 
 SILENT = """
-import os, socket, sys, time
+import os, sys, time
 sys.path.insert(0, sys.argv[2])
-from ranklock import service_lock
-from ranklock.embed.service import ServicePaths, _address
+from ranklock import local_socket, service_lock
+from ranklock.embed.service import ServicePaths
 paths = ServicePaths(__import__("pathlib").Path(sys.argv[1]))
 paths.make_dir()
 lock = open(paths.lock, "a+")
 assert service_lock.take(lock.fileno())
-listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-with _address(paths.socket) as addr:  # a long temporary path: as the real service binds it
-    listener.bind(addr)
-listener.listen(8)
+listener = local_socket.listen(paths.socket)  # as the real service binds it (a long temporary path too)
 print("listening", flush=True)
 while True:
     time.sleep(60)  # accepts nothing, answers nothing, spends no CPU time

@@ -161,6 +161,9 @@ def test_search_shows_hits_with_both_branches(page: Page, engine: Engine) -> Non
     )
     assert [m.inner_text().lower() for m in first.query_selector_all("mark")]
     assert f"{len(want.hits)} of k=10" in pg.inner_text("#meta")
+    # No filter: the count is of the documents searched, not of a filter's matches (issue 45).
+    assert f"{want.matching_count} documents searched" in pg.inner_text("#meta")
+    assert "match the filter" not in pg.inner_text("#meta")
     # The legend and the modes name every branch of the search (ranklock.search.branches.describe).
     assert pg.inner_text("#legend") == (
         "lexical contribution 1/(k+rank) semantic contribution 1/(k+rank); the bar is the fused RRF score, "
@@ -194,7 +197,10 @@ def test_bad_filter_is_shown_inline_and_the_page_still_works(page: Page, engine:
     want = engine.search(COLL, "harbour", k=10, filter="year >= 2024")
     assert hits(pg) == [(h.doc_id, str(h.chunk)) for h in want.hits] and want.hits
     meta = pg.inner_text("#meta")
-    assert f"{want.matching_count} match the filter" in meta and f"complete: {str(want.complete).lower()}" in meta
+    assert (
+        f"{want.matching_count} documents match the filter" in meta
+        and f"complete: {str(want.complete).lower()}" in meta
+    )
     # The only console line is the browser's own report of the 400 the bad filter drew.
     assert page.errors == ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]
 
@@ -256,6 +262,61 @@ def test_ask_view_cites_chunks_that_link_to_them(page: Page, engine: Engine) -> 
     assert pg.evaluate("location.hash") == f"#chunk-{want.citations[0].n}"
     page.shot("ask")
     assert page.errors == []
+
+
+def test_an_ask_has_a_permalink_that_asks_again(browser: Any, base_url: str, page: Page, engine: Engine) -> None:
+    pg = page.open()
+    pg.fill("#filter_in", "year >= 2024")
+    pg.click("#tab_ask")
+    question = "When will the XJ-900 firmware ship?"
+    pg.fill("#ask_q", question)
+    pg.fill("#ask_chunks", "4")
+    with pg.expect_response(lambda r: r.url.endswith("/api/ask")):
+        pg.press("#ask_q", "Enter")
+    pg.wait_for_selector(".answer")
+    link = pg.get_attribute("#ask_permalink", "href")
+    assert parse_qs(urlparse(link).query) == {
+        "view": ["ask"],
+        "collection": [COLL],
+        "q": [question],
+        "filter": ["year >= 2024"],
+        "chunks": ["4"],
+    }
+    assert pg.evaluate("location.pathname + location.search") == link  # the address bar is the permalink
+    want = engine.ask(COLL, question, filter="year >= 2024", chunks=4)
+    other = Page(browser, base_url)
+    try:
+        pg2 = other.page
+        with pg2.expect_response(lambda r: r.url.endswith("/api/ask")):
+            pg2.goto(base_url + link)
+        pg2.wait_for_selector(".answer")
+        assert pg2.inner_text(".answer") == want.answer
+        assert pg2.is_visible("#view_ask") and not pg2.is_visible("#view_search")
+        assert pg2.input_value("#ask_q") == question and pg2.input_value("#ask_chunks") == "4"
+        assert other.errors == []
+    finally:
+        other.close()
+    assert page.errors == []
+
+
+def test_a_permalink_to_a_mistyped_collection_names_it_and_searches_nothing(browser: Any, base_url: str) -> None:
+    other = Page(browser, base_url)
+    try:
+        pg = other.page
+        searched: list[str] = []
+        pg.on("request", lambda r: searched.append(r.url) if "/api/search" in r.url else None)
+        pg.goto(base_url + "/?collection=t_brwoser&q=harbour")
+        pg.wait_for_function("document.querySelector('#search_err').textContent.length > 0")
+        message = pg.inner_text("#search_err")
+        assert message.startswith("NotFound: no collection named 't_brwoser'"), message
+        assert pg.input_value("#q") == "harbour" and searched == []
+        # The ask view says it where it is shown.
+        pg.goto(base_url + "/?view=ask&collection=t_brwoser&q=who")
+        pg.wait_for_function("document.querySelector('#ask_err').textContent.length > 0")
+        assert pg.inner_text("#ask_err").startswith("NotFound: no collection named 't_brwoser'")
+        assert pg.input_value("#ask_q") == "who"
+    finally:
+        other.close()
 
 
 def test_eval_view_loads_a_report_worst_first(page: Page, engine: Engine, tmp_path: Path) -> None:

@@ -307,7 +307,7 @@ def test_a_model_limit_lowers_the_window_of_every_stored_chunk(engine: Engine, c
         tokenizer = CappedTok()
 
     emb = CappedEmbedder("test:hash-capped")
-    engine._embedders[emb.id] = emb
+    engine.embedders.register(emb)
     body = " ".join(f"w{i}" for i in range(40))
     engine.ingest(
         cname,

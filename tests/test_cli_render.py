@@ -40,11 +40,13 @@ def coll(engine: Engine) -> str:
 @pytest.fixture(autouse=True)
 def cli_hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI builds its own Engine: let it resolve the test's hash embedder by id."""
-    import ranklock.engine
+    import ranklock.embed.loaded
 
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     monkeypatch.setattr(
-        ranklock.engine, "resolve_embedder", lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec)
+        ranklock.embed.loaded,
+        "resolve_embedder",
+        lambda spec: HashEmbedder() if spec == HashEmbedder.id else real(spec),
     )
 
 
@@ -72,6 +74,11 @@ def test_search_at_80_columns_is_one_short_block_per_hit(engine: Engine, coll: s
         assert n == (2 if len(h.text) > 2 * 76 else 1)
     summary = next(line for line in lines if not line.startswith(" "))
     assert summary.startswith(f"{len(res.hits)} of k=4 from snapshot {res.snapshot.id}")
+    # No filter: the documents searched, never "match the filter" (issue 45); one document is "1 document".
+    footer = " ".join(lines[lines.index(summary) :])
+    assert f"; {res.matching_count} documents searched, complete=" in footer and "filter" not in footer
+    _, filtered, _ = cli(rl_home, "search", coll, "harbour", "--filter", "year = 1902")
+    assert "; 1 document matches the filter, complete=True" in " ".join(filtered.split())
     # Long texts are cut to two lines with an ellipsis; the query terms are bold.
     ledger = lines[lines.index(next(x for x in lines if "harbour-ledger-1887" in x)) + 2]
     assert ledger.endswith("…")
@@ -100,9 +107,15 @@ def test_search_format_trec_parses_as_a_run(engine: Engine, coll: str, rl_home: 
     assert [r[0] for r in rows] == ["q7"] * len(res.hits) and {r[1] for r in rows} == {"Q0"}
     assert [r[2] for r in rows] == [h.doc_id for h in res.hits]
     assert [int(r[3]) for r in rows] == list(range(1, len(res.hits) + 1))
-    scores = [float(r[4]) for r in rows]
-    assert scores == sorted(scores, reverse=True) and len(set(scores)) == len(scores)  # trec_eval keeps our order
+    # The fused scores themselves, every digit (issue 45: a later page once wrote 0, -1, -2).
+    assert [float(r[4]) for r in rows] == [h.score for h in res.hits]
     assert {r[5] for r in rows} == {"ranklock-hybrid"} and all(len(r) == 6 for r in rows)
+    # A later page: ranks go on from the offset, with that page's real scores.
+    rc, out, err = cli(rl_home, "search", coll, "harbour coffee", "-k", "2", "--offset", "2", "--format", "trec")
+    assert rc == 0, err
+    page = [line.split() for line in out.splitlines()]
+    assert [(r[2], int(r[3]), float(r[4])) for r in page] == [(h.doc_id, h.rank, h.score) for h in res.hits[2:4]]
+    assert [int(r[3]) for r in page] == [3, 4] and all(float(r[4]) > 0 for r in page)
 
 
 def test_search_format_json_is_the_json_flag_and_jsonl_is_one_hit_per_line(
@@ -119,9 +132,11 @@ def test_search_format_json_is_the_json_flag_and_jsonl_is_one_hit_per_line(
 
 
 def test_format_errors_exit_2_with_the_fix(coll: str, rl_home: Path) -> None:
-    rc, _, err = cli(rl_home, "search", coll, "harbour", "--json", "--format", "trec")
-    assert rc == 2
-    assert "--json and --format trec disagree; pass one of them (--json means --format json)." in err
+    rc, out, err = cli(rl_home, "search", coll, "harbour", "--json", "--format", "trec")
+    assert rc == 2 and err == ""  # asked for JSON: the error is JSON (tests/test_cli_json_errors.py)
+    assert json.loads(out)["error"]["message"] == (
+        "--json and --format trec disagree; pass one of them (--json means --format json)."
+    )
     rc, _, err = cli(rl_home, "snapshot", "list", coll, "--format", "trec")
     assert rc == 2 and "snapshot list has no --format 'trec'; use one of table, json, jsonl." in err
     rc, _, err = cli(rl_home, "search", coll, "harbour", "--format", "xml")

@@ -8,11 +8,13 @@ environment, as a shell runs it, with RANKLOCK_CLI_SERVICE=1 (served) or 0 (its 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -144,6 +146,71 @@ def test_served_output_is_the_in_process_output_byte_for_byte(
     same(got, run(env, "search", up, query, *args, "--home", str(home), served=False))
 
 
+def test_the_served_commands_are_the_reads_and_ingest_but_never_a_watch() -> None:
+    assert client.served(["ranklock", "search", "docs", "q"])
+    assert client.served(["ranklock", "snapshot", "list", "docs"])
+    assert client.served(["ranklock", "ingest", "docs", "notes/"])
+    assert not client.served(["ranklock", "ingest", "docs", "notes/", "--watch"])  # runs until stopped
+    assert client.served(["ranklock", "search", "docs", "--", "--watch"])  # a query, not the option
+    assert not client.served(["ranklock", "snapshot", "drop", "docs", "3"])
+    assert not client.served(["ranklock", "db", "stop"]) and not client.served(["ranklock", "serve"])
+    assert not client.served(["ranklock"]) and not client.served(["ranklock", "--help"])
+
+
+def _read_commands(coll: str, home: Path, snapshot: int) -> list[list[str]]:
+    h = ["--home", str(home)]
+    return [
+        ["snapshot", "list", coll, *h],
+        ["snapshot", "list", coll, "--json", *h],
+        ["snapshot", "show", coll, *h],
+        ["snapshot", "diff", coll, str(snapshot), str(snapshot), *h],
+        ["snapshot", "manifest", coll, *h],
+        ["document", "get", coll, "seal-1", *h],
+        ["document", "get", coll, "seal-1", "--json", *h],
+        ["document", "get", coll, "no-such-doc", *h],  # an error: exit 2, its message
+        ["collection", "show", coll, *h],
+        ["token", "list", *h],
+    ]
+
+
+def test_read_commands_through_the_service_print_what_they_print_alone(
+    up: str, home: Path, env: dict[str, str], engine: Engine
+) -> None:
+    for args in _read_commands(up, home, engine.collection(up).active_snapshot_id or 0):
+        before = served_count(home)
+        got = run(env, *args)
+        assert served_count(home) == before + 1, args  # the service ran it
+        same(got, run(env, *args, served=False))
+
+
+@pytest.mark.usefixtures("up")
+def test_an_unchanged_ingest_and_db_status_through_the_service(home: Path, env: dict[str, str], tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "pump.md").write_text("# Pumps\n\nSeals leak when the shaft runs dry.\n")
+    (folder / "kiln.txt").write_text("Glaze tests at cone six.\n")
+    name = "t_cli_service_ingest"
+    first = CliRunner().invoke(
+        app, ["ingest", name, str(folder), "--home", str(home)], env={"RANKLOCK_DSN": env["RANKLOCK_DSN"]}
+    )
+    assert first.exit_code == 0, first.output
+    args = ["ingest", name, str(folder), "--home", str(home)]
+    before = served_count(home)
+    again = run(env, *args)
+    assert served_count(home) == before + 1
+    alone = run(env, *args, served=False)
+    assert again.returncode == alone.returncode == 0, again.stderr
+    timing = re.compile(rb"\(\d+\.\ds\)")  # "nothing was built (0.1s)": the one figure two runs differ in
+    assert timing.sub(b"", again.stdout) == timing.sub(b"", alone.stdout) and b"unchanged" in again.stdout
+    assert again.stderr == alone.stderr
+    # db status: served too, and it reports the service that runs it.
+    before = served_count(home)
+    status = run(env, "db", "status", "--home", str(home), "--json")
+    assert status.returncode == 0 and served_count(home) == before + 1
+    services = json.loads(status.stdout)["command_services"]
+    assert services and all(s["idle_s"] == Settings().cli_idle and s["rss_bytes"] > 10_000_000 for s in services)
+
+
 def test_a_table_through_a_pipe_and_in_a_terminal_is_the_same_bytes(up: str, home: Path, env: dict[str, str]) -> None:
     args = ["search", up, "glaze firing in the kiln", "--home", str(home)]
     piped = run(env, *args)
@@ -262,9 +329,12 @@ def test_a_service_killed_while_it_runs_a_command_says_so_and_does_not_hang(
         time.sleep(0.02)
     os.kill(pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 2 and out == b""
-    assert b"error: the ranklock command service stopped while it ran this command" in err
-    assert b"RANKLOCK_CLI_SERVICE=0" in err
+    # Asked for JSON (--json): the error is JSON too, on stdout (tests/test_cli_json_errors.py).
+    assert proc.returncode == 2 and err == b""
+    error = json.loads(out)["error"]
+    assert error["type"] == "ServiceError"
+    assert error["message"].startswith("the ranklock command service stopped while it ran this command")
+    assert "RANKLOCK_CLI_SERVICE=0" in error["message"]
 
 
 def test_ctrl_c_stops_the_command_in_the_service_too(up: str, home: Path, env: dict[str, str]) -> None:
@@ -301,14 +371,16 @@ def test_ctrl_c_stops_the_command_in_the_service_too(up: str, home: Path, env: d
                 time.sleep(0.02)
             time.sleep(0.5)  # past the hand-over: the service has begun the command, which waits on the lock
             proc.send_signal(signal.SIGINT)
-            # The client exits at once, while its command still waits on the lock in the service ...
+            # The client exits within INTERRUPT_GRACE_S, while its command still waits on the lock in the
+            # service (a C call no interrupt reaches) ...
             assert proc.wait(timeout=10) == 130
-            # ... which sees it go (within WATCH_S) and interrupts the command: before the lock is
-            # released, or the command could finish first.
+            # ... which saw it go (within WATCH_S), interrupts the command and stops listening (it serves
+            # nothing more): all before the lock is released, or the command could finish first.
             deadline = time.monotonic() + 60
-            while not [s for s in client.status(home) if int(s["pid"]) == pid and s["stopping"]]:
+            while pid in {int(s["pid"]) for s in client.status(home)}:
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
+            assert _alive(pid)  # still there: it waits for the interrupted command
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -323,6 +395,27 @@ def test_ctrl_c_stops_the_command_in_the_service_too(up: str, home: Path, env: d
         time.sleep(0.1)
     log = (home / "cli" / "service.log").read_text()
     assert f"ranklock command service {pid}: stopped after " in log
+
+
+def test_after_ctrl_c_the_client_reports_the_status_the_interrupted_command_ended_with() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+
+        def service_side() -> None:
+            assert theirs.recv(1) == b""  # the client's Ctrl-C: its sending side closed
+            client.write_message(theirs, {"status": "running"})  # a heartbeat, then the command's own end
+            client.write_message(theirs, {"status": "exit", "code": 3})
+
+        t = threading.Thread(target=service_side)
+        t.start()
+        assert client._interrupted(ours) == 3
+        t.join()
+    # A service that says nothing more: 130 once the grace is over.
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        t0 = time.monotonic()
+        assert client._interrupted(ours) == 130
+        assert client.INTERRUPT_GRACE_S <= time.monotonic() - t0 < client.INTERRUPT_GRACE_S + 2
 
 
 def _alive(pid: int) -> bool:
@@ -372,3 +465,35 @@ def test_the_client_and_the_settings_declare_the_same_things() -> None:
     assert client._home([]) == str(Settings().home)
     assert declared[client.SERVICE_ENV] == "1" and "RANKLOCK_CLI_IDLE" in declared
     assert shutil.which("ranklock", path=str(Path(SCRIPT).parent)) == SCRIPT
+
+
+def test_a_service_whose_code_changed_under_it_knows_no_client_will_come(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ranklock.cli import service as cli_service
+
+    svc = cli_service._Service(None, "fingerprint", 0, cwd=os.path.realpath(os.getcwd()))
+    assert not svc.stale()  # looked at a moment ago
+    svc.code_checked -= cli_service.STALE_CHECK_S
+    assert not svc.stale()  # the same code
+    svc.code_checked -= cli_service.STALE_CHECK_S
+    monkeypatch.setattr(client, "_package_stamp", lambda: ["a file of the checkout edited"])
+    assert svc.stale()  # every new client has another fingerprint: the service exits (serve's loop)
+
+
+def test_version() -> None:
+    from ranklock import __version__
+
+    out = subprocess.run([SCRIPT, "--version"], capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert (out.returncode, out.stdout, out.stderr) == (0, f"ranklock {__version__}\n", "")
+    assert "--version" in CliRunner().invoke(app, ["--help"]).stdout
+
+
+def test_two_tabs_of_one_terminal_share_one_service_and_another_environment_gets_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base = client.fingerprint()
+    monkeypatch.setenv("WINDOWID", "77")
+    monkeypatch.setenv("GNOME_TERMINAL_SCREEN", "/org/gnome/Terminal/screen/2")
+    monkeypatch.setenv("SSH_CONNECTION", "10.0.0.2 50122 10.0.0.1 22")
+    assert client.fingerprint() == base  # a terminal's or a login's own name: no service of its own
+    monkeypatch.setenv("RANKLOCK_LOG_QUERIES", "0")
+    assert client.fingerprint() != base  # anything else may change an output: a service of its own

@@ -86,7 +86,7 @@ def test_the_engine_works_unchanged_on_the_coordinator(citus_cluster: LocalClust
     """RANKLOCK_DSN at the coordinator: the schema migrates and a collection answers as on one node, byte for byte."""
     emb = HashEmbedder()
     on_cluster = Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=False)
-    engine._embedders[emb.id] = emb
+    engine.embedders.register(emb)
     try:
         for eng in (on_cluster, engine):
             eng.ingest(cname, _docs(), replace=True, create={"embedder": emb.id, "index": "exact"})

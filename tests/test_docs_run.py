@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import traceback
@@ -158,6 +159,11 @@ class DocsSession:
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocsSession]:
     s = DocsSession(tmp_path_factory.mktemp("docs-run"))
     yield s
+    # A page that starts a server in the background writes its pid to NAME.pid (docs/http.md) and stops it in
+    # its last block; a page that failed before that block leaves it running: stopped here.
+    for pidfile in s.workdir.glob("*.pid"):
+        with contextlib.suppress(ValueError, OSError):
+            os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
     # `ranklock db stop` as a user would: the embedded server and the embedding service of the folder.
     s.shell("ranklock db stop", check=False)
 
@@ -190,6 +196,27 @@ def test_page_runs_as_written(
     finally:
         for eng in page_engines:  # closed, so no pool outlives the page
             eng.close()
+
+
+def test_what_the_pages_leave_in_their_folder_is_ignored_by_git(session: DocsSession) -> None:
+    """Issue 45: the README's tour, run from the clone's root, left an untracked `report/`; all it writes is ignored.
+
+    After the pages ran (the tests above, in this module's session), whatever they left beside
+    ``examples/`` and the user's data folder is an output, and ``.gitignore`` must say so.
+    """
+    left = sorted(
+        p.name + ("/" if p.is_dir() else "")
+        for p in session.workdir.iterdir()
+        if p.name not in ("examples", Path(session.data_home).name)
+    )
+    got = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=ROOT,
+        input="\n".join(left),
+        capture_output=True,
+        text=True,
+    )
+    assert sorted(got.stdout.split()) == left
 
 
 #: Lines README.md cannot lose: without each, a later block fails (so a README that drifts from the

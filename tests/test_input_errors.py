@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-import ranklock.engine
+import ranklock.embed.loaded
 from fakes import HashEmbedder
 from ranklock import Document, Engine
 from ranklock.errors import FilterError, IngestError, InputError, NotFound, QueryError
@@ -37,15 +37,17 @@ VALID_PARAMS = (
 @pytest.fixture(scope="module")
 def hash_cli() -> Iterator[None]:
     """The CLI builds its own Engine; let it resolve the small test embedder by id."""
-    real = ranklock.engine.resolve_embedder
+    real = ranklock.embed.loaded.resolve_embedder
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ranklock.engine, "resolve_embedder", lambda s: HashEmbedder() if s == HashEmbedder.id else real(s))
+        mp.setattr(
+            ranklock.embed.loaded, "resolve_embedder", lambda s: HashEmbedder() if s == HashEmbedder.id else real(s)
+        )
         yield
 
 
 @pytest.fixture(scope="module")
 def coll(engine: Engine, hash_cli: None) -> str:  # noqa: ARG001 (hash_cli: set up first)
-    engine._embedders[HashEmbedder.id] = HashEmbedder()
+    engine.embedders.register(HashEmbedder())
     try:
         engine.collection(COLL)
     except NotFound:

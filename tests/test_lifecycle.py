@@ -387,9 +387,17 @@ def test_log_prune_older_than_zero_prunes_every_entry_but_the_pinned(engine: Eng
     kept = engine.search(cname, "tides", k=1, mode="lexical")
     gone = engine.search(cname, "bread", k=1, mode="lexical")
     engine.pin(query_id=kept.query_id)
-    r = CliRunner().invoke(app, ["log", "prune", "--older-than", "0s", "--home", str(rl_home)], env={"COLUMNS": "300"})
+    # Every entry: it asks first, as `collection drop` does (issue 45), and refuses without a terminal.
+    prune = ["log", "prune", "--older-than", "0s", "--home", str(rl_home)]
+    r = CliRunner().invoke(app, prune, env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and r.stderr == (
+        "error: `ranklock log prune --older-than 0` deletes every entry of the query log and the answer log but the "
+        "pinned ones for good; it asks first, and standard input is not a terminal. Pass --yes to prune them.\n"
+    )
+    assert engine.replay(gone.query_id).identical  # nothing was pruned
+    r = CliRunner().invoke(app, [*prune, "--yes"], env={"COLUMNS": "300"})
     assert r.exit_code == 0, r.output
-    assert "gone but pinned ones (policy: no entry but the pinned ones)" in r.stdout
+    assert "is gone, but the pinned ones (policy: no entry but the pinned ones)" in r.stdout
     assert engine.replay(kept.query_id).identical
     from ranklock import NotFound
 
@@ -398,6 +406,33 @@ def test_log_prune_older_than_zero_prunes_every_entry_but_the_pinned(engine: Eng
     engine.pin(query_id=kept.query_id, pinned=False)
     r = CliRunner().invoke(app, ["log", "pin", "999999999", "--home", str(rl_home)])
     assert r.exit_code == 2 and "query 999999999 is not in the log" in r.stderr
+
+
+def test_log_prune_asks_at_a_terminal_and_says_when_there_was_nothing_to_prune(
+    engine: Engine, cname: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eid = use_hash_embedder(engine)
+    engine.ingest(cname, notes(), create={"embedder": eid})
+    kept = engine.search(cname, "tides", k=1, mode="lexical")
+    prune = ["log", "prune", "--older-than", "0", "--home", str(rl_home)]
+    # At a terminal: the question, and a wrong answer prunes nothing.
+    import ranklock.cli._common as common
+
+    monkeypatch.setattr(common, "stdin_is_terminal", lambda: True)  # CliRunner's stdin is a pipe
+    r = CliRunner().invoke(app, prune, input="no\n", env={"COLUMNS": "300"})
+    assert r.exit_code == 2, r.output
+    assert (
+        "Delete every entry of the query log (" in r.stdout
+        and "This cannot be undone. Type prune to confirm" in r.stdout
+    )
+    assert "error: 'no' is not 'prune'; nothing was pruned." in r.stderr
+    assert engine.replay(kept.query_id).identical
+    r = CliRunner().invoke(app, prune, input="prune\n", env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    # Nothing left to prune: said so, and no "entries up to id 0" that never were.
+    r = CliRunner().invoke(app, ["log", "prune", "--older-than", "7d", "--home", str(rl_home)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "query log: nothing to prune; it holds " in r.stdout and "up to id 0" not in r.stdout
 
 
 def test_search_offset_is_the_next_page_of_the_same_list(
@@ -509,3 +544,20 @@ def test_a_server_answers_lexical_searches_while_the_model_loads(engine: Engine,
         )
     finally:
         eng.close()
+
+
+def test_document_get_prints_the_text_line_for_line_as_stored(
+    engine: Engine, cname: str, rl_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45: a 60-column terminal re-wrapped the file's own lines; the text is printed as it is stored."""
+    from ranklock.cli.documents import as_stored
+
+    resolve_hash_embedder_by_id(monkeypatch)
+    body = "A line that is far longer than sixty columns, as a man page's paragraphs are, kept whole.\n\tindented\nend"
+    engine.ingest(cname, [Document("m1", "", body)], create={"embedder": use_hash_embedder(engine)})
+    r = CliRunner().invoke(app, ["document", "get", cname, "m1", "--home", str(rl_home)], env={"COLUMNS": "60"})
+    assert r.exit_code == 0, r.output
+    assert r.stdout.endswith("\n\n" + body + "\n")
+    # On a terminal a document cannot send escape sequences; piped, it is byte for byte.
+    assert as_stored("red \x1b[31mtext\x1b[0m\ttab", terminal=True) == "red \ufffd[31mtext\ufffd[0m\ttab"
+    assert as_stored("red \x1b[31m", terminal=False) == "red \x1b[31m"

@@ -28,6 +28,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "plots": ("matplotlib", ", or run without --plot"),
     "langchain": ("langchain-core", ""),
     "llamaindex": ("llama-index-core", ""),
+    "watch": ("watchfiles", ", or ingest the folder again after a change (without --watch)"),
 }
 
 

@@ -43,7 +43,26 @@ class SearchArguments(BaseModel):
     ``snapshot_id`` is accepted for ``snapshot`` (results and documents call it so).
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        populate_by_name=True,
+        # The OpenAPI document's request examples (tests/test_http_schema.py sends each one).
+        json_schema_extra={
+            "examples": [
+                {"collection": "docs", "query": "how do vaccines work", "k": 3},
+                {
+                    "collection": "docs",
+                    "query": "vaccines",
+                    "k": 5,
+                    "mode": "lexical",
+                    "filter": 'year >= 2020 and tags has "vaccines"',
+                    "params": {"depth": 100},
+                },
+                {"collection": "docs", "query": "vaccines", "k": 3, "offset": 3},
+            ]
+        },
+    )
 
     collection: str
     query: str
@@ -100,7 +119,17 @@ class SearchArguments(BaseModel):
 class AskArguments(BaseModel):
     """An ask: ``POST /api/ask`` body, MCP tool ``ask`` arguments (the options of ``ranklock ask``)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        populate_by_name=True,
+        json_schema_extra={
+            "examples": [
+                {"collection": "docs", "question": "who reviewed the XJ-900 budget?"},
+                {"collection": "docs", "question": "how do vaccines work?", "chunks": 4, "filter": "year >= 2020"},
+            ]
+        },
+    )
 
     collection: str
     question: str
@@ -169,7 +198,7 @@ def search_cost(k: int, mode: str, depth: int) -> int:
     """What a search's size costs: ``k`` x the candidates each branch ranks.
 
     Hybrid ranks ``depth`` candidates a branch; a single-branch mode ranks
-    max(depth, k) (ranklock.search.execute.build_plan_steps), so k alone raises it.
+    max(depth, k) (ranklock.search.pipeline.plan_steps), so k alone raises it.
     """
     return k * (depth if mode == "hybrid" else max(depth, k))
 

@@ -26,6 +26,7 @@ __all__ = [
     "check_field_name",
     "creation_differences",
     "insert_new_collection",
+    "missing_collection",
     "new_collection_values",
     "parse_field_spec",
     "read_collection",
@@ -262,12 +263,17 @@ def read_collection_steps(name: str) -> Steps[CollectionInfo]:
     row = yield from collection_row_steps(name)
     if row is None:
         names = yield from collection_names_steps()
-        raise NotFound(
-            f"no collection named {name!r}; existing: {', '.join(names) or '(none)'}. "
-            "Create one with `ranklock ingest NAME PATH`."
-        )
+        raise missing_collection(name, names)
     row.pop("created_at", None)
     return CollectionInfo(**row)
+
+
+def missing_collection(name: str, names: Sequence[str]) -> NotFound:
+    """The error for a collection ``name`` that does not exist, naming the ones that do (``names``)."""
+    return NotFound(
+        f"no collection named {name!r}; existing: {', '.join(names) or '(none)'}. "
+        "Create one with `ranklock ingest NAME PATH`."
+    )
 
 
 def creation_differences(existing: dict[str, Any], wanted: dict[str, Any]) -> str:

@@ -59,6 +59,7 @@ __all__ = [
     "SnapshotError",
     "TooManyRequests",
     "Unauthorized",
+    "public_name",
 ]
 
 
@@ -79,6 +80,22 @@ class DatabaseError(RanklockError):
 
 class DatabaseUnavailable(DatabaseError):
     pass
+
+
+class ConnectionLost(DatabaseUnavailable):
+    """A connection broke under a request; the server was reached again, so a read may be retried at once.
+
+    Internal: the search retries on it (ranklock.search.pipeline); anything it reaches reports it as the
+    public :class:`DatabaseUnavailable` it is (:func:`public_name`).
+    """
+
+
+def public_name(exc: BaseException) -> str:
+    """The name an interface reports ``exc`` by: its class's, or the nearest public ranklock class it derives from."""
+    for cls in type(exc).__mro__:
+        if cls.__module__ == __name__ and cls.__name__ in __all__:
+            return cls.__name__
+    return type(exc).__name__
 
 
 class ExtensionError(DatabaseError):

@@ -36,7 +36,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .api import AskArguments, SearchArguments, request_error
 from .engine import Engine
-from .errors import RanklockError
+from .errors import RanklockError, public_name
 from .ingest.formats.base import require
 
 __all__ = ["TOOLS", "DocumentArguments", "create_server", "run_stdio"]
@@ -148,7 +148,7 @@ def create_server(engine: Engine) -> Any:
             # The engine is synchronous (database, models): off the event loop.
             out = await anyio.to_thread.run_sync(lambda: handlers[name](req))
         except RanklockError as exc:
-            return failed(name, f"{type(exc).__name__}: {exc}")
+            return failed(name, f"{public_name(exc)}: {exc}")
         except Exception as exc:  # a bug: the agent gets a message, the log the traceback
             log.exception("unhandled error in tool %s", name)
             return failed(name, f"InternalError: {type(exc).__name__}: {str(exc)[:200]}; this is a bug in ranklock.")

@@ -26,6 +26,8 @@ __all__ = [
     "DEFAULT_EMBEDDER",
     "REQUEST",
     "SNAPSHOT_KEEP",
+    "WATCH_MAX_WAIT_MS",
+    "WATCH_QUIET_MS",
     "ENV",
     "ChunkerParams",
     "EnvVar",
@@ -57,6 +59,16 @@ ASK_RRF_K = 60
 #: ingest makes one and its merge often another, so ten keep the last few writes of a day undoable and
 #: diffable whatever the write rate, at a bounded cost (a snapshot holds its segments' tables).
 SNAPSHOT_KEEP = 10
+
+#: ``ranklock ingest FOLDER --watch`` (ranklock.cli.watch) ingests once the folder has been quiet this
+#: long, in milliseconds.  An editor's save (a temporary file written, then renamed over the note), a
+#: `git checkout` or a folder pasted in arrive as bursts of events a few milliseconds apart, and one
+#: snapshot per burst is what a person expects; short enough that a saved note is searchable within
+#: about a second.
+WATCH_QUIET_MS = 400
+#: ... and at the latest this long after a burst's first event, so a folder that never stops changing
+#: (a sync client copying thousands of files) is still ingested as it goes.
+WATCH_MAX_WAIT_MS = 5000
 
 
 #: BM25's parameters: a snapshot's statistics are built under them (ranklock.snapshot.lexical_stats)
@@ -159,19 +171,34 @@ ENV: tuple[EnvVar, ...] = (
     EnvVar(
         "RANKLOCK_EMBED_SERVICE",
         "1",
-        "a `ranklock` command embeds through the local embedding service (started by the first command that "
-        "needs the model, on a socket in the data directory, stopped by `ranklock db stop`; same vectors); `0` "
-        "loads the model in each command",
+        "every process of a data directory (a command, a script's `Engine`, `serve`, `mcp`) embeds through its "
+        "embedding service: one model in memory, started by the first process that needs it, on a socket in "
+        "the data directory, stopped by `ranklock db stop`; the same vectors, bit for bit. `0` (or "
+        "`Engine(embed_service=False)`) loads the model in each process",
     ),
-    EnvVar("RANKLOCK_EMBED_IDLE", "30m", "the embedding service exits after this long without a request (`0`: never)"),
+    # The idle limits (issue 45, measured on 2026-12-04): the embedding service holds ~550 MB and costs the
+    # next vector a model load to come back (~3 s of CPU; 10-30 s wall on a loaded machine); a command
+    # service holds ~80 MB and costs one command its imports (~1 s) while it starts again.  30 minutes left
+    # ~850 MB behind a few commands.  Commands of one working session come seconds to minutes apart: 10 and
+    # 5 minutes keep each warm through one and give the memory back soon after; a server (serve, mcp) holds
+    # the model for as long as it runs, whatever the limit.
+    EnvVar(
+        "RANKLOCK_EMBED_IDLE",
+        "10m",
+        "the embedding service (~550 MB) exits after this long without a request, unless `serve` or `mcp` holds "
+        "it (`0`: never)",
+    ),
     EnvVar(
         "RANKLOCK_CLI_SERVICE",
         "1",
-        "`ranklock search` runs in the local command service (a process of the data directory with the CLI "
-        "imported, started by the first search, stopped by `ranklock db stop`; the same output, byte for byte); "
-        "`0` runs each command in its own process",
+        "the quick commands (`search`, `ingest`, `collections`, `document get`, `snapshot list/show/diff/manifest`, "
+        "`db status`, `token list`) run in the local command service (a process of the data directory with the "
+        "CLI imported, started by the first of them, stopped by `ranklock db stop`; the same output, byte for "
+        "byte); `0` runs each command in its own process",
     ),
-    EnvVar("RANKLOCK_CLI_IDLE", "30m", "the command service exits after this long without a command (`0`: never)"),
+    EnvVar(
+        "RANKLOCK_CLI_IDLE", "5m", "the command service (~80 MB) exits after this long without a command (`0`: never)"
+    ),
     EnvVar("RANKLOCK_TRACE", "0", "`1` prints every SQL statement with its timing on stderr"),
     EnvVar(
         "RANKLOCK_MAX_BODY_BYTES",
@@ -427,21 +454,21 @@ class Settings(BaseModel):
     )
     embed_service: bool = Field(
         default_factory=lambda: env("RANKLOCK_EMBED_SERVICE") not in ("0", "false", "no"),
-        description="The `ranklock` command embeds through the local embedding service, which keeps the model "
-        "loaded between commands (RANKLOCK_EMBED_SERVICE=0: load it in each command). The Python API loads the "
-        "model in its own process unless `Engine(embed_service=True)`.",
+        description="Every process of a data directory (the `ranklock` command, `Engine()` in a script, `serve`, "
+        "`mcp`) embeds through the home's embedding service, which keeps the one model loaded for all of them "
+        "(RANKLOCK_EMBED_SERVICE=0, or `Engine(embed_service=False)`: load it in the process itself).",
     )
     embed_idle: float = Field(
         default_factory=lambda: parse_duration(env("RANKLOCK_EMBED_IDLE"), what="RANKLOCK_EMBED_IDLE"),
         ge=0,
         description="The embedding service exits after this many seconds without a request "
-        "(RANKLOCK_EMBED_IDLE, e.g. 30m; 0: it runs until `ranklock db stop`).",
+        "(RANKLOCK_EMBED_IDLE, e.g. 10m; 0: it runs until `ranklock db stop`) and without a holder (a server).",
     )
     cli_idle: float = Field(
         default_factory=lambda: parse_duration(env("RANKLOCK_CLI_IDLE"), what="RANKLOCK_CLI_IDLE"),
         ge=0,
         description="The command service (ranklock.cli.service) exits after this many seconds without a command "
-        "(RANKLOCK_CLI_IDLE, e.g. 30m; 0: it runs until `ranklock db stop`). RANKLOCK_CLI_SERVICE=0 turns the "
+        "(RANKLOCK_CLI_IDLE, e.g. 5m; 0: it runs until `ranklock db stop`). RANKLOCK_CLI_SERVICE=0 turns the "
         "service off; the entry point reads that one itself, before anything is imported.",
     )
     lock_wait: float = Field(

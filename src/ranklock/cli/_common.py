@@ -1,7 +1,9 @@
 """What every command shares: the console, the common options, the engine context and the error exit.
 
 A command builds an engine, calls one method, and prints a readable table or (``--json``) one
-stable JSON object; a RanklockError becomes one message on stderr and exit code 2 (:func:`fail`)."""
+stable JSON object; a RanklockError becomes one message on stderr and exit code 2 (:func:`fail`),
+or, when the command was asked for JSON (``--json``, ``--format json|jsonl``), one JSON object on
+stdout, ``{"error": {"type", "message"}}`` as the HTTP API answers, with the same exit code."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -23,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressC
 from typer._click.core import Context as ClickContext
 from typer._click.exceptions import NoSuchOption
 
-from ..errors import RanklockError
+from ..errors import RanklockError, public_name
 from ..snapshot.shards import SHARDS_PER_WORKER
 
 console = Console()
@@ -95,10 +98,44 @@ ReadDsnOpt = Annotated[
 T = TypeVar("T")
 
 
-def fail(exc: RanklockError | str) -> typer.Exit:
+#: Whether the running command's errors are JSON: set by the root group (cli/root.py) from the command's
+#: arguments (ranklock.cli.client.wants_json) before they are parsed, so a usage error of a ``--json`` command is JSON too.  A context
+#: variable: the command service runs each command in a thread of its own.
+json_errors: ContextVar[bool] = ContextVar("json_errors", default=False)
+
+
+def fail(exc: RanklockError | str, *, etype: str = "InputError") -> typer.Exit:
+    """Say ``exc`` and return the exit (status 2) to raise: one line on stderr, or the JSON error object on
+    stdout when the command was asked for JSON (:data:`json_errors`).  ``etype`` is the type a plain
+    message reports (a RanklockError reports its class)."""
+    if json_errors.get():
+        name = public_name(exc) if isinstance(exc, RanklockError) else etype
+        print_json({"error": {"type": name, "message": str(exc)}})
+        return typer.Exit(2)
     # escape(): a message quotes user input, and "[/]" in a query must print, not parse as markup.
     err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
     return typer.Exit(2)
+
+
+def stdin_is_terminal() -> bool:
+    """Whether someone can answer a question on standard input (a terminal, not a pipe or a file)."""
+    return sys.stdin.isatty()
+
+
+def ask_first(yes: bool, *, deletes: str, to: str, question: str, answer: str, shown: str, nothing: str) -> None:
+    """Ask before a deletion nothing undoes (``collection drop``, ``log prune --older-than 0``), unless ``--yes``.
+
+    ``deletes`` says what the command deletes, ``to`` what --yes does ("drop it"); the prompt is
+    ``question``, then the typed ``answer`` confirms (``shown``: how the prompt names it).  Without a
+    terminal on standard input nobody can answer: the command refuses and says to pass --yes.
+    """
+    if yes:
+        return
+    if not stdin_is_terminal():
+        raise fail(f"{deletes} for good; it asks first, and standard input is not a terminal. Pass --yes to {to}.")
+    got = typer.prompt(f"{question} This cannot be undone. Type {shown} to confirm", default="", show_default=False)
+    if got != answer:
+        raise fail(f"{got!r} is not {answer!r}; nothing was {nothing}.")
 
 
 class QueryCommand(typer.core.TyperCommand):
@@ -114,7 +151,8 @@ class QueryCommand(typer.core.TyperCommand):
             hint = f" (did you mean {', '.join(sorted(exc.possibilities))}?)" if exc.possibilities else ""
             raise fail(
                 f"no such option: {exc.option_name}{hint}; if {token!r} is the query, put -- before a query "
-                f"that starts with '-': ranklock {ctx.info_name} {shlex.quote(first)} -- {shlex.quote(token)}"
+                f"that starts with '-': ranklock {ctx.info_name} {shlex.quote(first)} -- {shlex.quote(token)}",
+                etype="UsageError",
             ) from None
 
 
@@ -164,23 +202,20 @@ def engine(
     home: Path | None,
     read_dsns: list[str] | None = None,
     *,
-    long_lived: bool = False,
     reranker: str | None = None,
     creates: bool = False,
 ) -> Iterator[Any]:
-    """The command's Engine.  A command is a short process: it embeds through the local embedding
-    service (RANKLOCK_EMBED_SERVICE) unless it is ``long_lived`` (serve, mcp), which loads the model once.
+    """The command's Engine.  It embeds through the home's embedding service (RANKLOCK_EMBED_SERVICE), as
+    every process of the home does; a long-lived command (serve, mcp) holds it with :meth:`Engine.warm`.
 
     Only a command that ``creates`` (a first write: ingest, collection create, demo, token create) may
     make a home that does not exist yet; any other stops with :func:`require_home`'s message."""
     from ..engine import Engine
-    from ..settings import Settings
 
     if not creates:
         require_home(dsn, home)
     try:
-        served = not long_lived and Settings().embed_service
-        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None, embed_service=served, reranker=reranker)
+        eng = Engine(dsn=dsn, home=home, read_dsns=read_dsns or None, reranker=reranker)
     except RanklockError as exc:
         raise fail(exc) from None
     try:
@@ -189,6 +224,19 @@ def engine(
         raise fail(exc) from None
     finally:
         eng.close()
+
+
+def warm_in_background(eng: Any, logger: str) -> None:
+    """A long-lived command's :meth:`Engine.warm` in a thread: it answers at once, the model loads (and is held)
+    meanwhile, and each line of what was loaded goes to the log ``logger`` (stderr)."""
+    import logging
+    import threading
+
+    def warm() -> None:
+        for line in eng.warm():
+            logging.getLogger(logger).warning("%s", line)
+
+    threading.Thread(target=warm, name="ranklock-warm", daemon=True).start()
 
 
 @contextmanager
@@ -215,7 +263,10 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
             task = tasks[stage]
             prog.update(task, completed=done, total=max(total, 1))
             speed = prog.tasks[task].speed
-            prog.update(task, rate=f"{speed:,.0f}/s" if speed else "")
+            # Before its first batch the embedder may be starting (the embedding service loads the
+            # model, seconds): said, so a bar at 0 does not look stuck.
+            waiting = stage == "embed" and done == 0
+            prog.update(task, rate=f"{speed:,.0f}/s" if speed else "waiting for the model" if waiting else "")
 
         yield update
 

@@ -32,9 +32,10 @@ def ask(
     generator: Annotated[
         str,
         typer.Option(
-            help="extractive (default: a span of the answer's type, by meaning and words, no model of its own; "
-            "abstains saying what it looked for), extractive-v4, extractive-v3 or extractive-v2 (the older rules), "
-            "openai (RANKLOCK_LLM_URL) or local (small model)."
+            help="extractive (default: a span of the answer's type inside one list item, cell or paragraph, by "
+            "meaning and words, no model of its own; gathers a list question's answers; abstains saying what it "
+            "looked for and which passages came closest), extractive-v5, extractive-v4, extractive-v3 or "
+            "extractive-v2 (the older rules), openai (RANKLOCK_LLM_URL) or local (small model)."
         ),
     ] = "extractive",
     dsn: DsnOpt = None,
@@ -62,6 +63,11 @@ def ask(
     console.print(ans.answer, highlight=False, markup=False)
     for c in ans.citations:
         console.print(f"  [{c.n}] {c.doc_id} (chunk {c.chunk}): {c.quote}", highlight=False, markup=False)
+    if ans.closest:
+        console.print("Closest passages:", highlight=False, markup=False)
+    for c in ans.closest:  # an abstention cites nothing: these say where it looked, never "[n]"
+        quote = " ".join(c.quote.split())
+        console.print(f"  passage {c.n}, {c.doc_id} (chunk {c.chunk}): {quote}", highlight=False, markup=False)
     g = ans.generator
     console.print(
         f"{len(ans.chunks)} chunks from snapshot {ans.snapshot_id}; generator {g.name} ({g.model}); "

@@ -1,7 +1,8 @@
-"""The client side of the command service: hand ``ranklock search`` to a warm process, standard library only.
+"""The client side of the command service: hand a quick command to a warm process, standard library only.
 
 A ``ranklock`` command is a new Python process, and importing typer, rich, psycopg and the engine
-costs several times what the search itself does (bench/cli_startup.py).  So the entry point
+(~0.8 s of CPU) and building the CLI's command tree (~0.2 s) cost many times what a search, a
+``snapshot list`` or an unchanged ingest itself does (~0.05-0.2 s; bench/cli_startup.py).  So the entry point
 (:func:`ranklock.cli.main`) first calls :func:`run_served`, which imports nothing beyond the
 standard library: when the data directory has a command service (ranklock.cli.service) for this
 very interpreter and environment, the command runs there, in a process that has the CLI imported
@@ -17,17 +18,19 @@ What makes the output the in-process output, byte for byte:
   (relative paths resolve as here), and text streams built as Python built ours (encoding, errors,
   line buffering);
 * a service serves one *fingerprint* only (its socket is named for it): this interpreter, its
-  flags and ``sys.path``, every environment variable (less the few a shell changes per command:
-  ``_``, ``PWD``, ``OLDPWD``, ``SHLVL``), and the size and mtime of every file of the ranklock
+  flags and ``sys.path``, every environment variable (less the few a shell changes per command,
+  ``_``, ``PWD``, ``OLDPWD``, ``SHLVL``, and those naming a terminal tab or an SSH login:
+  :data:`VOLATILE_ENV`), and the size and mtime of every file of the ranklock
   package and of every ``sys.path`` folder.  Another environment, an edited checkout or an upgraded
-  package gets a service of its own, never a stale one.
+  package gets a service of its own, never a stale one (and the stale one exits).
 
 When no service answers, the command runs in this process as before (nothing is lost but the
 time) and a service is started in the background for the next command.  Once the service has
 begun a command, this process is committed to it: if the service dies before it reports the exit
 status (``kill -9``), the command fails with exit status 2 and says so, because rerunning it here
 could print part of its output twice.  Every wait has a timeout; a running command sends a
-heartbeat every second, so a stopped service is noticed within :data:`SILENCE_TIMEOUT_S`.
+heartbeat every second, so a stopped service is noticed within :data:`SILENCE_TIMEOUT_S`.  Ctrl-C
+reaches the command in the service as it would in this process (:func:`_interrupted`).
 
     >>> run_served(["ranklock", "search", "docs", "pump seals"])   # doctest: +SKIP
     0
@@ -40,44 +43,90 @@ import hashlib
 import json
 import os
 import socket
-import stat
 import struct
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from .. import framing, service_lock
+from .. import framing, local_socket, service_lock
 from ..home import find_home, home_exists
 
 __all__ = [
+    "OWN_PROCESS_OPTIONS",
     "SERVED_COMMANDS",
     "ServiceBroke",
     "ServicePaths",
+    "code_stamp",
     "connect",
     "fingerprint",
-    "peer_uid",
     "read_message",
     "run_served",
     "running",
+    "served",
     "status",
     "stop",
+    "wants_json",
     "write_message",
 ]
 
 #: The command service is used unless this is ``0`` (settings.ENV declares it).
 SERVICE_ENV = "RANKLOCK_CLI_SERVICE"
-#: The commands the service runs.  A search is a read that takes milliseconds, so running it in a
-#: shared process costs nobody a wait; ingest, serve and the rest run in their own process.
-SERVED_COMMANDS = frozenset({"search"})
-#: Environment variables a shell sets per command or per folder; the command still gets their values.
-VOLATILE_ENV = frozenset({"_", "PWD", "OLDPWD", "SHLVL"})
+#: The commands the service runs, by their words: the reads, which take milliseconds, and ``ingest``,
+#: a write that takes as long when nothing changed (issue 45: each spent 2-5 s importing in its own
+#: process).  What runs for long (serve, mcp, eval, replica create), stops the services (db stop), or
+#: loads a model or a domain pack into the process (ask, plan) runs in its own process.
+SERVED_COMMANDS = frozenset(
+    {
+        ("search",),
+        ("collections",),
+        ("ingest",),
+        ("collection", "list"),
+        ("collection", "show"),
+        ("document", "get"),
+        ("snapshot", "list"),
+        ("snapshot", "show"),
+        ("snapshot", "diff"),
+        ("snapshot", "manifest"),
+        ("db", "status"),
+        ("token", "list"),
+    }
+)
+#: Options that make a served command run until stopped: it runs in its own process.
+OWN_PROCESS_OPTIONS = frozenset({"--watch"})
+#: Environment variables a shell sets per command or per folder, and those a terminal or an SSH login sets
+#: to name itself (two tabs of one terminal differ in them only: issue 45 saw two services of one user).
+#: Nothing reads them at import, which is all a service's environment decides (each command runs with its
+#: client's whole environment); the command still gets their values.
+VOLATILE_ENV = frozenset(
+    {
+        "_",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "WINDOWID",
+        "GNOME_TERMINAL_SCREEN",
+        "TERM_SESSION_ID",
+        "ITERM_SESSION_ID",
+        "KONSOLE_DBUS_SESSION",
+        "KONSOLE_DBUS_WINDOW",
+        "WT_SESSION",
+        "TMUX_PANE",
+        "SSH_CLIENT",
+        "SSH_CONNECTION",
+        "SSH_TTY",
+        "XDG_SESSION_ID",
+    }
+)
 #: Seconds to connect, and to hear whether the service takes the command (it waits up to 1 s for
 #: a command that runs before it).
 CONNECT_TIMEOUT_S = 1.0
 READY_TIMEOUT_S = 5.0
 #: Longest silence from a service that runs our command (it sends a heartbeat every second).
 SILENCE_TIMEOUT_S = 15.0
+#: After Ctrl-C, how long the client waits for the interrupted command to end its own way (what it prints
+#: then reaches the terminal before the shell's prompt); a second Ctrl-C, or a command stuck where an
+#: interrupt cannot reach it (a C call), ends the wait.
+INTERRUPT_GRACE_S = 3.0
 #: The largest message either side accepts (a request carries the environment).
 MAX_MESSAGE_BYTES = 16 * 2**20
 #: The first byte of a connection: a command with its three descriptors, or a control request.
@@ -151,6 +200,13 @@ def _path_stamp(entry: str, cwd: str) -> int | None:
         return None
 
 
+def code_stamp(cwd: str) -> list[Any]:
+    """The part of the fingerprint that the installed code makes: ranklock's files and the mtimes of the
+    ``sys.path`` folders (``cwd`` is the working folder the fingerprint was taken in).  A service whose
+    stamp has moved serves no client any more (they have another fingerprint): it exits."""
+    return [[_path_stamp(p, cwd) for p in sys.path], _package_stamp()]
+
+
 def fingerprint() -> str:
     """What a command's output may depend on besides its arguments, its streams and its folder (sha256 hex)."""
     xoptions = sorted((str(k), str(v)) for k, v in sys._xoptions.items())
@@ -162,8 +218,7 @@ def fingerprint() -> str:
         "xoptions": xoptions,
         "warnoptions": list(sys.warnoptions),
         "path": list(sys.path),
-        "path_mtimes": [_path_stamp(p, cwd) for p in sys.path],
-        "package": _package_stamp(),
+        "code": code_stamp(cwd),
         "env": sorted((k, v) for k, v in os.environ.items() if k not in VOLATILE_ENV),
         "uid": os.geteuid(),
     }
@@ -184,58 +239,9 @@ def read_message(sock: socket.socket) -> dict[str, Any]:
 # -- connecting -------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _address(path: str) -> Iterator[str]:
-    """An address for ``path`` that fits AF_UNIX's 107 bytes (a deep folder: through ``/proc/self/fd``)."""
-    if len(os.fsencode(path)) < 100:
-        yield path
-        return
-    fd = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{fd}/{os.path.basename(path)}"
-    finally:
-        os.close(fd)
-
-
-def private_dir(path: str) -> bool:
-    """Whether ``path`` is a real folder of this user that nobody else may enter (mode 0700 or stricter)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The user id of the process at the other end of a connected Unix socket (SO_PEERCRED)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
-
-
 def connect(path: str, timeout: float = CONNECT_TIMEOUT_S) -> socket.socket | None:
-    """A connection to the service listening on ``path``, or None.
-
-    None also when the folder or the socket is not this user's: a socket planted by someone else
-    would receive our environment and our terminal.  The peer's user id is checked after
-    connecting too (SO_PEERCRED), which no renaming between the checks can fool.
-    """
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not private_dir(os.path.dirname(path)) or not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        with _address(path) as addr:
-            sock.connect(addr)
-        if peer_uid(sock) != os.geteuid():
-            raise OSError("the service runs as another user")
-    except OSError:  # a stale socket (ECONNREFUSED), a full backlog, another user's service
-        sock.close()
-        return None
-    return sock
+    """A connection to the service listening on ``path``, or None (ranklock.local_socket: this user's only)."""
+    return local_socket.connect(path, timeout)
 
 
 # -- control ----------------------------------------------------------------------------------
@@ -351,9 +357,31 @@ def _streams() -> list[dict[str, Any]]:
     return out
 
 
+def wants_json(args: list[str]) -> bool:
+    """Whether a command's ``args`` (before ``--``) ask for JSON: ``--json``, ``--format json|jsonl``; then its
+    errors are JSON too (ranklock.cli._common.fail)."""
+    args = args[: args.index("--")] if "--" in args else args
+    for i, arg in enumerate(args):
+        if arg == "--json" or arg in ("--format=json", "--format=jsonl"):
+            return True
+        if arg == "--format" and i + 1 < len(args) and args[i + 1] in ("json", "jsonl"):
+            return True
+    return False
+
+
+def served(argv: list[str]) -> bool:
+    """Whether the command service runs ``argv`` (``ranklock WORDS ...``): one of :data:`SERVED_COMMANDS`,
+    without an option of :data:`OWN_PROCESS_OPTIONS` before ``--``."""
+    words = tuple(argv[1:3])
+    if words[:1] not in SERVED_COMMANDS and words[:2] not in SERVED_COMMANDS:
+        return False
+    args = argv[1 : argv.index("--")] if "--" in argv else argv[1:]
+    return not any(a.split("=", 1)[0] in OWN_PROCESS_OPTIONS for a in args)
+
+
 def run_served(argv: list[str]) -> int | None:
     """Run ``argv`` in the command service; its exit status, or None: run it in this process."""
-    if len(argv) < 2 or argv[1] not in SERVED_COMMANDS:
+    if not served(argv):
         return None
     if (os.environ.get(SERVICE_ENV) or "1") in ("0", "false", "no"):
         return None
@@ -407,16 +435,40 @@ def _run(sock: socket.socket, request: dict[str, Any], paths: ServicePaths) -> i
             if msg.get("status") == "exit":
                 return int(msg["code"])
     except KeyboardInterrupt:
-        # The status typer gives a command stopped by Ctrl-C.  The service, in a session of its own,
-        # does not get the signal; it sees this end close and interrupts the command in turn.
-        return 130
+        return _interrupted(sock)
     except Exception as exc:
-        sys.stderr.write(
-            f"error: the ranklock command service stopped while it ran this command ({exc}); its output may be "
+        message = (
+            f"the ranklock command service stopped while it ran this command ({exc}); its output may be "
             f"incomplete. Run it again; RANKLOCK_CLI_SERVICE=0 runs commands in their own process. The service's "
-            f"log: {paths.log}\n"
+            f"log: {paths.log}"
         )
+        if wants_json(list(request["argv"][2:])):
+            sys.stdout.write(json.dumps({"error": {"type": "ServiceError", "message": message}}) + "\n")
+        else:
+            sys.stderr.write(f"error: {message}\n")
         return 2
+
+
+def _interrupted(sock: socket.socket) -> int:
+    """Ctrl-C while the service runs our command: tell it, and wait a moment for the command's own end.
+
+    The service, in a session of its own, does not get the signal.  Closing our sending side is the
+    message: it sees the end close and interrupts the command as Ctrl-C would (KeyboardInterrupt), and
+    the command ends its own way (an ingest says what it kept) before we return its status.  130 (typer's
+    status for Ctrl-C) after :data:`INTERRUPT_GRACE_S` without one, or at a second Ctrl-C.
+    """
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            msg = read_message(sock)
+            if msg.get("status") == "exit":
+                return int(msg["code"])
+    except (KeyboardInterrupt, Exception):  # a second Ctrl-C, a timeout, a service gone: stop now
+        pass
+    return 130
 
 
 def _start(paths: ServicePaths, fp: str, *, external: bool = False) -> None:
@@ -430,7 +482,7 @@ def _start(paths: ServicePaths, fp: str, *, external: bool = False) -> None:
         return
     with contextlib.suppress(FileExistsError, OSError):
         os.mkdir(paths.dir, 0o700)
-    if not private_dir(paths.dir):
+    if not local_socket.private_dir(paths.dir):
         return
     import subprocess  # only here: a served command never needs it
 

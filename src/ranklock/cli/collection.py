@@ -18,7 +18,7 @@ from rich.table import Table
 from ..errors import ConfigError
 from ..phrasing import plural
 from ..settings import DEFAULT_EMBEDDER, search_param_help
-from ._common import DsnOpt, HomeOpt, JsonOpt, ShardsOpt, console, engine, fail, print_json
+from ._common import DsnOpt, HomeOpt, JsonOpt, ShardsOpt, ask_first, console, engine, fail, print_json
 
 #: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
@@ -214,27 +214,21 @@ def drop(
     as_json: JsonOpt = False,
 ) -> None:
     """Drop a collection: every snapshot, document and log entry of it; not undone (asks first, unless --yes)."""
-    import sys
-
     with engine(dsn, home) as eng:
         summary = next((c for c in eng.collections() if c.name == name), None)
         if summary is None:
             eng.collection(name)  # NotFound, naming the collections there are
-        if not yes:
-            if not sys.stdin.isatty():
-                raise fail(
-                    f"`ranklock collection drop {name}` deletes every snapshot, document and log entry of {name!r} "
-                    "for good; it asks first, and standard input is not a terminal. Pass --yes to drop it."
-                )
-            docs = summary.documents if summary is not None else 0
-            answer = typer.prompt(
-                f"Drop {name!r} ({plural(docs or 0, 'document')} in its active snapshot, every snapshot and log "
-                "entry of it)? This cannot be undone. Type its name to confirm",
-                default="",
-                show_default=False,
-            )
-            if answer != name:
-                raise fail(f"{answer!r} is not {name!r}; nothing was dropped.")
+        docs = summary.documents if summary is not None else 0
+        ask_first(
+            yes,
+            deletes=f"`ranklock collection drop {name}` deletes every snapshot, document and log entry of {name!r}",
+            to="drop it",
+            question=f"Drop {name!r} ({plural(docs or 0, 'document')} in its active snapshot, every snapshot and log "
+            "entry of it)?",
+            answer=name,
+            shown="its name",
+            nothing="dropped",
+        )
         out = eng.drop_collection(name)
     if as_json:
         print_json(out.as_dict())

@@ -175,11 +175,16 @@ def _with_memory(reply: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _usage(reply: dict[str, Any]) -> str:
-    """``71 MB, idle 4 min (exits after 30 min idle)`` for a service's status."""
+    """``71 MB, idle 4m (exits after 10m idle)`` for a service's status; a held one says who holds it."""
     rss = f"{reply['rss_bytes'] / 1e6:,.0f} MB" if reply.get("rss_bytes") else "memory unknown"
     idle = float(reply.get("idle_for_s") or 0)
     limit = float(reply.get("idle_s") or 0)
     ends = f"exits after {human_duration(limit)} idle" if limit > 0 else "never exits by itself"
+    holders = reply.get("held_by") or []
+    if holders:
+        # A server holds it (Engine.warm): the idle clock starts when the last holder lets go.
+        pids = ", ".join(str(p) for p in holders)
+        return f"{rss}, held by pid {pids} (a server; then {ends})"
     return f"{rss}, idle {human_duration(round(idle))} ({ends})"
 
 

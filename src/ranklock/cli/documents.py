@@ -6,6 +6,7 @@ Take documents out of a collection, erase them everywhere, or print one as a sna
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated
 
 import typer
@@ -112,5 +113,17 @@ def document_get(
     for key, value in sorted(doc.metadata.items()):
         console.print(f"{escape(key)}: {escape(json.dumps(value, ensure_ascii=False))}", highlight=False)
     console.print()
-    # The text as stored, without markup: a document may hold "[b]" or other brackets.
-    console.print(doc.body, highlight=False, markup=False)
+    console.file.write(as_stored(doc.body, terminal=console.is_terminal) + "\n")
+
+
+#: Control characters a terminal acts on (an escape sequence can recolour, move or retitle it); tabs
+#: and newlines are the text's own.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def as_stored(body: str, *, terminal: bool) -> str:
+    """The text as stored, line for line: never re-wrapped to the terminal's width, no markup read.
+
+    On a terminal, control characters are shown as U+FFFD, so a document cannot drive the terminal.
+    """
+    return _TERMINAL_CONTROLS.sub("\ufffd", body) if terminal else body

@@ -15,11 +15,19 @@ __all__ = ["load_for_cli", "print_files_report"]
 LIST_FILES_UP_TO = 20
 
 
-def load_for_cli(path: Path, skip_unreadable: bool, follow_links: bool = False) -> FileLoad | None:
-    """The files at ``path`` read by their loaders, or ``None`` for JSONL/BEIR input (the engine reads those)."""
+def load_for_cli(
+    path: Path, skip_unreadable: bool, follow_links: bool = False, previous: FileLoad | None = None
+) -> FileLoad | None:
+    """The files at ``path`` read by their loaders, or ``None`` for JSONL/BEIR input (the engine reads those).
+
+    An empty folder is read as such: the engine says what it means for the collection (a mirror of a
+    folder that held documents refuses to remove them all without --allow-empty).
+    """
     if not path.exists() or not handles(path):
         return None
-    return load_files(path, skip_unreadable=skip_unreadable, follow_links=follow_links)
+    return load_files(
+        path, skip_unreadable=skip_unreadable, follow_links=follow_links, allow_empty=True, previous=previous
+    )
 
 
 def print_files_report(loaded: FileLoad) -> None:

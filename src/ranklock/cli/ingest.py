@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 # typer vendors its own click; its parser raises these.
-from ..phrasing import named, plural
+from ..phrasing import plural
 from ..settings import DEFAULT_EMBEDDER, ChunkerParams
 from ._common import (
     DsnOpt,
@@ -27,7 +29,7 @@ from ._common import (
     progress_bar,
 )
 
-__all__ = ["print_field_inference"]
+__all__: list[str] = []
 
 #: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
@@ -66,13 +68,39 @@ def ingest(
             "input)."
         ),
     ],
-    replace: Annotated[bool, typer.Option("--replace", help="The new snapshot holds exactly these documents.")] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="The new snapshot holds exactly these documents: every other one goes, whatever its source "
+            "(a folder is mirrored without it: only its own files that are gone go).",
+        ),
+    ] = False,
+    no_delete: Annotated[
+        bool,
+        typer.Option(
+            "--no-delete",
+            help="Keep the documents whose files are gone from the folder (by default a folder is mirrored: they "
+            "are deleted from the new snapshot, and named).",
+        ),
+    ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Then keep watching the folder: each change becomes a new snapshot of what changed, until Ctrl-C.",
+        ),
+    ] = False,
     no_activate: Annotated[
         bool, typer.Option("--no-activate", help="Build the snapshot but keep the old one active.")
     ] = False,
     allow_empty: Annotated[
         bool,
-        typer.Option("--allow-empty", help="Allow a snapshot with no documents (e.g. --replace with an empty file)."),
+        typer.Option(
+            "--allow-empty",
+            help="Allow an input with no documents: a folder emptied on purpose removes what it held, and a "
+            "snapshot may hold none (e.g. --replace with an empty file).",
+        ),
     ] = False,
     language: Annotated[
         str | None, typer.Option(help="Text-search language for a new collection (default english).")
@@ -132,6 +160,8 @@ def ingest(
     PATH may be a folder of .txt, .md (front matter, wiki links, #tags), .pdf, .docx and .html files:
     each is read by the loader for its extension. A new collection's typed fields are inferred from
     the metadata (every key whose values agree on a type; the others are named) unless --field is given.
+    A folder is a source: ingesting it again mirrors it (its files that are gone are deleted, and named;
+    other documents are untouched). --watch keeps mirroring it as its files change.
     """
     from .files import load_for_cli, print_files_report
 
@@ -141,7 +171,13 @@ def ingest(
             f"`ranklock ingest {collection} -` reads JSONL documents from standard input, which is a terminal here; "
             f"pipe them in, e.g. `cat docs.jsonl | ranklock ingest {collection} -`."
         )
+    if watch and (stdin or not path.is_dir() or (path / "corpus.jsonl").exists()):
+        raise fail(
+            f"--watch watches a folder of files, and {str(path)!r} is not one; give a folder of "
+            ".txt/.md/.pdf/.docx/.html files (a JSONL file is ingested again with `ranklock ingest`)."
+        )
     with engine(dsn, home, creates=True) as eng:
+        before = {c.name: c.active_snapshot_id for c in eng.collections()}
         loaded = None if stdin else load_for_cli(path, skip_unreadable, follow_links)
         create = {
             "language": language,
@@ -161,97 +197,98 @@ def ingest(
 
             source: Any = load_jsonl_stream(sys.stdin.buffer)
         else:
-            source = loaded.documents if loaded else path
-        with progress_bar(not as_json) as prog:
-            report = eng.ingest(
-                collection,
-                source,
-                replace=replace,
-                activate=not no_activate,
-                allow_empty=allow_empty,
-                progress=prog,
-                create=create,
-                allow_purged=allow_purged,
-            )
-    d = report.as_dict()
-    if loaded:
-        d["files"] = loaded.as_dict()
-    if as_json:
-        print_json(d)
-        return
-    if loaded:
-        print_files_report(loaded)
-    print_readded(report)
-    s = report.seconds
-    if not report.built:
-        held = (
-            f"the active snapshot {report.snapshot_id} already holds these {plural(report.unchanged, 'document')}"
-            if report.unchanged
-            else f"the input holds no document to add; the active snapshot {report.snapshot_id} stays"
-        )
-        console.print(f"[bold]{collection}[/]: unchanged: {held}; nothing was built ({s.get('total', 0):.1f}s).")
-        return
-    console.print(
-        f"[bold]{collection}[/]: snapshot {report.snapshot_id} "
-        f"({'active' if report.activated else 'not activated'}), {report.documents} documents, "
-        f"{report.chunks} chunks; added {report.added}, changed {report.changed}, removed {report.removed}, "
-        f"unchanged {report.unchanged}; embedded {report.embedded}, reused {report.reused} cached vectors; "
-        f"{s.get('total', 0):.1f}s (embedding {s.get('embed', 0):.1f}s, database "
-        f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
+            source = loaded if loaded else path
+        options = {
+            "replace": replace,
+            "activate": not no_activate,
+            "allow_empty": allow_empty,
+            "allow_purged": allow_purged,
+            "mirror": not no_delete,
+        }
+        stage = ProgressSeen()
+        try:
+            with progress_bar(not as_json) as prog:
+                report = eng.ingest(collection, source, progress=stage.seeing(prog), create=create, **options)
+        except KeyboardInterrupt:
+            raise interrupted(eng, collection, before, stage) from None
+        if collection not in before and not as_json:
+            # Said once it is so: an ingest refused (an unreadable file, a bad line) creates nothing.
+            note_new_collection(collection, list(before))
+        if as_json:
+            d = report.as_dict()
+            if loaded:
+                d["files"] = loaded.as_dict()
+            print_json(d)
+        else:
+            from .ingest_report import print_report
+
+            if loaded:
+                print_files_report(loaded)
+            print_report(report, replace=replace)
+        if watch:
+            from .watch import watch_folder
+
+            watch_folder(eng, collection, path, loaded, options, follow_links=follow_links, as_json=as_json)
+
+
+class ProgressSeen:
+    """The stage an ingest's progress last reported, so an interruption can say where it was."""
+
+    def __init__(self) -> None:
+        self.stage = ""
+        self.done = 0
+        self.total = 0
+        self.embedded = 0
+
+    def seeing(self, inner: Callable[[str, int, int], None]) -> Callable[[str, int, int], None]:
+        def update(stage: str, done: int, total: int) -> None:
+            self.stage, self.done, self.total = stage, done, total
+            if stage == "embed":
+                self.embedded = done  # reported after each batch is committed to the embedding cache
+            inner(stage, done, total)
+
+        return update
+
+
+#: What each stage of the progress bar is doing, for the line an interruption prints.
+_DOING = {"chunk": "chunking", "embed": "embedding", "write": "writing", "index": "indexing"}
+
+
+def interrupted(eng: Any, collection: str, before: dict[str, int | None], seen: ProgressSeen) -> typer.Exit:
+    """Say, on one line, what an ingest stopped by Ctrl-C kept and what not; exit 130 (128 + SIGINT)."""
+    where = f" while {_DOING.get(seen.stage, seen.stage)} ({seen.done:,}/{seen.total:,})" if seen.stage else ""
+    cached = (
+        f"; the {plural(seen.embedded, 'vector')} computed are kept in the embedding cache, so the next ingest "
+        "starts from there"
+        if seen.embedded
+        else ""
     )
-    console.print(f"corpus digest {report.corpus_digest[:16]}…  manifest {report.manifest_hash[:16]}…")
-    if report.snapshots_dropped:
-        console.print(
-            f"snapshot retention dropped {plural(len(report.snapshots_dropped), 'snapshot')} "
-            f"({', '.join(map(str, report.snapshots_dropped))}); `ranklock snapshot retention {collection}` shows "
-            "what it keeps",
-            highlight=False,
-        )
-    if report.field_inference is not None:
-        print_field_inference(report.field_inference)
-    if report.skipped:
-        shown = ", ".join(report.skipped[:10]) + (
-            f" and {len(report.skipped) - 10} more" if len(report.skipped) > 10 else ""
-        )
-        err_console.print(
-            f"[bold yellow]skipped {plural(len(report.skipped), 'document')} with empty text[/] "
-            f"(not in the snapshot): {escape(shown)}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    try:
+        now = {c.name: c.active_snapshot_id for c in eng.collections()}
+    except Exception as exc:  # the server may be what was interrupted: say so rather than guess
+        state = f"could not check what {collection!r} holds now ({type(exc).__name__})"
+    else:
+        if collection not in before:
+            state = (
+                f"the new collection {collection!r} was not created"
+                if collection not in now
+                else f"the new collection {collection!r} has snapshot {now[collection]} active"
+            )
+        elif now.get(collection) == before[collection]:
+            active = f"snapshot {before[collection]} active" if before[collection] is not None else "no snapshot"
+            state = f"nothing of it was written: {collection!r} is as it was ({active})"
+        else:
+            state = f"its snapshot {now.get(collection)} of {collection!r} was already active"
+    err_console.print(f"[bold yellow]interrupted[/]{where}: {escape(state)}{cached}.", highlight=False, soft_wrap=True)
+    return typer.Exit(130)
 
 
-def print_readded(report: Any) -> None:
-    """Name what an ingest brought back: documents deleted earlier, purged ones (left out, or with --allow-purged)."""
-    if report.deleted_readded:
-        err_console.print(
-            f"[bold yellow]added back {plural(len(report.deleted_readded), 'document')} an earlier snapshot held[/] "
-            f"(deleted or replaced since): {escape(named(report.deleted_readded))}",
-            highlight=False,
-            soft_wrap=True,
-        )
-    for ids, what in ((report.purged_skipped, "left out"), (report.purged_readded, "ingested again")):
-        if not ids:
-            continue
-        purges = ", ".join(str(p) for p in sorted(set(ids.values())))
-        hint = "; --allow-purged ingests them again" if what == "left out" else ""
-        err_console.print(
-            f"[bold yellow]{what} {plural(len(ids), 'document')} erased by purge {purges}[/]: "
-            f"{escape(named(sorted(ids)))}{hint}",
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-def print_field_inference(inference: dict[str, Any]) -> None:
-    """What a first ingest inferred: the typed fields (filterable), then each key left untyped and why."""
-    fields = ", ".join(inference["fields"]) or "none"
-    console.print(
-        f"typed fields inferred from the metadata of {inference['documents']} documents: {escape(fields)}",
+def note_new_collection(name: str, existing: list[str]) -> None:
+    """Say that an ingest created ``name``, with the existing names close to it (a mistyped name, as git says)."""
+    close = difflib.get_close_matches(name, existing, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    err_console.print(
+        f"{name!r} is a new collection: this ingest created it{escape(hint)} (`ranklock collections` lists them)",
         highlight=False,
         soft_wrap=True,
     )
-    for key, why in inference["untyped"].items():
-        console.print(
-            f"  left untyped (no filter on it): {escape(key)}: {escape(why)}", highlight=False, soft_wrap=True
-        )

@@ -8,7 +8,7 @@ import typer
 
 from ..errors import RanklockError
 from ..phrasing import plural
-from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, fail, print_json
+from ._common import DsnOpt, HomeOpt, JsonOpt, ask_first, console, engine, fail, print_json
 
 #: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
@@ -38,11 +38,18 @@ def log_prune(
             help="Keep at most this much of the newest entries (500MB, 1GB; default RANKLOCK_LOG_MAX_BYTES).",
         ),
     ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help="With --older-than 0: prune without asking (needed without a terminal)."),
+    ] = False,
     dsn: DsnOpt = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete entries of both logs beyond the retention policy, oldest first; pruned ids can no longer be replayed."""
+    """Delete entries of both logs beyond the retention policy, oldest first; pruned ids can no longer be replayed.
+
+    --older-than 0 deletes every entry but the pinned ones: it asks first, as `collection drop` does, unless --yes.
+    """
     from ..settings import parse_duration, parse_size
 
     try:
@@ -51,6 +58,19 @@ def log_prune(
     except RanklockError as exc:
         raise fail(exc) from None
     with engine(dsn, home) as eng:
+        if age == 0:
+            held = eng.logs_status()
+            counts = " and ".join(f"the {n.replace('_', ' ')} ({plural(q.rows, 'entry')})" for n, q in held.items())
+            ask_first(
+                yes,
+                deletes="`ranklock log prune --older-than 0` deletes every entry of the query log and the answer log "
+                "but the pinned ones",
+                to="prune them",
+                question=f"Delete every entry of {counts}, but the pinned ones?",
+                answer="prune",
+                shown="prune",
+                nothing="pruned",
+            )
         report = eng.prune_log(older_than=age, max_bytes=size)
     if as_json:
         print_json(report.as_dict())
@@ -58,10 +78,20 @@ def log_prune(
     for name, part in report.logs.items():
         note = " (another process was pruning; run again)" if part.skipped else ""
         st = part.status
+        pruned = (
+            f"pruned {plural(part.deleted, 'entry')} ({part.deleted_bytes:,} bytes)"
+            if part.deleted
+            else "nothing to prune"
+        )
+        # What retention has taken so far; "up to id 0" would name entries that never were (issue 45).
+        since = (
+            f"every entry up to id {st.pruned_through} is gone, but the pinned ones"
+            if st.pruned_through
+            else "nothing was ever pruned"
+        )
         console.print(
-            f"{name.replace('_', ' ')}: pruned {plural(part.deleted, 'entry')} ({part.deleted_bytes:,} bytes){note}; "
-            f"it holds {plural(st.rows, 'entry')}, {st.bytes:,} bytes; entries up to id {st.pruned_through} are "
-            f"gone but pinned ones (policy: {st.policy['describe']})",
+            f"{name.replace('_', ' ')}: {pruned}{note}; it holds {plural(st.rows, 'entry')}, {st.bytes:,} bytes; "
+            f"{since} (policy: {st.policy['describe']})",
             highlight=False,
         )
 

@@ -8,10 +8,12 @@ and the chosen ``--format``:
   not a terminal, so a pipe or a file gets plain text.
 * ``json``: one JSON object, the same as the older ``--json`` flag (kept as an alias).
 * ``jsonl``: one JSON object per hit, snapshot or mode, for ``jq -c`` and line tools.
-* ``trec``: a TREC run (``qid Q0 docid rank score tag``) for ``trec_eval``.  The score column is
-  ``n + 1 - rank`` (strictly decreasing) because trec_eval re-sorts by score and breaks ties by
-  document id, which would reorder ranklock's tie-broken ranking; the same rule as the run files
-  ``ranklock eval --out`` writes.
+* ``trec``: a TREC run (``qid Q0 docid rank score tag``) for ``trec_eval``: each hit's rank in the
+  whole list (a later page, ``--offset``, goes on from it) and its fused score, every digit
+  (``repr``).  trec_eval re-sorts by score and breaks ties by document id, so within a tie group
+  (``Hit.tie_group``: identical signals, an order that carries no meaning) it may order hits
+  otherwise; the run files ``ranklock eval --out`` writes score ``n + 1 - rank`` instead, so that
+  trec_eval scores exactly the ranking ranklock's metrics were computed on.
 
     >>> render_search(res, fmt="table")   # doctest: +SKIP
 """
@@ -33,6 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import InputError
+from ..phrasing import plural
 
 if TYPE_CHECKING:
     from ..search.results import BranchSignal
@@ -203,8 +206,7 @@ def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") 
         _write_lines(json.dumps({**base, **h.model_dump()}, ensure_ascii=False) for h in res.hits)
         return
     if fmt == "trec":
-        n = len(res.hits)
-        _write_lines(f"{qid} Q0 {h.doc_id} {h.rank} {n + 1 - h.rank} ranklock-{res.mode}" for h in res.hits)
+        _write_lines(f"{qid} Q0 {h.doc_id} {h.rank} {h.score!r} ranklock-{res.mode}" for h in res.hits)
         return
     console = stdout_console()
     width = max(console.width, 40)
@@ -230,7 +232,10 @@ def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") 
     page = f" after the first {res.offset} (--offset)" if res.offset else ""
     summary = f"{len(res.hits)} of k={res.k}{page} from snapshot {res.snapshot.id}"
     if res.matching_count is not None:
-        summary += f"; {res.matching_count} documents match the filter, complete={res.complete}"
+        # Without a filter the count is of every document searched; "match the filter" would invent one.
+        n = res.matching_count
+        counted = "searched" if res.filter is None else "matches the filter" if n == 1 else "match the filter"
+        summary += f"; {plural(n, 'document')} {counted}, complete={res.complete}"
         if res.truncation:
             summary += f" (truncated: {res.truncation})"
     summary += f"; {res.timings.get('total_ms', 0):.0f} ms (query embedding {res.timings.get('embed_ms', 0):.0f} ms)"

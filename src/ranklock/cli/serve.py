@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import RanklockError
-from ._common import DsnOpt, HomeOpt, ReadDsnOpt, engine, err_console, fail
+from ._common import DsnOpt, HomeOpt, ReadDsnOpt, engine, err_console, fail, warm_in_background
 
 #: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
@@ -65,7 +65,7 @@ def serve(
     from ..http.server import run
 
     access = Access.for_bind(host, no_auth=insecure_no_auth, extra_hosts=allow_host or ())
-    with engine(dsn, home, read_dsn, long_lived=True) as eng:
+    with engine(dsn, home, read_dsn) as eng:
         if not is_loopback(host):
             live = [t for t in eng.list_tokens() if t.revoked_at is None and "read" in t.scopes]
             if insecure_no_auth:
@@ -88,9 +88,10 @@ def serve(
             if hosts is not None and access.ip_hosts:
                 answered += " or an IP address"
             err_console.print(f"answering to Host: {answered}", highlight=False, soft_wrap=True)
-        # Load every collection's model in the background: the server answers at once (a lexical search
-        # needs no model; one that does waits for this load), and /readyz says which state it is in.
-        threading.Thread(target=_warm, args=(eng,), name="ranklock-warm", daemon=True).start()
+        # Load every collection's model in the background (in the home's embedding service, which this
+        # server then holds): the server answers at once (a lexical search needs no model; one that does
+        # waits for this load), and /readyz says which state it is in.
+        warm_in_background(eng, "ranklock.serve")
         # Bring both logs within their retention policy without delaying start-up, then keep them there.
         threading.Thread(target=_prune_logs, args=(eng,), name="ranklock-log-prune", daemon=True).start()
         run(
@@ -100,11 +101,6 @@ def serve(
             header_timeout=eng.settings.header_timeout,
             trusted_proxies=eng.settings.trusted_proxies,
         )
-
-
-def _warm(eng: Any) -> None:
-    for line in eng.warm():
-        logging.getLogger("ranklock.serve").warning("%s", line)
 
 
 def _prune_logs(eng: Any) -> None:

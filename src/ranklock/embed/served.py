@@ -1,11 +1,16 @@
 """An embedder whose model runs in the local embedding service (ranklock.embed.service).
 
-``ranklock search`` is a new process each time; with :class:`ServedEmbedder` it never imports
-torch: the vector comes from the service that the first such command started, which runs
-:meth:`SentenceTransformerEmbedder.embed` itself, so the vector is the one this process would
-have computed, bit for bit.  Whatever goes wrong with the service (it cannot start, it is
-killed mid-request) the embedder falls back to loading the model here: slower, same vectors,
-and the real error if there is one (a missing extra, damaged weights).
+Every process of a data directory embeds through it: a ``ranklock`` command (a new process each
+time, which never imports torch), a script's :class:`~ranklock.Engine`, ``ranklock serve`` and
+``ranklock mcp`` (ranklock.embed.home_embedder).  The vector comes from the service the first of
+them started, which runs :meth:`SentenceTransformerEmbedder.embed` itself in the same environment, so
+the vector is the one this process would have computed, bit for bit; a reply for other weights, of
+another shape or from another environment is refused, never used.  When the service goes wrong it is
+said, never silent: one that exited since it last answered (killed, idle) is started again; one that
+breaks off mid-request is replaced and asked once more; one that fails again, cannot start or does not
+answer leaves this process to load the model itself (slower, the same vectors, and the real error if
+there is one: a missing extra, damaged weights).  A long-lived process *holds* the service
+(:meth:`ServedEmbedder.hold`), so its idle limit never unloads the model under a server.
 
 The weights' sha256 is what the collection check compares (``Engine._collection_embedder``),
 on every search, also when the query's vector is already cached.  Hashing 90 MB costs ~0.2 s,
@@ -20,6 +25,9 @@ import contextlib
 import json
 import logging
 import os
+import select
+import socket
+import threading
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import local_socket
 from . import service
 from .base import Embedder, Matrix
 from .sentence import HFTokenizer, SentenceTransformerEmbedder
@@ -47,6 +56,12 @@ class ServedEmbedder:
         self.dim = inner.dim
         #: How the last call got its vectors: "service", "in-process" or None before any call.
         self.last_path: str | None = None
+        #: The pid of the service that answered last: if it is gone at the next call, that is said.
+        self._last_pid: int | None = None
+        #: The open ``hold`` connection (:meth:`hold`), and whether holding was asked for.
+        self._hold: socket.socket | None = None
+        self._holding = False
+        self._lock = threading.Lock()
 
     @property
     def tokenizer(self) -> HFTokenizer:
@@ -86,18 +101,65 @@ class ServedEmbedder:
                 out = self._served(list(texts))
                 self.last_path = "service"
                 return out
-            except service.Unresponsive as exc:
-                # Said, not silent: the command goes on with the model loaded here (seconds).
-                log.warning("%s; this command loads the model itself instead.", exc)
-            except service.ServiceError:
-                pass  # below: the same vectors, computed here
+            except service.ServiceError as exc:
+                # Said, never silent: this process goes on with the model loaded here (seconds, ~550 MB).
+                log.warning("%s; this process loads the model itself instead (the same vectors).", exc)
         self.last_path = "in-process"
         return self.inner.embed(texts)
 
+    def hold(self) -> bool:
+        """Keep the service loaded for as long as this embedder is open: what a long-lived process does.
+
+        ``ranklock serve`` and ``ranklock mcp`` hold it (:meth:`ranklock.Engine.warm`): its idle limit
+        then never unloads the model under a server, and a service that dies is replaced and held
+        again at the next vector.  False when no service runs (the next :meth:`embed` starts one and
+        holds it).  :meth:`release` lets go.
+        """
+        if self.inner.loaded:
+            return False  # the model is in this process already (the service failed it): nothing to hold
+        with self._lock:
+            self._holding = True
+            return self._hold_now()
+
+    def release(self) -> None:
+        """Close the hold connection: the service's idle clock runs again."""
+        with self._lock:
+            self._holding = False
+            if self._hold is not None:
+                self._hold.close()
+                self._hold = None
+
+    def _hold_now(self) -> bool:
+        """(Under the lock.)  A live hold connection, opened again if its service has gone."""
+        if self._hold is not None and not _closed(self._hold):
+            return True
+        if self._hold is not None:
+            self._hold.close()
+        self._hold = service.hold(self.home)
+        return self._hold is not None
+
     def _served(self, texts: list[str]) -> Matrix:
-        header = {"op": "embed", "model_dir": str(self.inner.model_dir), "sha256": self.sha256, "texts": texts}
+        where = service.ServicePaths(self.home).dir
+        header = {
+            "op": "embed",
+            "model_dir": str(self.inner.model_dir),
+            "sha256": self.sha256,
+            "runtime": service.runtime(),
+            "texts": texts,
+        }
         for attempt in (1, 2):
-            sock = service.connect(self.home) or self._start()
+            sock = service.connect(self.home)
+            if sock is None:
+                if self._last_pid is not None:
+                    log.warning(
+                        "the embedding service of %s (pid %s), which answered this process before, has exited; "
+                        "starting a new one (it loads the model: seconds).",
+                        where,
+                        self._last_pid,
+                    )
+                    self._last_pid = None
+                sock = self._start()
+            pid = local_socket.peer_pid(sock)
             try:
                 with sock:
                     service.write_message(sock, header)
@@ -107,15 +169,41 @@ class ServedEmbedder:
             except service.Unresponsive:
                 raise  # asking it again would wait again
             except (OSError, service.ServiceError) as exc:
+                self._last_pid = None
                 if attempt == 2:
-                    raise service.ServiceError(f"the embedding service broke off twice ({exc})") from None
-                continue  # killed mid-request: the next attempt starts a new service
+                    raise service.ServiceError(
+                        f"the embedding service of {where} broke off twice, the second time a new one ({exc})"
+                    ) from None
+                # Killed mid-request (or it crashed): said, and asked once more of a new service.
+                log.warning(
+                    "the embedding service of %s (pid %s) broke off (%s); starting a new one and asking it again.",
+                    where,
+                    pid,
+                    exc,
+                )
+                continue
             if reply.get("ok"):
-                return self._matrix(reply, payload, len(texts))
+                matrix = self._matrix(reply, payload, len(texts))
+                self._last_pid = pid
+                if self._holding:
+                    with self._lock:
+                        self._hold_now()
+                return matrix
             if reply.get("error") == "model mismatch" and attempt == 1:
                 # The service loaded other weights (the model package changed under it): replace it.
                 service.stop(self.home)
+                self._last_pid = None
                 continue
+            if reply.get("error") == "runtime mismatch":
+                theirs = reply.get("runtime") or {}
+                ours = service.runtime()
+                differ = ", ".join(
+                    f"{k} {theirs.get(k, '?')} there, {v} here" for k, v in sorted(ours.items()) if theirs.get(k) != v
+                )
+                raise service.ServiceError(
+                    f"the embedding service of {where} (pid {pid}) runs in another environment ({differ}), whose "
+                    "vectors may differ from this process's in their last bits"
+                )
             raise service.ServiceError(f"the embedding service refused: {reply.get('error')}")
         raise service.ServiceError("the embedding service serves another model")
 
@@ -134,6 +222,14 @@ class ServedEmbedder:
             raise service.ServiceError("the embedding service answered with other weights")
         # A copy: frombuffer is read-only, and callers own their arrays.
         return np.frombuffer(payload, dtype="<f4").reshape(n, self.dim).astype(np.float32)
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the service at the other end of a hold connection has gone (it never sends after its reply)."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def serve_through(emb: Embedder, home: Path, *, idle_s: float) -> Embedder:

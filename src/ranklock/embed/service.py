@@ -1,16 +1,18 @@
 """The local embedding service: one process per data directory that keeps a model loaded.
 
-A CLI command is a new process, and importing sentence-transformers and torch and loading
-all-MiniLM-L6-v2 takes seconds (bench/cli_startup.py measures it), while the search itself
-takes milliseconds.  So a command does not load the model: it asks this service, over a Unix
+Importing sentence-transformers and torch and loading all-MiniLM-L6-v2 takes seconds and ~550 MB
+(bench/cli_startup.py, bench/warm.py measure it), while a search takes milliseconds.  So no
+ranklock process of a data directory loads the model itself: a CLI command, a script's
+:class:`~ranklock.Engine`, ``ranklock serve`` and ``ranklock mcp`` all ask this service, over a Unix
 socket in the data directory (``<home>/embed/service.sock``), to run
-:meth:`SentenceTransformerEmbedder.embed` for it.  The service runs that very method on the
-very same weights, so the vectors are the same bits as in-process ones
-(tests/test_embed_service.py compares them byte for byte).
+:meth:`SentenceTransformerEmbedder.embed` for them (ranklock.embed.served).  The service runs that
+very method on the very same weights, in the same environment, so the vectors are the same bits
+as in-process ones (tests/test_embed_service.py compares them byte for byte, and a search's JSON).
+One model in memory per data directory, however many processes search it.
 
 Lifecycle:
 
-* the first command that needs a vector starts the service (``python -m
+* the first process that needs a vector starts the service (``python -m
   ranklock.embed.service``) and waits for it.  The service listens only once the model is
   loaded and has embedded one text, so a connection is a ready service;
 * one service per data directory: it holds an exclusive ``flock`` on
@@ -18,15 +20,23 @@ Lifecycle:
   moment (two commands at once) finds the lock taken and exits 0, and both commands use the
   first;
 * a killed service (``kill -9``) releases the lock with its death.  Its socket file stays
-  behind and refuses connections; the next command starts a new service, which removes the
-  stale file before it binds (only the lock holder ever binds);
-* it exits after ``RANKLOCK_EMBED_IDLE`` without a request, on ``ranklock db stop`` (the
-  ``stop`` request), or on SIGTERM.
+  behind and refuses connections; the next request starts a new service, which removes the
+  stale file before it binds (only the lock holder ever binds).  A client whose service died
+  under it says so and starts a new one, once (ranklock.embed.served);
+* a long-lived client (``ranklock serve``, ``ranklock mcp``: :meth:`Engine.warm`) *holds* the
+  service with an open ``hold`` connection: while one is open the idle clock does not run, and
+  the kernel closes it when the holder dies;
+* it exits after ``RANKLOCK_EMBED_IDLE`` without a request and without a holder, on ``ranklock db
+  stop`` (the ``stop`` request), or on SIGTERM.
 
-Wire format: a message is a 4-byte big-endian length and that many bytes of JSON.  An embed
-reply is followed by the vectors' raw little-endian float32 bytes (n x dim x 4): no float
-goes through text.  The socket is created mode 0600 in a 0700 directory, so only the owner
-of the data directory can connect; requests are served one at a time (the model is one
+Wire format (ranklock.framing): a message is a 4-byte big-endian length and that many bytes of
+JSON.  An embed reply is followed by the vectors' raw little-endian float32 bytes (n x dim x 4):
+no float goes through text.  An embed request names the model (directory and weights' sha256)
+and the client's :func:`runtime`; the service refuses another model ("model mismatch": the
+client replaces it) or another runtime ("runtime mismatch": the client embeds itself), never
+answering with vectors another process would not compute.  The socket is created mode 0600 in
+a 0700 directory and both ends check the other's user id (ranklock.local_socket), so only the
+owner of the data directory can connect; requests are served one at a time (the model is one
 CPU-bound object, and order must not change a result).
 """
 
@@ -35,7 +45,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import os
+import platform
 import select
 import signal
 import socket
@@ -44,12 +56,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import framing, service_lock
+from .. import framing, local_socket, service_lock
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -58,9 +69,11 @@ __all__ = [
     "Unresponsive",
     "await_reply",
     "connect",
+    "hold",
     "read_message",
     "request",
     "running",
+    "runtime",
     "serve",
     "start",
     "status",
@@ -110,25 +123,32 @@ class ServicePaths:
         return self.dir / "service.log"
 
     def make_dir(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.dir, 0o700)
+        """Create the folder mode 0700; OSError when it is not this user's private folder."""
+        if not local_socket.make_private_dir(self.dir):
+            raise OSError(f"{self.dir} is not a folder of this user with mode 0700")
 
 
-@contextlib.contextmanager
-def _address(path: Path) -> Iterator[str]:
-    """An address for ``path`` that fits AF_UNIX's 107 bytes.
+#: The packages whose versions decide a vector's last bits besides the weights (kernels, tokenization).
+RUNTIME_PACKAGES = ("numpy", "sentence-transformers", "tokenizers", "torch", "transformers")
 
-    A long data directory (a test's temporary folder) is reached through ``/proc/self/fd``:
-    the directory is opened and the socket named relative to that descriptor.
+
+@functools.cache
+def runtime() -> dict[str, str]:
+    """This environment's Python and :data:`RUNTIME_PACKAGES` versions, read without importing them (~10 ms).
+
+    A service started from another environment (another virtualenv with the same data directory)
+    may run other kernels on the same weights; a client compares this with the service's and embeds
+    in its own process when they differ, so a vector is always the one this process would compute.
     """
-    if len(os.fsencode(str(path))) < 100:
-        yield str(path)
-        return
-    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for name in RUNTIME_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "-"
+    return out
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -152,16 +172,9 @@ def read_payload(sock: socket.socket, size: int) -> bytes:
 
 
 def connect(home: Path, timeout: float = REQUEST_TIMEOUT_S) -> socket.socket | None:
-    """A connection to the running service of ``home``, or None when none listens."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        with _address(ServicePaths(home).socket) as addr:
-            sock.connect(addr)
-    except OSError:  # no socket file, a stale one (ECONNREFUSED), a missing directory
-        sock.close()
-        return None
-    return sock
+    """A connection to the running service of ``home``, or None when none listens (or not this user's)."""
+    # This user's socket in this user's 0700 folder, served by this user (ranklock.local_socket).
+    return local_socket.connect(ServicePaths(home).socket, timeout)
 
 
 def request(home: Path, header: dict[str, Any], *, timeout: float = REQUEST_TIMEOUT_S) -> tuple[dict[str, Any], bytes]:
@@ -180,17 +193,30 @@ def request(home: Path, header: dict[str, Any], *, timeout: float = REQUEST_TIME
     return reply, payload
 
 
+def hold(home: Path) -> socket.socket | None:
+    """Hold the running service of ``home`` loaded while the returned connection is open; None when none runs.
+
+    The caller keeps the connection and closes it when it no longer needs the model (or dies: the
+    kernel closes it then).  A holder sends nothing more; the service sends nothing after its reply,
+    so the connection turning readable means the service has gone.
+    """
+    sock = connect(home, timeout=5.0)
+    if sock is None:
+        return None
+    try:
+        write_message(sock, {"op": "hold"})
+        reply = read_message(sock)
+    except (OSError, ServiceError, struct.error):
+        sock.close()
+        return None
+    if not reply.get("ok"):
+        sock.close()
+        return None
+    return sock
+
+
 class Unresponsive(ServiceError):
     """The service runs but does not answer (stopped, or hung): asking it again would wait again."""
-
-
-def peer_pid(sock: socket.socket) -> int | None:
-    """The pid of the process listening at the other end of ``sock`` (Linux SO_PEERCRED), or None."""
-    try:
-        pid, _uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-    except (OSError, AttributeError, struct.error):
-        return None
-    return int(pid) or None
 
 
 def unresponsive(pid: int | None) -> str | None:
@@ -217,7 +243,7 @@ def await_reply(sock: socket.socket, home: Path, *, limit_s: float = REQUEST_TIM
     """
     import psutil
 
-    pid = peer_pid(sock)
+    pid = local_socket.peer_pid(sock)
     where = f"the embedding service of {ServicePaths(home).dir} (pid {pid})"
     t0 = last = time.monotonic()
     try:
@@ -321,7 +347,7 @@ def status(home: Path) -> dict[str, Any] | None:
         if not running(home):
             return None
         sock = connect(home, 1.0)
-        pid = peer_pid(sock) if sock is not None else None
+        pid = local_socket.peer_pid(sock) if sock is not None else None
         if sock is not None:
             sock.close()
         return {"pid": pid, "unresponsive": str(exc)}
@@ -354,6 +380,8 @@ class _Service:
         self.requests = 0
         self.started_at = time.time()
         self.state_lock = threading.Lock()
+        #: The pids of the processes holding the service now (:meth:`hold`).
+        self.holders: list[int | None] = []
 
     def handle(self, conn: socket.socket) -> None:
         with conn:
@@ -361,7 +389,12 @@ class _Service:
             with self.state_lock:
                 self.active += 1
             try:
+                if local_socket.peer_uid(conn) != os.geteuid():
+                    return  # another user's process: the 0600 socket should have kept it out
                 msg = read_message(conn)
+                if msg.get("op") == "hold":
+                    self.hold(conn)
+                    return
                 header, payload = self.answer(msg)
                 write_message(conn, {**header, "payload_bytes": len(payload)}, payload)
             except (ServiceError, OSError, struct.error):
@@ -370,6 +403,24 @@ class _Service:
                 with self.state_lock:
                     self.active -= 1
                     self.last_request = time.monotonic()
+
+    def hold(self, conn: socket.socket) -> None:
+        """Stay loaded while ``conn`` is open: a long-lived client (``ranklock serve``) holds the service.
+
+        The connection counts as active, so the idle clock does not run; it ends when the client
+        closes it or dies (the kernel closes it then), and the clock starts from there.
+        """
+        pid = local_socket.peer_pid(conn)
+        with self.state_lock:
+            self.holders.append(pid)
+        try:
+            write_message(conn, {"ok": True, "pid": os.getpid(), "payload_bytes": 0})
+            conn.settimeout(None)
+            while conn.recv(4096):
+                pass  # a holder sends nothing; EOF (b"") is its going away
+        finally:
+            with self.state_lock:
+                self.holders.remove(pid)
 
     def answer(self, msg: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         emb = self.embedder
@@ -386,12 +437,17 @@ class _Service:
                 "started_at": self.started_at,
                 "idle_s": self.idle_s,
                 "idle_for_s": round(time.monotonic() - self.last_request, 1),
+                "held_by": sorted(p for p in self.holders if p is not None),
+                "runtime": runtime(),
             }, b""
         if op == "stop":
             self.stopping.set()
             return {"ok": True}, b""
         if op != "embed":
-            return {"ok": False, "error": f"unknown op {op!r}; use embed, status or stop"}, b""
+            return {"ok": False, "error": f"unknown op {op!r}; use embed, hold, status or stop"}, b""
+        if msg.get("runtime") != runtime():
+            # Another environment's client: its in-process vectors could differ from ours in their last bits.
+            return {"ok": False, "error": "runtime mismatch", "runtime": runtime()}, b""
         if msg.get("model_dir") != str(emb.model_dir) or msg.get("sha256") != emb.sha256:
             # Another model, or these files changed since the service loaded them: the client restarts it.
             return {"ok": False, "error": "model mismatch", "sha256": emb.sha256}, b""
@@ -427,14 +483,7 @@ def serve(home: Path, model_dir: str, model_id: str, expected_sha256: str | None
     signal.signal(signal.SIGTERM, lambda *_: service.stopping.set())
     with contextlib.suppress(FileNotFoundError):
         paths.socket.unlink()  # a killed predecessor's; we hold the lock, so nobody else binds here
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)  # the socket is born 0600: nobody else may connect
-    try:
-        with _address(paths.socket) as addr:
-            listener.bind(addr)
-    finally:
-        os.umask(old_umask)
-    listener.listen(64)
+    listener = local_socket.listen(paths.socket)  # born 0600 in a 0700 folder: nobody else may connect
     listener.settimeout(0.1)  # how often the loop looks at the stop flag and the idle clock
     print(f"ranklock embedding service {os.getpid()}: {model_id} ({emb.sha256[:12]}) ready", flush=True)
     try:

@@ -37,10 +37,26 @@ from ..api import AskArguments, SearchArguments, SearchQuery, request_error
 from ..ask.generators import PAID
 from ..async_engine import AsyncEngine
 from ..engine import Engine
-from ..errors import Forbidden, InputError, QueryError, RanklockError
+from ..errors import Forbidden, InputError, QueryError, RanklockError, public_name
 from ..settings import Settings
 from ..validation import describe_errors
 from .guard import Access, Guard, scopes_of
+from .schemas import (
+    EXAMPLES,
+    GUARDED,
+    WITH_TOKEN,
+    AnswerBody,
+    CollectionBody,
+    CollectionsBody,
+    DropBody,
+    ReadyBody,
+    SearchBody,
+    StatusBody,
+    describe,
+    errors,
+    ok,
+    search_query_parameters,
+)
 
 __all__ = ["AskArguments", "SearchQuery", "SearchArguments", "create_app", "search_query"]
 
@@ -205,13 +221,22 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         docs_url=None,
         redoc_url=None,
     )
+    # What the server never answers (FastAPI's 422) removed, once, when the document is first asked for.
+    generated = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = describe(generated())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     # Added last, so it runs first: the pool outlives the guard's token check.
     app.add_middleware(Guard, aeng=aeng, access=access or Access(), settings=settings)
     app.add_middleware(_ReleaseWithoutLifespan, scope=pool_scope)
 
     @app.exception_handler(RanklockError)
     async def ranklock_error(_request: Request, exc: RanklockError) -> JSONResponse:
-        return _error(exc.http_status, type(exc).__name__, str(exc))
+        return _error(exc.http_status, public_name(exc), str(exc))
 
     # One shape for FastAPI's own errors too: 400 (like every InputError), never {"detail": [...]}.
     @app.exception_handler(RequestValidationError)
@@ -243,8 +268,9 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
             "has the traceback. Please report it.",
         )
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.get("/", response_class=HTMLResponse, responses=errors(*GUARDED))
     def page() -> str:
+        """The search page: Search, Ask and Evaluation views; ``?collection=..&q=..`` (``&view=ask``) permalinks."""
         return search_page()
 
     @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
@@ -252,17 +278,28 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         """The routes, from the OpenAPI document, as one page with nothing fetched from elsewhere."""
         return _docs_page(app.openapi())
 
-    @app.get("/api/health")
+    @app.get(
+        "/api/health",
+        responses={**ok(StatusBody, EXAMPLES["status"], "The database answers."), **errors(*WITH_TOKEN, 503)},
+    )
     async def health() -> dict[str, str]:
+        """The database answers (a round trip), else 503."""
         await aeng.ping()
         return {"status": "ok"}
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses={**ok(StatusBody, EXAMPLES["status"], "The process answers."), **errors(*GUARDED)})
     def healthz() -> dict[str, str]:
         """Liveness: the process answers; touches no database."""
         return {"status": "ok"}
 
-    @app.get("/readyz")
+    @app.get(
+        "/readyz",
+        responses={
+            **ok(ReadyBody, EXAMPLES["ready"], "Ready: the database answers and every active snapshot can be read."),
+            **errors(*WITH_TOKEN),
+            503: {"model": ReadyBody, "description": "Not ready: the body names the failing part (with a token)."},
+        },
+    )
     async def readyz(request: Request) -> JSONResponse:
         """Readiness: the database answers and every active snapshot can be read; 503 names the failing part.
 
@@ -274,11 +311,18 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
             body.update(report)
         return JSONResponse(status_code=200 if ready else 503, content=body)
 
-    @app.get("/api/collections")
+    @app.get(
+        "/api/collections",
+        responses={**ok(CollectionsBody, EXAMPLES["collections"], "Every collection."), **errors(*WITH_TOKEN, 503)},
+    )
     async def collections() -> dict[str, Any]:
+        """Every collection with its active snapshot's counts (``ranklock collections --json``)."""
         return {"collections": [c.as_dict() for c in await aeng.collections()]}
 
-    @app.get("/api/collections/{name}")
+    @app.get(
+        "/api/collections/{name}",
+        responses={**ok(CollectionBody, EXAMPLES["collection"], "The collection."), **errors(*WITH_TOKEN, 404, 503)},
+    )
     async def collection_detail(name: str) -> dict[str, Any]:
         """One collection for the page: its typed fields (for the filter box) and its snapshots."""
         coll = await aeng.collection(name)
@@ -292,7 +336,13 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
             "snapshots": [s.as_dict() for s in await aeng.list_snapshots(name)],
         }
 
-    @app.delete("/api/collections/{name}")
+    @app.delete(
+        "/api/collections/{name}",
+        responses={
+            **ok(DropBody, EXAMPLES["drop"], "Dropped: what was removed."),
+            **errors(*WITH_TOKEN, 400, 404, 409, 503),
+        },
+    )
     async def collection_drop(name: str, request: Request, confirm: str = "") -> dict[str, Any]:
         """Drop a collection with every snapshot, document and log entry of it (scope admin; ?confirm=NAME)."""
         if "admin" not in scopes_of(request.scope):
@@ -315,11 +365,18 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
         # The engine's canonical JSON, byte for byte, so HTTP and CLI agree.
         return Response(content=res.to_json(timings=True, served_by=True), media_type="application/json")
 
-    @app.post("/api/search")
+    search_responses = {
+        **ok(SearchBody, EXAMPLES["search"], "The result: the bytes of `ranklock search --json --timings`."),
+        **errors(*WITH_TOKEN, 400, 404, 409, 503, 504),
+    }
+
+    @app.post("/api/search", responses=search_responses)
     async def search_post(req: SearchArguments) -> Response:
+        """Search a collection: the JSON body of :class:`ranklock.api.SearchArguments` (the MCP tool ``search``'s
+        arguments); ``params`` overrides search parameters (depth, rrf_k, ef_search, ...)."""
         return await run(req)
 
-    @app.get("/api/search")
+    @app.get("/api/search", responses=search_responses, openapi_extra={"parameters": search_query_parameters()})
     async def search_get(request: Request) -> Response:
         """Search with the query string: collection, q, k, mode, filter, snapshot, as_of, offset (each once)."""
         query = search_query(request.scope.get("query_string", b""))
@@ -336,8 +393,15 @@ def create_app(engine: Engine | AsyncEngine, *, access: Access | None = None) ->
             )
         )
 
-    @app.post("/api/ask")
+    @app.post(
+        "/api/ask",
+        responses={
+            **ok(AnswerBody, EXAMPLES["answer"], "A cited answer: the bytes of `ranklock ask --json`."),
+            **errors(*WITH_TOKEN, 400, 404, 409, 502, 503, 504),
+        },
+    )
     async def ask(req: AskArguments, request: Request) -> Response:
+        """A grounded answer with numbered citations from the collection's top chunks (``ranklock ask``)."""
         if req.generator in PAID and "paid-generator" not in scopes_of(request.scope):
             raise Forbidden(
                 f"generator {req.generator!r} is billed to the server's operator, and this token lacks the scope "

@@ -55,6 +55,7 @@ from ..errors import (
     RequestTooLarge,
     TooManyRequests,
     Unauthorized,
+    public_name,
 )
 from ..store.tokens import SCOPES
 
@@ -231,7 +232,7 @@ def _host_name(raw: bytes) -> str:
 
 async def send_error(send: Send, exc: RanklockError, *, close: bool = False) -> None:
     """One JSON error response, ``{"error": {"type", "message"}}``, as every route's errors are."""
-    body = json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}).encode()
+    body = json.dumps({"error": {"type": public_name(exc), "message": str(exc)}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if isinstance(exc, TooManyRequests):
         headers.append((b"retry-after", str(max(1, math.ceil(exc.retry_after))).encode()))

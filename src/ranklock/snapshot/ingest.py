@@ -12,8 +12,9 @@ given documents are chunked and embedded first, with no lock held; then,
 under the collection's writer lock, the new snapshot is built from the
 snapshot active at that moment (its ``parent_id``) and activated.  The new
 snapshot shares its parent's segments: only the documents the ingest adds or
-changes are written (one new segment), and the versions they replace, or
-that ``replace`` removes, are masked (ranklock.snapshot.segments).
+changes are chunked, embedded and written (one new segment), and the versions
+they replace, or that ``replace`` or the mirror of a folder removes
+(ranklock.snapshot.sources), are masked (ranklock.snapshot.segments).
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from ..ingest.document import Document
 from ..ingest.fields import check_effective_dates, coerce_document_fields
 from ..phrasing import named, plural
 from ..store.database import Database
-from ..store.documents import store_versions
+from ..store.documents import claim_versions, store_versions
 from . import lifecycle
 from .build import BuildReport, Progress, build_snapshot, prepare_documents, reap_dead_builds
 from .merge import MergeOutcome, merge
 from .purged import purged_among
 from .segments import live_count, live_documents
+from .sources import FolderRead, emptied_error, find_source, record_source, source_documents, version_sources
 from .writer import writing
 
 __all__ = [
@@ -69,6 +71,14 @@ class IngestOutcome:
     #: Given ids a purge erased, with the purge's id: left out (``purged_readded`` with ``allow_purged``).
     purged_skipped: dict[str, int] = field(default_factory=dict)
     purged_readded: dict[str, int] = field(default_factory=dict)
+    #: The ids removed: by ``replace``, or by the mirror of a folder (their files are gone), byte-sorted.
+    removed_ids: tuple[str, ...] = ()
+    #: Ids of a mirrored folder whose files are there but could not be read: their stored versions stay.
+    kept_unreadable: tuple[str, ...] = ()
+    #: Given ids whose live version another folder gave, with that folder: this source holds them now.
+    moved: dict[str, str] = field(default_factory=dict)
+    #: A mirror that read the folder before the last mirror of it written: it wrote nothing.
+    superseded: bool = False
 
 
 def _noop(_stage: str, _done: int, _total: int) -> None:
@@ -120,6 +130,8 @@ def ingest_snapshot(
     allow_purged: bool = False,
     skipped: list[str] | None = None,
     progress: Progress | None = None,
+    folder: FolderRead | None = None,
+    mirror: bool = True,
 ) -> IngestOutcome:
     """Build a snapshot of ``coll`` from ``given`` (and, unless ``replace``, the active snapshot's other documents).
 
@@ -128,6 +140,9 @@ def ingest_snapshot(
     An input that changes nothing builds nothing: the active snapshot stays (``build`` is None), unless
     ``activate`` is False (a candidate asked for is built).
     An id a purge erased is left out unless ``allow_purged``, and named either way.
+    ``folder``: ``given`` is what a read of that folder found; its documents are recorded as given by it
+    and, with ``mirror``, the documents it gave before whose files are gone are removed
+    (ranklock.snapshot.sources).
     """
     name = coll.name
     progress = progress or _noop
@@ -137,13 +152,14 @@ def ingest_snapshot(
         check_effective_dates(d)
     # A purge is an erasure: its ids come back only when the caller says so, and before anything of
     # them is chunked or embedded (the purge emptied the embedding cache of their texts too).
+    read_any = bool(given)
     purged = purged_among(db, coll, list(given))
     if purged and not allow_purged:
         given = {i: d for i, d in given.items() if i not in purged}
-    # The slow part first, with no lock held: chunks cut, vectors cached (nothing to do for an
-    # input the active snapshot already holds, as when the same folder is ingested again).
-    unchanged_before = activate and _unchanged(db, coll, given, replace)
-    prepared = None if unchanged_before else prepare_documents(db, coll, list(given.values()), emb, progress)
+    # The slow part first, with no lock held: chunks cut, vectors cached, for the documents the
+    # active snapshot does not hold as they are (none, when the same folder is ingested again).
+    new = _not_held(db, coll, given)
+    prepared = prepare_documents(db, coll, new, emb, progress) if new else None
     with writing(db, coll.id, name, lock_wait) as waited:
         coll = read_collection(db, name)  # the active snapshot now is the parent
         reap_dead_builds(db, coll.id)
@@ -151,10 +167,31 @@ def ingest_snapshot(
         # ``replace``): what the ingest adds, changes, keeps and masks.
         parent = coll.active_snapshot_id
         live = live_documents(db, parent, None if replace else list(given)) if parent is not None else {}
+        source = None
+        mirrored: dict[str, tuple[int, str]] = {}
+        if folder is not None:
+            known = find_source(db, coll.id, folder.path)
+            if mirror and known is not None and known.mirrored_at is not None and known.mirrored_at > folder.read_at:
+                # A later read of this folder was written first: this one is older news.
+                return IngestOutcome(None, 0, 0, 0, 0, parent, waited, superseded=True)
+            if mirror and known is not None and parent is not None:
+                mirrored = source_documents(db, parent, known.id)
         total = live_count(db, parent) if parent is not None else 0
         write = [d for i, d in given.items() if i not in live or live[i][1] != d.content_hash]
         dead = [(live[i][0], i) for i, d in given.items() if i in live and live[i][1] != d.content_hash]
-        removed_ids = [i for i in live if i not in given] if replace else []
+        if replace:
+            removed_ids = [i for i in live if i not in given]
+        else:
+            removed_ids = [i for i in mirrored if i not in given and not (folder and folder.keeps(i))]
+            live.update({i: mirrored[i] for i in removed_ids})
+        removed_ids.sort(key=_c_order)
+        gone = set(removed_ids)
+        kept = () if replace else tuple(sorted((i for i in mirrored if i not in given and i not in gone), key=_c_order))
+        if folder is not None and not read_any and not allow_empty:
+            from ..ingest.formats import no_files_error
+
+            # Nothing read from the folder: a drive not mounted looks so. Removing is said on purpose.
+            raise emptied_error(name, folder.path, len(mirrored)) if mirrored else no_files_error(folder.path)
         dead += [(live[i][0], i) for i in removed_ids]
         remaining = total - len(dead) + len(write)
         if remaining == 0 and not allow_empty:
@@ -165,6 +202,22 @@ def ingest_snapshot(
         removed = len(removed_ids)
         readded = tuple(sorted(_stored_ids(db, coll.id, [i for i in given if i not in live]), key=_c_order))
         purged_skipped, purged_readded = ({}, purged) if allow_purged else (purged, {})
+        # Who gave the versions the snapshot keeps: this folder (or no source) now.
+        before = version_sources(db, parent, coll.id, [i for i in given if i in live]) if parent is not None else {}
+        if folder is not None:
+            source = record_source(db, coll.id, folder.path, folder.read_at if mirror else None)
+        source_id = source.id if source is not None else None
+        moved = {i: path for i, (sid, path) in sorted(before.items()) if sid != source_id and source_id is not None}
+        claim_versions(
+            db,
+            coll.id,
+            [
+                (i, live[i][1])
+                for i, d in given.items()
+                if i in live and live[i][1] == d.content_hash and before.get(i, (None, ""))[0] != source_id
+            ],
+            source_id,
+        )
         if parent is not None and not write and not dead and activate:
             # The active snapshot holds exactly this: a new one would differ only in its id.  (A build
             # asked not to be activated is a candidate the caller wants, identical or not: built.)
@@ -179,14 +232,18 @@ def ingest_snapshot(
                 deleted_readded=readded,
                 purged_skipped=purged_skipped,
                 purged_readded=purged_readded,
+                kept_unreadable=kept,
+                moved=moved,
             )
         # Shared version lock: a concurrent `snapshot drop` must not collect the
         # versions stored here before the new snapshot references them.
         with lifecycle.holding_versions(db, coll.id):
+            # Only the versions this snapshot adds: the others are stored already.
             store_versions(
                 db,
                 coll.id,
-                [(d.doc_id, d.content_hash, d.title, d.body, d.metadata, d.display) for d in given.values()],
+                [(d.doc_id, d.content_hash, d.title, d.body, d.metadata, d.display) for d in write],
+                source_id,
             )
             report = build_snapshot(
                 db, coll, write, emb, parent_id=parent, dead=dead, progress=progress, prepared=prepared
@@ -209,19 +266,22 @@ def ingest_snapshot(
         deleted_readded=readded,
         purged_skipped=purged_skipped,
         purged_readded=purged_readded,
+        removed_ids=tuple(removed_ids),
+        kept_unreadable=kept,
+        moved=moved,
     )
 
 
-def _unchanged(db: Database, coll: CollectionInfo, given: dict[str, Document], replace: bool) -> bool:
-    """Whether the active snapshot holds exactly these versions (all of its documents, for ``replace``).
+def _not_held(db: Database, coll: CollectionInfo, given: dict[str, Document]) -> list[Document]:
+    """The given documents the active snapshot does not hold as they are: what a build will write.
 
-    Read with no lock held, only to skip the preparation; the build decides again under the lock.
+    Read with no lock held, only to choose what to prepare; the build decides again under the lock
+    (and chunks there whatever a concurrent writer made new).
     """
     if coll.active_snapshot_id is None:
-        return False
-    live = live_documents(db, coll.active_snapshot_id, None if replace else list(given))
-    same = all(i in live and live[i][1] == d.content_hash for i, d in given.items())
-    return same and (not replace or len(live) == len(given))
+        return list(given.values())
+    live = live_documents(db, coll.active_snapshot_id, list(given))
+    return [d for i, d in given.items() if i not in live or live[i][1] != d.content_hash]
 
 
 def _stored_ids(db: Database, collection_id: int, ids: list[str]) -> set[str]:

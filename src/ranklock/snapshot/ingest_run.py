@@ -9,8 +9,10 @@ the engine it must not import (dependencies point one way): ``create`` (its
     ...                     embedder=eng._collection_embedder, retain=retain, lock_wait=300)   # doctest: +SKIP
 
 A collection this call creates is provisional until its first snapshot is ready
-(ranklock.snapshot.abandoned); :func:`ranklock.snapshot.ingest.ingest_snapshot` builds
-the snapshot itself.
+(ranklock.snapshot.abandoned), and removed at once when the ingest is interrupted first
+(Ctrl-C): no empty collection is left for a later command to find.
+:func:`ranklock.snapshot.ingest.ingest_snapshot` builds the snapshot itself; a folder of
+files is a source it mirrors (ranklock.snapshot.sources).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .reports import IngestReport
 if TYPE_CHECKING:
     from ..embed.base import Embedder
     from ..ingest.document import Document
+    from ..ingest.formats import FileLoad
     from ..store.database import Database
     from .build import Progress
 
@@ -51,7 +54,7 @@ def existing_collection(db: Database, name: str) -> CollectionInfo | None:
 def run_ingest(
     db: Database,
     name: str,
-    source: str | Path | Sequence[Document],
+    source: str | Path | Sequence[Document] | FileLoad,
     *,
     create: Callable[..., CollectionInfo],
     embedder: Callable[[CollectionInfo], Embedder],
@@ -63,19 +66,39 @@ def run_ingest(
     progress: Progress | None = None,
     create_options: dict[str, Any] | None = None,
     allow_purged: bool = False,
+    mirror: bool = True,
 ) -> IngestReport:
     """Ingest ``source`` into a new snapshot of ``name`` (see :meth:`ranklock.Engine.ingest` for the keywords)."""
+    from ..ingest.formats import FileLoad, handles, load_files, no_files_error
     from ..ingest.loaders import load_corpus
     from .ingest import empty_snapshot_error, ingest_snapshot, split_empty
+    from .sources import FolderRead, missing_error
 
     t0 = time.perf_counter()
-    docs = list(source) if not isinstance(source, (str, Path)) else load_corpus(source)
+    coll = existing_collection(db, name)
+    if isinstance(source, (str, Path)) and not Path(source).exists():
+        raise missing_error(
+            db, coll.id if coll else None, coll.active_snapshot_id if coll else None, name, Path(source)
+        )
+    read = source if isinstance(source, FileLoad) else None
+    if isinstance(source, (str, Path)) and Path(source).is_dir() and handles(source):
+        # A folder of files: read here as a source, so the ingest can mirror it (an empty one too:
+        # ingest_snapshot says what an empty source means for what the collection holds).
+        read = load_files(source, allow_empty=True)
+    folder = FolderRead.of(read) if read is not None and read.root is not None else None
+    if read is not None:
+        docs = read.documents
+    elif isinstance(source, (str, Path)):
+        docs = load_corpus(source)
+    elif not isinstance(source, FileLoad):
+        docs = list(source)
     seconds = {"load": time.perf_counter() - t0}
     given, skipped = split_empty(docs)
     inferred: dict[str, Any] | None = None
-    coll = existing_collection(db, name)
     if coll is None:
         if not given and not allow_empty:
+            if folder is not None:
+                raise no_files_error(folder.path)
             raise empty_snapshot_error(name, 0, None, skipped) from None
         options = {k: v for k, v in (create_options or {}).items() if v is not None}
         if options.get("fields") is None:
@@ -102,25 +125,35 @@ def run_ingest(
                 f"{'; '.join(conflicts)}. They are fixed for a collection's lifetime: leave them out to ingest "
                 "into it, or ingest into a new collection (another name)."
             )
+    created = coll.provisional
     with contextlib.ExitStack() as held:
-        if coll.provisional:
+        if created:
             from .writer import writing
 
             held.enter_context(writing(db, coll.id, name, lock_wait))
-        out = ingest_snapshot(
-            db,
-            coll,
-            given,
-            embedder(coll),
-            lock_wait=lock_wait,
-            replace=replace,
-            activate=activate,
-            allow_empty=allow_empty,
-            allow_purged=allow_purged,
-            skipped=skipped,
-            progress=progress,
-        )
-        if coll.provisional:
+        try:
+            out = ingest_snapshot(
+                db,
+                coll,
+                given,
+                embedder(coll),
+                lock_wait=lock_wait,
+                replace=replace,
+                activate=activate,
+                allow_empty=allow_empty,
+                allow_purged=allow_purged,
+                skipped=skipped,
+                progress=progress,
+                folder=folder,
+                mirror=mirror,
+            )
+        except BaseException:
+            if created:
+                # Interrupted (Ctrl-C) or failed before its first snapshot: the collection this call
+                # made goes now, under the writer lock still held, not at a later command.
+                _discard_new(db, coll.id)
+            raise
+        if created:
             db.execute("UPDATE ranklock.collections SET provisional = false WHERE id = %s", [coll.id])
     seconds.update(out.build.seconds if out.build is not None else {})
     seconds["lock_wait"] = out.lock_wait
@@ -166,4 +199,24 @@ def run_ingest(
         purged_skipped=out.purged_skipped,
         purged_readded=out.purged_readded,
         snapshots_dropped=list(retain(coll)) if out.build is not None else [],
+        created=created,
+        source=folder.path if folder is not None else None,
+        removed_ids=list(out.removed_ids),
+        kept_unreadable=list(out.kept_unreadable),
+        moved=out.moved,
+        superseded=out.superseded,
     )
+
+
+def _discard_new(db: Database, collection_id: int) -> None:
+    """Remove the provisional collection ``collection_id`` if no snapshot of it got ready (best effort)."""
+    from .build import reap_dead_builds
+
+    # Best effort: a second Ctrl-C, or a server gone, leaves it to ranklock.snapshot.abandoned.
+    with contextlib.suppress(Exception):
+        reap_dead_builds(db, collection_id)
+        db.execute(
+            "DELETE FROM ranklock.collections AS c WHERE c.id = %s AND c.provisional AND NOT EXISTS ("
+            "SELECT 1 FROM ranklock.snapshots AS s WHERE s.collection_id = c.id AND s.status <> 'failed')",
+            [collection_id],
+        )

@@ -50,6 +50,18 @@ class IngestReport:
     purged_readded: dict[str, int] = field(default_factory=dict)
     #: Snapshots the collection's retention policy dropped after this write (ranklock.snapshot.retention).
     snapshots_dropped: list[int] = field(default_factory=list)
+    #: True: the collection did not exist; this ingest created it.
+    created: bool = False
+    #: The folder read, by its real path, when the input was a folder of files (ranklock.snapshot.sources).
+    source: str | None = None
+    #: The ids ``removed`` counts, byte-sorted: files gone from the mirrored folder, or not given to ``replace``.
+    removed_ids: list[str] = field(default_factory=list)
+    #: Ids of the folder whose files are there but could not be read: their stored versions stay.
+    kept_unreadable: list[str] = field(default_factory=list)
+    #: Ids another folder gave before, with that folder's path: this folder gives them now.
+    moved: dict[str, str] = field(default_factory=dict)
+    #: A later read of the same folder was written first; this one wrote nothing (it is older news).
+    superseded: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()

@@ -6,6 +6,12 @@ the reason.  By default one unreadable file fails the whole load, naming all of
 them, before anything is written; ``skip_unreadable=True`` leaves them out and
 still names them.  Either way nothing is half-ingested.
 
+A folder is a *source*: :attr:`FileLoad.root` is its real path and :attr:`FileLoad.read_at`
+when the read began, so an ingest can mirror it (ranklock.snapshot.sources); a file or folder
+that is there but cannot be read is named in ``unreadable`` (a folder's path ends in ``/``), never
+taken for one that is gone.  Given the previous read (``previous=``), a file whose size, times
+and inode are unchanged is not read again, so watching a folder costs what changes in it.
+
 Files that are no document at all are skipped and named, never an error and never
 silent: a file of a format no loader reads (``.csv``, ``.png``), and an empty one
 (no text once front matter and a title line that only repeats the title are set
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +55,7 @@ __all__ = [
     "extract",
     "load_files",
     "handles",
+    "no_files_error",
     "register",
     "unreadable_error",
 ]
@@ -121,6 +129,10 @@ class SkippedFile:
         return {"path": self.path, "reason": self.reason}
 
 
+#: What says a file changed without reading it: size, modification and change times, inode.
+Signature = tuple[int, int, int, int]
+
+
 @dataclass
 class FileLoad:
     """The documents read from a folder, per-file what was read, and every file that could not be or was skipped."""
@@ -129,6 +141,12 @@ class FileLoad:
     read: list[FileRead] = field(default_factory=list)
     unreadable: list[UnreadableFile] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    #: The folder's real path (symbolic links resolved): the source of its documents; None for one file.
+    root: str | None = None
+    #: When the read began (seconds since the epoch): of two reads of one folder, the later one holds.
+    read_at: float = 0.0
+    #: Each document's file signature, by doc_id: what a read given this one as ``previous`` reuses.
+    signatures: dict[str, Signature] = field(default_factory=dict, repr=False)
 
     def by_format(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -167,18 +185,37 @@ def unreadable_error(root: Path, bad: list[UnreadableFile], *, skip_hint: bool =
     )
 
 
-def _entries(root: Path, follow_links: bool) -> list[Path]:
-    """Every non-hidden entry under ``root`` that is not a folder walked into, sorted by path.
+def no_files_error(path: str | Path) -> IngestError:
+    """The refusal of a folder that holds no file a loader reads."""
+    return IngestError(f"{path} holds no {', '.join(sorted(SUFFIXES))} files; nothing to ingest.")
+
+
+def _entries(root: Path, follow_links: bool) -> tuple[list[Path], list[UnreadableFile]]:
+    """Every non-hidden entry under ``root`` that is not a folder walked into, sorted by path; and the
+    folders under it that could not be listed (their path ends in ``/``).
 
     A link to a folder is walked into only with ``follow_links`` (once per real folder, so a link
     loop ends); otherwise it is an entry of its own, to be named.
     """
     out: list[Path] = []
+    unlisted: list[UnreadableFile] = []
     seen = {root.resolve()}
     todo = [root]
     while todo:
         folder = todo.pop()
-        for entry in folder.iterdir():
+        try:
+            listed = list(folder.iterdir())
+        except FileNotFoundError:
+            continue  # removed while it was walked: gone, with what it held
+        except OSError as exc:
+            if folder == root:
+                raise IngestError(
+                    f"cannot list the folder {root} ({exc.strerror}); nothing was changed. Check its permissions."
+                ) from None
+            rel = "/".join(folder.relative_to(root).parts) + "/"
+            unlisted.append(UnreadableFile(rel, "folder", f"cannot list the folder ({exc.strerror})"))
+            continue
+        for entry in listed:
             if entry.name.startswith("."):
                 continue
             if entry.is_dir() and (follow_links or not entry.is_symlink()):
@@ -188,7 +225,7 @@ def _entries(root: Path, follow_links: bool) -> list[Path]:
                     todo.append(entry)
                 continue
             out.append(entry)
-    return sorted(out, key=lambda e: e.relative_to(root).parts)
+    return sorted(out, key=lambda e: e.relative_to(root).parts), unlisted
 
 
 def _kind(mode: int) -> str:
@@ -218,7 +255,14 @@ def _not_a_file(entry: Path, root: Path, follow_links: bool) -> str | None:
     return None
 
 
-def load_files(path: str | Path, *, skip_unreadable: bool = False, follow_links: bool = False) -> FileLoad:
+def load_files(
+    path: str | Path,
+    *,
+    skip_unreadable: bool = False,
+    follow_links: bool = False,
+    allow_empty: bool = False,
+    previous: FileLoad | None = None,
+) -> FileLoad:
     """Read every file with a known suffix under ``path`` (a folder, or one file), sorted by path.
 
     Document ids are paths relative to the folder, with their suffix.  Raises
@@ -226,16 +270,24 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False, follow_links:
     ``skip_unreadable``; then they are left out and listed in ``unreadable``.  A symbolic
     link that leads out of the folder, a dangling one, a pipe or a device with a known suffix
     is unreadable (named, never read); ``follow_links`` reads links wherever they lead.
+    A folder with no such file is refused unless ``allow_empty`` (an ingest decides what an
+    empty source means).  ``previous``, an earlier read of the same folder: files whose
+    signature did not change are taken from it, not read again.
     """
     p = Path(path)
-    out = FileLoad()
+    out = FileLoad(read_at=time.time())
     known = ", ".join(sorted(SUFFIXES))
     if p.is_dir():
         root = p
+        out.root = os.path.realpath(p)
         files = []
-        for f in _entries(p, follow_links):
+        entries, out.unreadable = _entries(p, follow_links)
+        for f in entries:
             rel = "/".join(f.relative_to(root).parts)
-            why = _not_a_file(f, root, follow_links)
+            try:
+                why = _not_a_file(f, root, follow_links)
+            except FileNotFoundError:
+                continue  # removed since the folder was listed: gone
             if f.suffix.lower() in SUFFIXES:
                 if why is None:
                     files.append(f)
@@ -246,20 +298,31 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False, follow_links:
             else:
                 what = repr(f.suffix) if f.suffix else "files without a suffix"
                 out.skipped.append(SkippedFile(rel, f"no loader for {what} (known: {known})"))
-        if not files and not out.unreadable:
-            raise IngestError(f"{p} holds no {known} files; nothing to ingest.")
+        if not files and not out.unreadable and not allow_empty:
+            raise no_files_error(p)
     else:
         root, files = p.parent, [p]
         why = _not_a_file(p, root, True) if p.exists() else None  # a file named by the caller: links followed
         if why is not None:
             raise unreadable_error(p, [UnreadableFile(p.name, p.suffix.lower().lstrip(".") or "unknown", why)])
+    reusable = _reusable(previous, out.root)
     for f in files:
         rel = f.relative_to(root).as_posix()
         fmt = SUFFIXES.get(f.suffix.lower(), (None, f.suffix.lower().lstrip(".") or "unknown"))[1]
+        sig = _signature(f)
+        if sig is None:
+            continue  # removed since the folder was listed: gone
+        if rel in reusable and reusable[rel][0] == sig:
+            _, doc, read = reusable[rel]
+            out.documents.append(doc)
+            out.read.append(read)
+            out.signatures[rel] = sig
+            continue
         try:
             got = extract(f)
         except Unreadable as exc:
-            out.unreadable.append(UnreadableFile(rel, fmt, exc.reason))
+            if _signature(f) is not None:  # still there: unreadable, not gone
+                out.unreadable.append(UnreadableFile(rel, fmt, exc.reason))
             continue
         title = normalize(got.title)
         body = without_title_line(title, normalize(got.body))
@@ -270,14 +333,36 @@ def load_files(path: str | Path, *, skip_unreadable: bool = False, follow_links:
             continue
         out.documents.append(_document(rel, title, body, got.metadata))
         out.read.append(FileRead(rel, fmt, rel, len(body), sorted(got.metadata)))
+        out.signatures[rel] = sig
     out.skipped.sort(key=lambda s: s.path)
     out.unreadable.sort(key=lambda u: u.path)
     if out.unreadable and not skip_unreadable:
         raise unreadable_error(p, out.unreadable)
-    if not out.documents:
+    if not out.documents and (out.unreadable or not allow_empty):
         counts = [f"{len(out.unreadable)} unreadable"] + ([f"{len(out.skipped)} skipped"] if out.skipped else [])
         raise IngestError(f"no file under {p} could be read ({', '.join(counts)}); nothing to ingest.")
     return out
+
+
+def _signature(path: Path) -> Signature | None:
+    """What says ``path`` changed (size, times, inode), or None when it is gone."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _reusable(previous: FileLoad | None, root: str | None) -> dict[str, tuple[Signature, Any, FileRead]]:
+    """The documents of ``previous`` (a read of the same folder) by path, with their signatures."""
+    if previous is None or previous.root is None or previous.root != root:
+        return {}
+    reads = {r.path: r for r in previous.read}
+    return {
+        d.doc_id: (previous.signatures[d.doc_id], d, reads[d.doc_id])
+        for d in previous.documents
+        if d.doc_id in previous.signatures and d.doc_id in reads
+    }
 
 
 def _document(doc_id: str, title: str, body: str, metadata: dict[str, Any]) -> Any:
