@@ -73,6 +73,26 @@ def _logged(eng: Engine, coll: str) -> dict[str, int]:
 NEEDLES = [MARKER.encode(), VICTIM.encode()]
 
 
+class ReleaseWhenWaited:
+    """A tracer that closes ``reader`` one second after the purge first asks who holds the horizon back: the purge
+    then waits about that long, however long its transaction took on a loaded machine."""
+
+    def __init__(self) -> None:
+        self.reader: psycopg.Connection[Any] | None = None
+        self.timer: threading.Timer | None = None
+
+    def __call__(self, statement: str, _params: Any) -> None:
+        if self.reader is not None and self.timer is None and statement.startswith("SELECT pid, usename, application_"):
+            self.timer = threading.Timer(1.0, self.reader.close)
+            self.timer.start()
+
+    def join(self) -> None:
+        if self.timer is not None:
+            self.timer.join()
+        if self.reader is not None:
+            self.reader.close()
+
+
 @pytest.fixture
 def home(server_dir: Path) -> Iterator[Path]:
     """A home of its own (servers started as another OS user under root live outside pytest's basetemp)."""
@@ -92,7 +112,8 @@ def test_a_purge_with_a_replica_attached_erases_what_its_feedback_held(home: Pat
         eng.ingest("notes", _docs(), create={"embedder": emb, "index": "hnsw"})
     replica = LocalReplica(home, "r1")
     replica.create()
-    with Engine(home=home, log_queries=True) as eng:
+    release = ReleaseWhenWaited()
+    with Engine(home=home, log_queries=True, tracer=release) as eng:
         use_hash_embedder(eng)
         _name_it(eng, "notes")
         before = _logged(eng, "notes")
@@ -101,17 +122,15 @@ def test_a_purge_with_a_replica_attached_erases_what_its_feedback_held(home: Pat
         assert statistics_quoting(eng, [MARKER, VICTIM]), "the test must first see the marker in the statistics"
         # The standby's feedback holds its slot's xmin, and a query there holds it further back for a moment.
         assert eng.db.fetchone("SELECT xmin IS NOT NULL AS held FROM pg_replication_slots") == {"held": True}
-        reader = psycopg.connect(replica.dsn, autocommit=False)
-        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        reader.execute("SELECT count(*) FROM ranklock.collections")
-        release = threading.Timer(2.0, reader.close)
-        release.start()
+        release.reader = psycopg.connect(replica.dsn, autocommit=False)
+        release.reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        release.reader.execute("SELECT count(*) FROM ranklock.collections")
         try:
             out = eng.purge("notes", [VICTIM])
         finally:
             release.join()
         assert out.finished and out.checked and out.remaining == (), out.remaining
-        assert out.seconds["wait"] >= 1.0, "the purge did not wait for the standby's query"
+        assert out.seconds["wait"] >= 0.9, "the purge did not wait for the standby's query"
         assert out.log_entries_removed == 4 and out.answers_removed == 1
         after = _logged(eng, "notes")
         assert after == {"queries": before["queries"] - 4, "naming": 0, "answers": 0}
@@ -127,24 +146,24 @@ def test_a_purge_waits_for_an_older_transaction_and_one_held_too_long_stays_unfi
     """The issue: a REPEATABLE READ reader open during the purge left the same tables holding the text.  A reader
     that ends within the wait is waited for; one that outlasts it is named, the purge stays unfinished (not marked
     erased), and the same purge run again finishes it."""
-    with Engine(home=home, log_queries=True) as eng:
+    release = ReleaseWhenWaited()
+    with Engine(home=home, log_queries=True, tracer=release) as eng:
         emb = use_hash_embedder(eng)
         eng.ingest("notes", _docs(), create={"embedder": emb, "index": "exact"})
         eng.ingest("other", _docs(), create={"embedder": emb, "index": "exact"})
         _name_it(eng, "notes")
         _name_it(eng, "other")
         eng.db.execute("ANALYZE")
-        # A reader whose snapshot is older than the purge, released after 2 s: waited for.
-        reader = psycopg.connect(eng.db.dsn, application_name="older-reader")
-        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        reader.execute("SELECT count(*) FROM ranklock.collections")
-        release = threading.Timer(2.0, reader.close)
-        release.start()
+        # A reader whose snapshot is older than the purge, released a second after the purge began to wait: waited for.
+        release.reader = psycopg.connect(eng.db.dsn, application_name="older-reader")
+        release.reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        release.reader.execute("SELECT count(*) FROM ranklock.collections")
         try:
             waited = eng.purge("notes", [VICTIM])
         finally:
             release.join()
-        assert waited.finished and waited.seconds["wait"] >= 1.5, waited.seconds
+        release.reader = None
+        assert waited.finished and waited.seconds["wait"] >= 0.9, waited.seconds
         # One that stays past the wait (1 s here): named, and the purge is not finished.
         reader = psycopg.connect(eng.db.dsn, application_name="older-reader")
         try:
