@@ -386,3 +386,33 @@ def test_a_cluster_made_with_trust_is_upgraded_when_it_is_started(
             assert [r for r in caplog.records if r.name == "ranklock.access"] == []
     finally:
         citus_cluster.secure()  # whatever failed above, the session's cluster is left as ranklock makes it
+
+
+def test_a_home_that_lost_its_secret_is_told_where_it_was(citus_cluster: LocalCluster) -> None:
+    home = citus_cluster.home
+    passfile = home / "secrets" / "pgpass"
+    kept = passfile.read_bytes()
+    passfile.unlink()
+    try:
+        with pytest.raises(ConfigError) as exc:
+            citus_cluster.home_dsn()
+        assert str(exc.value) == (
+            f"the local Citus cluster of {home} admits role postgres only with the home's secret, and {passfile} is "
+            "missing; restore it from a backup of the home. Without it: stop the cluster, set 'host all all "
+            "127.0.0.1/32 trust' in each node's pg_hba.conf (coordinator, worker1, worker2 under "
+            f"{home / 'cluster'}), and run `ranklock db cluster start`: it writes a new secret and takes trust away "
+            "again."
+        )
+        assert not passfile.exists()  # no new secret behind the operator: the nodes hold the old one
+        coordinator = citus_cluster.status()["nodes"][0]
+        port = citus_cluster.nodes()[0].port
+        assert coordinator["state"] == "down" and coordinator["error"] == (
+            f"cluster node coordinator (127.0.0.1:{port}) refuses connections: connection failed: connection to "
+            f'server at "127.0.0.1", port {port} failed: fe_sendauth: no password supplied; the nodes admit role '
+            "postgres only with the home's secret, read "
+            f"from {passfile}; restore that file if it is missing or changed (docs/reliability.md, 'Who can connect')."
+        )
+    finally:
+        passfile.write_bytes(kept)
+        passfile.chmod(0o600)
+    assert citus_cluster.status()["healthy"] is True

@@ -456,8 +456,15 @@ def _connect(node: ClusterNode, database: str = DATABASE) -> psycopg.Connection[
     try:
         return psycopg.connect(node.dsn(database), autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
     except psycopg.OperationalError as exc:
+        said = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        if "password" in said:
+            # The nodes take only the home's secret (ranklock.store.access): say where it is read from.
+            fix = (
+                f"the nodes admit role postgres only with the home's secret, read from {access.passfile(node.home)}; "
+                "restore that file if it is missing or changed (docs/reliability.md, 'Who can connect')."
+            )
+        else:
+            fix = "`ranklock db cluster status` shows each node."
         raise DatabaseUnavailable(
-            f"cluster node {node.name} (127.0.0.1:{node.port}) refuses connections: "
-            f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__}; "
-            "`ranklock db cluster status` shows each node."
+            f"cluster node {node.name} (127.0.0.1:{node.port}) refuses connections: {said}; {fix}"
         ) from exc
