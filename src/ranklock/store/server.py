@@ -312,6 +312,14 @@ class EmbeddedServer:
             ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", read)
             os.chown(self.pgdata, pw.pw_uid, pw.pw_gid)
         self.pgdata.chmod(0o700)
+        # As the wheel does first: a server left running on a data directory deleted under it would
+        # still write there (its files are gone, its processes are not); it must not meet the new one.
+        import psutil
+
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            if proc.info["name"] == "postgres" and str(self.pgdata) in (proc.info["cmdline"] or []):
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
         args = ["--auth-local=trust", "--auth-host=scram-sha-256", "--encoding=utf8", "-U", "postgres"]
         subprocess.run(
             [str(POSTGRES_BIN_PATH / "initdb"), "-D", str(self.pgdata), *args],
