@@ -73,6 +73,8 @@ ROLE = "postgres"
 LOOPBACK = "127.0.0.1"
 #: The home's secret, as a libpq password file: ``<home>/secrets/pgpass``.
 PASSFILE = Path("secrets") / "pgpass"
+#: The advisory lock that makes one session at a time set a server's credentials (an arbitrary, fixed key).
+_CREDENTIALS_LOCK = 0x726C_6163_6373  # "rlaccs"
 #: What replaces ``trust`` on a TCP line of pg_hba.conf.
 _METHOD = "scram-sha-256"
 #: A TCP line (host, hostssl, hostnossl, hostgssenc, hostnogssenc) whose method is ``trust``:
@@ -239,11 +241,14 @@ def ensure_password(conn: psycopg.Connection[Any], password: str) -> bool:
     ALTER ROLE takes no bound parameter, so the verifier goes in as a quoted literal.  On a Citus
     node the statement is kept local (each node is given the password itself).
     """
-    row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [ROLE]).fetchone()
-    if row is not None and row[0] and scram_matches(str(row[0]), password):
-        return False
-    verifier = conn.pgconn.encrypt_password(password.encode(), ROLE.encode(), b"scram-sha-256").decode()
     with conn.transaction():
+        # Two replicas created at once both come here: ALTER ROLE of one role from two sessions fails one of
+        # them ("tuple concurrently updated"), so the second waits for the first and then finds it done.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [_CREDENTIALS_LOCK])
+        row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", [ROLE]).fetchone()
+        if row is not None and row[0] and scram_matches(str(row[0]), password):
+            return False
+        verifier = conn.pgconn.encrypt_password(password.encode(), ROLE.encode(), b"scram-sha-256").decode()
         if conn.execute("SELECT 1 FROM pg_settings WHERE name = 'citus.enable_ddl_propagation'").fetchone():
             conn.execute("SET LOCAL citus.enable_ddl_propagation = off")
         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(ROLE), sql.Literal(verifier)))
@@ -256,10 +261,13 @@ def ensure_authinfo(conn: psycopg.Connection[Any], password: str) -> bool:
     True when written now.  Citus does not copy this table between nodes: each node needs its row.
     """
     want = f"password={password}"
-    row = conn.execute("SELECT authinfo FROM pg_dist_authinfo WHERE nodeid = 0 AND rolename = %s", [ROLE]).fetchone()
-    if row is not None and row[0] == want:
-        return False
     with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [_CREDENTIALS_LOCK])  # as ensure_password: one writer
+        row = conn.execute(
+            "SELECT authinfo FROM pg_dist_authinfo WHERE nodeid = 0 AND rolename = %s", [ROLE]
+        ).fetchone()
+        if row is not None and row[0] == want:
+            return False
         conn.execute("DELETE FROM pg_dist_authinfo WHERE nodeid = 0 AND rolename = %s", [ROLE])
         conn.execute("INSERT INTO pg_dist_authinfo (nodeid, rolename, authinfo) VALUES (0, %s, %s)", [ROLE, want])
     return True
