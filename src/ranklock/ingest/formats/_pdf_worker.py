@@ -111,7 +111,9 @@ def _answer(request: bytes, fd: int) -> dict[str, Any]:
 
 
 def main(sock_fd: int) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    bound = MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(MEMORY_BYTES, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (bound, hard))  # a lower bound set from outside is kept
     sock = socket.socket(fileno=sock_fd)
     while True:
         ready, _, _ = select.select([sock], [], [], IDLE_S)

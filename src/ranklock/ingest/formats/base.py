@@ -44,8 +44,8 @@ MARKUP_FACTOR = 4
 
 
 def file_kind(mode: int) -> str:
-    """What a file that is not a regular file is, for a message: a named pipe, a socket, a device."""
-    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket")):
+    """What a file that is not a regular file is, for a message: a named pipe, a socket, a device, a folder."""
+    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
         if test(mode):
             return name
     return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
