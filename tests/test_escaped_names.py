@@ -88,3 +88,11 @@ def test_shown_and_trec_token_escape_what_a_terminal_or_trec_eval_would_act_on()
         token = trec_token(name)
         assert len(token.split()) == 1 and unquote(token) == name
     assert trec_token("plain.md") == "plain.md"
+
+
+def test_the_unreadable_message_escapes_names_and_leaves_its_own_backslashes() -> None:
+    from ranklock.ingest.formats import UnreadableFile, unreadable_error
+
+    bad = [UnreadableFile("two\nlines.md", "markdown", "the key 'a\\x00b' holds a NUL character (\\u0000)")]
+    message = str(unreadable_error(Path("/vault"), bad))
+    assert message.splitlines()[1] == "  two\\nlines.md: the key 'a\\x00b' holds a NUL character (\\u0000)"

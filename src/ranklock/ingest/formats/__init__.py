@@ -209,7 +209,7 @@ def unreadable_error(root: Path, bad: list[UnreadableFile], *, skip_hint: bool =
     Each name and reason is :func:`~ranklock.phrasing.shown`: a file name holds any character but ``/``,
     and a newline in one would forge a line of this message, an escape sequence rewrite the terminal.
     """
-    lines = "\n".join(f"  {shown(u.path)}: {shown(u.reason)}" for u in bad)
+    lines = "\n".join(f"  {shown(u.path)}: {shown(u.reason, backslash=False)}" for u in bad)
     hint = ", or pass --skip-unreadable to ingest the rest and leave these out" if skip_hint else ""
     return IngestError(
         f"{plural(len(bad), 'file')} under {shown(str(root))} could not be read; nothing was ingested:\n{lines}\n"
