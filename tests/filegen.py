@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import zlib
 from pathlib import Path
 
 NAV = ["Home", "Products", "Pricing", "About us", "Careers", "Contact"]
@@ -162,3 +163,69 @@ def pt_es_vault(root: Path) -> Path:
         else:
             path.write_text(content, encoding="utf-8")
     return root
+
+
+# -- hostile PDFs, written byte by byte (issue 48, finding 10) -------------------------------------------------------
+
+
+def raw_pdf(path: Path, objects: list[bytes]) -> Path:
+    """A PDF of ``objects`` (object 1 the catalog), with a cross-reference table: what any reader opens."""
+    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (i, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % off for off in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def _stream(data: bytes) -> bytes:
+    packed = zlib.compress(data, 9)
+    return b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(packed), packed)
+
+
+_FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+
+
+def shared_stream_pdf(path: Path, pages: int, content: bytes) -> Path:
+    """``pages`` pages that all draw one content stream ``content`` (deflated): a small file, each page of which
+    costs the whole stream to read."""
+    kids = b" ".join(b"%d 0 R" % (5 + i) for i in range(pages))
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
+        _FONT,
+        _stream(content),
+        *[page] * pages,
+    ]
+    return raw_pdf(path, objects)
+
+
+def page_tree_pdf(path: Path, pages: int, *, fanout: int = 100, count: int | None = None) -> Path:
+    """A PDF of ``pages`` one-line pages in a balanced page tree; ``count``: what its root's /Count says instead
+    of the truth."""
+    objects: list[bytes] = [b"", _FONT, _stream(b"BT /F1 12 Tf 72 720 Td (A page of a long tree) Tj ET")]
+
+    def add(body: bytes) -> int:
+        objects.append(body)
+        return len(objects)
+
+    page = b"<< /Type /Page /MediaBox [0 0 612 792] /Resources << /Font << /F1 2 0 R >> >> /Contents 3 0 R >>"
+    level = [(add(page), 1) for _ in range(pages)]
+    while len(level) > 1:
+        groups = [level[i : i + fanout] for i in range(0, len(level), fanout)]
+        level = []
+        for group in groups:
+            kids = b" ".join(b"%d 0 R" % n for n, _ in group)
+            total = sum(c for _, c in group)
+            level.append((add(b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, total)), total))
+    root, total = level[0]
+    if count is not None:
+        objects[root - 1] = objects[root - 1].replace(b"/Count %d" % total, b"/Count %d" % count)
+    objects[0] = b"<< /Type /Catalog /Pages %d 0 R >>" % root
+    return raw_pdf(path, objects)

@@ -622,3 +622,23 @@ def test_failed_authentications_are_rate_limited_before_any_lookup(
     assert r.json()["error"]["message"].startswith(
         "client testclient sent 5 tokens that were refused within 60 s (RANKLOCK_AUTH_FAIL_LIMIT); retry in "
     )
+
+
+def test_a_json_body_that_repeats_a_key_is_a_400_naming_it(engine: Engine, coll: str) -> None:
+    """Issue 48: `{"k": 1, "k": 50}` ran with k=50 (the parser keeps the last), where `?k=1&k=50` was refused."""
+    client = TestClient(create_app(engine), raise_server_exceptions=False)
+    body = b'{"collection": "%s", "query": "kiln", "k": 1, "k": 50}' % coll.encode()
+    r = client.post("/api/search", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"] == {
+        "type": "InputError",
+        "message": "the request body is not accepted: the key 'k' is given twice in one object (1 and 50); give "
+        "each key once.",
+    }
+    nested = b'{"collection": "%s", "query": "kiln", "params": {"depth": 5, "depth": 500}}' % coll.encode()
+    r = client.post("/api/search", content=nested, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "the key 'depth' is given twice in one object (5 and 500)" in r.text
+    r = client.post("/api/ask", content=b'{"collection": "x", "question": "a", "question": "b"}')
+    assert r.status_code == 400 and "the key 'question' is given twice" in r.text
+    once = b'{"collection": "%s", "query": "kiln", "k": 1}' % coll.encode()
+    assert client.post("/api/search", content=once, headers={"content-type": "application/json"}).status_code == 200

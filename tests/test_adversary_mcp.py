@@ -245,3 +245,24 @@ def test_a_reply_over_the_frame_cap_is_replaced_by_an_error_naming_its_size(rl_h
         assert small.reply() == {"jsonrpc": "2.0", "id": 72, "result": {}}  # small replies still go
     finally:
         small.close()
+
+
+def test_a_frame_that_repeats_a_key_is_refused(client: RawClient, coll: str) -> None:
+    """Issue 48: the SDK's parser kept the last of a repeated key, so a tool ran with a value nobody may have meant."""
+    client.send(
+        b'{"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": "search", "arguments": '
+        b'{"collection": "%s", "query": "kiln", "k": 1, "k": 50}}}' % coll.encode()
+    )
+    assert client.reply() == {
+        "jsonrpc": "2.0",
+        "id": 41,
+        "error": {
+            "code": -32600,
+            "message": "the frame is not accepted: the key 'k' is given twice in one object (1 and 50); give each key "
+            "once",
+        },
+    }
+    client.send(b'{"jsonrpc": "2.0", "id": 42, "id": 43, "method": "ping"}')
+    assert client.reply()["error"]["message"].startswith("the frame is not accepted: the key 'id' is given twice")
+    client.send({"jsonrpc": "2.0", "id": 44, "method": "ping"})
+    assert client.reply() == {"jsonrpc": "2.0", "id": 44, "result": {}}

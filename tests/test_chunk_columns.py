@@ -9,7 +9,7 @@ from fakes import use_hash_embedder
 from ranklock import Document, Engine
 from ranklock.collection import RESERVED_COLUMNS, SYSTEM_COLUMNS, parse_field_spec
 from ranklock.errors import ConfigError
-from ranklock.store.tables import CHUNK_COLUMNS, segment_table
+from ranklock.store.tables import ADDED_COLUMNS, CHUNK_COLUMNS, segment_table
 
 
 def test_a_chunk_table_has_the_declared_columns_in_the_declared_order(engine: Engine, cname: str) -> None:
@@ -58,8 +58,9 @@ def test_a_chunk_table_has_the_declared_columns_in_the_declared_order(engine: En
 def test_a_field_may_not_take_a_chunk_column_name(name: str) -> None:
     with pytest.raises(ConfigError) as exc:
         parse_field_spec(f"{name}:int")
+    kind = "a document's own title" if name == "title" else "a column of ranklock's chunk tables"
     assert str(exc.value) == (
-        f"field name {name!r} is reserved (a column of ranklock's chunk tables); reserved names are "
+        f"field name {name!r} is reserved ({kind}); reserved names are "
         f"{', '.join(sorted(RESERVED_COLUMNS))}. Rename the field."
     )
-    assert len(RESERVED_COLUMNS) == len(CHUNK_COLUMNS) + 1 + len(SYSTEM_COLUMNS)
+    assert len(RESERVED_COLUMNS) == len(CHUNK_COLUMNS) + 1 + len(ADDED_COLUMNS) + len(SYSTEM_COLUMNS)

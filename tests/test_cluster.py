@@ -7,6 +7,7 @@ or kill a node start it again before they end, so the next test finds the cluste
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -19,10 +20,13 @@ import pytest
 from typer.testing import CliRunner
 
 from fakes import HashEmbedder
+from intruder import as_nobody, refused_as_nobody
 from ranklock import Document, Engine
 from ranklock.cli import app
 from ranklock.errors import ConfigError, DatabaseUnavailable, ExtensionError, NotFound
+from ranklock.store import access
 from ranklock.store.cluster import MAX_LOCAL_WORKERS, LocalCluster
+from ranklock.store.local_node import pg_bin
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -306,3 +310,109 @@ def test_a_home_with_a_cluster_uses_it_without_ranklock_dsn(
         "`ranklock db cluster drop`."
     )
     assert sorted(p.name for p in stopped.iterdir()) == ["cluster.json"]
+
+
+# -- who may connect (issue 48): the home's owner, and no other user of the machine ------------------
+
+
+def _health(cluster: LocalCluster) -> bool:
+    """Citus's own check that every node reaches every node (its connections present pg_dist_authinfo)."""
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT result FROM citus_check_cluster_node_health()").fetchall()
+    return len(rows) == len(cluster.nodes()) ** 2 and all(r[0] for r in rows)
+
+
+def test_another_user_is_refused_by_every_node_and_the_owner_and_citus_get_in(citus_cluster: LocalCluster) -> None:
+    nodes = citus_cluster.nodes()
+    secret = access.read_secret(citus_cluster.home)
+    assert secret is not None
+    for node in nodes:
+        assert "fe_sendauth: no password supplied" in refused_as_nobody("127.0.0.1", node.port)
+        # Root itself without the home's secret (no passfile, no ~/.pgpass) is refused too.
+        with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+            psycopg.connect(
+                host="127.0.0.1", port=node.port, user="postgres", dbname="ranklock", passfile="/nonexistent/pgpass"
+            )
+        assert secret not in node.dsn() and "passfile=" in node.dsn()
+        with psycopg.connect(node.dsn(), autocommit=True) as conn:
+            rules = conn.execute("SELECT DISTINCT auth_method FROM pg_hba_file_rules WHERE type = 'host'").fetchall()
+            assert rules == [("scram-sha-256",)]
+            assert conn.execute("SELECT nodeid, rolename FROM pg_dist_authinfo").fetchall() == [(0, "postgres")]
+    assert _health(citus_cluster)
+    assert _distributed_count(citus_cluster.dsn) == 100
+
+
+def test_a_cluster_made_with_trust_is_upgraded_when_it_is_started(
+    citus_cluster: LocalCluster, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = citus_cluster.home
+    nodes = citus_cluster.nodes()
+    try:
+        # What an older ranklock left: trust on every node's TCP lines, no password, no credentials, no secret.
+        for node in nodes:
+            server = node.server(home)
+            hba = server.datadir / "pg_hba.conf"
+            hba.write_text(hba.read_text().replace("scram-sha-256", "trust"))
+            server.run([pg_bin("pg_ctl"), "-D", str(server.datadir), "reload"], timeout=30)
+        for node in nodes:
+            deadline = time.monotonic() + 10
+            # The finding, reproduced: any user of the machine is the superuser, and runs programs as the server.
+            while not as_nobody("127.0.0.1", node.port).program_ran:
+                assert time.monotonic() < deadline, f"the downgraded {node.name} never let nobody in"
+                time.sleep(0.1)
+        for node in nodes:
+            with psycopg.connect(node.dsn(), autocommit=True) as conn:
+                conn.execute("DELETE FROM pg_dist_authinfo")
+                conn.execute("SET citus.enable_ddl_propagation = off")
+                conn.execute("ALTER ROLE postgres PASSWORD NULL")
+        (home / "secrets" / "pgpass").unlink()
+        with caplog.at_level(logging.WARNING, logger="ranklock.access"):
+            res = CliRunner().invoke(app, ["db", "cluster", "start", "--home", str(home), "--json"])
+            assert res.exit_code == 0, res.output
+            assert json.loads(res.stdout)["started"] == []
+            assert [r.getMessage() for r in caplog.records if r.name == "ranklock.access"] == [
+                f"ranklock: the local Citus cluster of {home} let any user of this machine in without a password "
+                f"(trust on TCP) on {', '.join(f'{n.name} ({n.port})' for n in nodes)}; it now admits role postgres "
+                f"only with the home's secret ({home / 'secrets' / 'pgpass'})."
+            ]
+            for node in nodes:
+                assert "no password supplied" in refused_as_nobody("127.0.0.1", node.port)
+            assert _health(citus_cluster)
+            assert _distributed_count(citus_cluster.dsn) == 100
+            # Once upgraded, the home's commands say nothing more.
+            caplog.clear()
+            monkeypatch.delenv("RANKLOCK_DSN", raising=False)
+            Engine(home=home, embedder=HashEmbedder(), log_queries=False).close()
+            assert [r for r in caplog.records if r.name == "ranklock.access"] == []
+    finally:
+        citus_cluster.secure()  # whatever failed above, the session's cluster is left as ranklock makes it
+
+
+def test_a_home_that_lost_its_secret_is_told_where_it_was(citus_cluster: LocalCluster) -> None:
+    home = citus_cluster.home
+    passfile = home / "secrets" / "pgpass"
+    kept = passfile.read_bytes()
+    passfile.unlink()
+    try:
+        with pytest.raises(ConfigError) as exc:
+            citus_cluster.home_dsn()
+        assert str(exc.value) == (
+            f"the local Citus cluster of {home} admits role postgres only with the home's secret, and {passfile} is "
+            "missing; restore it from a backup of the home. Without it: stop the cluster, set 'host all all "
+            "127.0.0.1/32 trust' in each node's pg_hba.conf (coordinator, worker1, worker2 under "
+            f"{home / 'cluster'}), and run `ranklock db cluster start`: it writes a new secret and takes trust away "
+            "again."
+        )
+        assert not passfile.exists()  # no new secret behind the operator: the nodes hold the old one
+        coordinator = citus_cluster.status()["nodes"][0]
+        port = citus_cluster.nodes()[0].port
+        assert coordinator["state"] == "down" and coordinator["error"] == (
+            f"cluster node coordinator (127.0.0.1:{port}) refuses connections: connection failed: connection to "
+            f'server at "127.0.0.1", port {port} failed: fe_sendauth: no password supplied; the nodes admit role '
+            "postgres only with the home's secret, read "
+            f"from {passfile}; restore that file if it is missing or changed (docs/reliability.md, 'Who can connect')."
+        )
+    finally:
+        passfile.write_bytes(kept)
+        passfile.chmod(0o600)
+    assert citus_cluster.status()["healthy"] is True

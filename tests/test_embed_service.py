@@ -241,10 +241,13 @@ def test_an_engine_of_a_script_uses_the_service_by_default_and_finds_what_the_in
     engine.ingest(name, [_doc(f"d{i}", text) for i, text in enumerate(TEXTS)], replace=True)
     query = f"where is the meeting {time.time_ns()}"  # never embedded: each engine computes its own vector
     want = engine.search(name, query, k=5)  # the suite's engine embeds in this process (RANKLOCK_EMBED_SERVICE=0)
-    # Forget the vector, so the served engine's search computes it again, in the service.
+    # Forget the vector, so the served engine's search computes it again, in the service: in the embedding cache ...
     from ranklock.ingest.normalize import text_sha256
+    from ranklock.search.context import Contexts, Memo
 
     engine.db.execute("DELETE FROM ranklock.embedding_cache WHERE text_sha256 = %s", [text_sha256(query)])
+    # ... and from this process's memo, which every engine on the database shares (the same bits, rightly).
+    monkeypatch.setattr(Contexts.of(engine.db.dsn), "vectors", Memo())
     monkeypatch.delenv("RANKLOCK_EMBED_SERVICE")  # a user's script: no setting, the default
     with Engine(dsn=engine.db.dsn, home=home) as served_engine:
         got = served_engine.search(name, query, k=5)

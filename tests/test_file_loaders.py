@@ -14,9 +14,8 @@ from ranklock import Engine, IngestError
 from ranklock.cli import app
 from ranklock.domains.resumes.load import load_resumes
 from ranklock.errors import ConfigError, NotFound
-from ranklock.ingest.formats import load_files
+from ranklock.ingest.formats import extract, load_files
 from ranklock.ingest.formats.base import require
-from ranklock.ingest.formats.markdown import read_markdown
 from ranklock.ingest.loaders import load_corpus
 
 
@@ -236,7 +235,7 @@ EMPTY = "empty: no text to search (a title or front matter alone is no document)
 def test_a_tag_at_the_end_of_a_line_ends_there(tmp_path: Path) -> None:
     note = tmp_path / "n.md"
     note.write_text("first #alpha\nsecond line #beta\\\nthird\n", encoding="utf-8")
-    got = read_markdown(note)
+    got = extract(note)
     assert got.metadata == {"tags": ["alpha", "beta"]}
     assert got.body == "first #alpha\nsecond line #beta\\\nthird"  # the text itself is kept as written
 

@@ -7,10 +7,12 @@ tests also cover the set-up a user runs with ``ranklock replica create``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -18,15 +20,20 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from typer.testing import CliRunner
 
 from fakes import HashEmbedder
+from intruder import as_nobody, refused_as_nobody
 from ranklock import Engine
 from ranklock.cli import app
+from ranklock.errors import DatabaseUnavailable
 from ranklock.ingest.loaders import Document
+from ranklock.store import access
+from ranklock.store.local_node import pg_bin
 from ranklock.store.server import EmbeddedServer
 from ranklock.store.standby import LocalReplica, load_registry
 
@@ -321,3 +328,120 @@ def test_cli_search_json_names_the_replica(cluster: Cluster) -> None:
     assert json.loads(res.stdout)["served_by"] == _label(r1)
     res = CliRunner().invoke(app, args)
     assert json.loads(res.stdout)["served_by"] == "primary"
+
+
+# -- who may connect (issue 48): the home's owner, and no other user of the machine ------------------
+
+
+def _labels(c: Cluster) -> set[str]:
+    return {_label(r) for r in c.replicas}
+
+
+def _without_secret(port: int) -> psycopg.Connection[Any]:
+    """Root itself, as role postgres, but with no password to offer (not even a ~/.pgpass)."""
+    return psycopg.connect(
+        host="127.0.0.1",
+        port=port,
+        user="postgres",
+        dbname="ranklock",
+        passfile="/nonexistent/pgpass",
+        connect_timeout=5,
+    )
+
+
+def test_another_user_is_refused_by_the_primary_and_every_replica_and_the_owner_reads(cluster: Cluster) -> None:
+    socket_folder = str(psycopg.conninfo.conninfo_to_dict(cluster.primary_dsn)["host"])
+    assert "Permission denied" in refused_as_nobody(socket_folder)
+    for r in cluster.replicas:
+        assert "fe_sendauth: no password supplied" in refused_as_nobody("127.0.0.1", r.port)
+        with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+            _without_secret(r.port)
+        assert "passfile=" in r.dsn and (access.read_secret(cluster.home) or "?") not in r.dsn
+        with psycopg.connect(r.dsn, autocommit=True) as conn:
+            rules = conn.execute("SELECT DISTINCT auth_method FROM pg_hba_file_rules WHERE type = 'host'").fetchall()
+            assert rules == [("scram-sha-256",)]
+            assert conn.execute("SHOW listen_addresses").fetchone() == ("127.0.0.1",)
+    with Engine(home=cluster.home, embedder=cluster.emb) as eng:
+        assert {eng.search(COLLECTION, "protein kinase", k=5).served_by for _ in range(4)} == _labels(cluster)
+
+
+def _downgrade(c: Cluster) -> None:
+    """What an older ranklock left: no secret, role postgres without a password, trust on every replica's TCP lines."""
+    (c.home / "secrets" / "pgpass").unlink()
+    for r in c.replicas:
+        hba = r.datadir / "pg_hba.conf"
+        hba.write_text(hba.read_text().replace("scram-sha-256", "trust"))
+        r.run([pg_bin("pg_ctl"), "-D", str(r.datadir), "reload"], timeout=30)
+    with psycopg.connect(c.primary_dsn, autocommit=True) as conn:
+        conn.execute("ALTER ROLE postgres PASSWORD NULL")
+    # The finding, reproduced: any user of the machine is the superuser, and runs programs as the server.
+    for r in c.replicas:
+        deadline = time.monotonic() + 10
+        while not as_nobody("127.0.0.1", r.port).program_ran:
+            assert time.monotonic() < deadline, f"the downgraded replica {r.name} never let nobody in"
+            time.sleep(0.1)
+
+
+def test_replicas_made_with_trust_are_upgraded_when_the_home_is_opened(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    _downgrade(cluster)
+    with caplog.at_level(logging.WARNING, logger="ranklock.access"):
+        with Engine(home=cluster.home, embedder=cluster.emb) as eng:
+            for r in cluster.replicas:
+                assert "no password supplied" in refused_as_nobody("127.0.0.1", r.port)
+            # The owner reads through both, with the new secret.
+            assert {eng.search(COLLECTION, "protein kinase", k=5).served_by for _ in range(4)} == _labels(cluster)
+        passfile = cluster.home / "secrets" / "pgpass"
+        assert [rec.getMessage() for rec in caplog.records if rec.name == "ranklock.access"] == [
+            f"ranklock: replica {r.name!r} of {cluster.home} (127.0.0.1:{r.port}) let any user of this machine in "
+            f"without a password (trust on TCP); it now admits role postgres only with the home's secret ({passfile})."
+            for r in cluster.replicas
+        ]
+        caplog.clear()
+        # Once upgraded, opening the home says nothing more.
+        with Engine(home=cluster.home, embedder=cluster.emb):
+            pass
+        assert [rec for rec in caplog.records if rec.name == "ranklock.access"] == []
+
+
+def test_db_stop_names_a_replica_it_could_not_stop(server_dir: Path) -> None:
+    # A registered replica whose postmaster.pid names a live process, in a folder that is no data directory:
+    # pg_ctl refuses it before it signals anything.
+    datadir = server_dir / "replicas" / "r9"
+    datadir.mkdir(parents=True)
+    (server_dir / "replicas.json").write_text(json.dumps({"r9": {"port": 1}}), encoding="utf-8")
+    sleeper = subprocess.Popen(["sleep", "120"])
+    try:
+        (datadir / "postmaster.pid").write_text(f"{sleeper.pid}\n", encoding="utf-8")
+        res = CliRunner().invoke(app, ["db", "stop", "--home", str(server_dir)])
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert res.exit_code == 2 and res.stdout == "not running\n"
+    assert " ".join(res.stderr.split()) == (
+        f"error: not stopped: replica r9 (127.0.0.1:1): pg_ctl failed for replica 'r9' (exit 1): pg_ctl: directory "
+        f'"{datadir}" is not a database cluster directory. Stop it with `ranklock db stop` again once the cause is '
+        "fixed, or `ranklock replica drop NAME`."
+    )
+
+
+def test_db_stop_stops_the_replicas_and_the_next_command_starts_them_again(cluster: Cluster) -> None:
+    """Last of this module: it stops every server of the home, then brings them back."""
+    res = CliRunner().invoke(app, ["db", "stop", "--home", str(cluster.home)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == "stopped\n2 local replicas stopped: r1, r2\n"
+    assert not any(r.running() for r in cluster.replicas)
+    # A serving process that finds a replica down does not start it behind the operator's back.
+    with pytest.raises(DatabaseUnavailable, match=r"^replica 'r1' was stopped with the home's server"):
+        cluster.replicas[0].restart()
+    assert not cluster.replicas[0].running()
+    # The next command starts the primary; its searches find the replicas down and start them again.
+    served: set[str] = set()
+    with Engine(home=cluster.home, embedder=cluster.emb) as eng:
+        deadline = time.monotonic() + 60
+        while not _labels(cluster) <= served and time.monotonic() < deadline:
+            served.add(eng.search(COLLECTION, "protein kinase", k=5).served_by)
+            time.sleep(0.2)
+    assert _labels(cluster) <= served and all(r.running() for r in cluster.replicas)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from .errors import ConfigError, NotFound
 from .settings import ChunkerParams
-from .store.tables import CHUNK_COLUMNS
+from .store.tables import ADDED_COLUMNS, CHUNK_COLUMNS
 
 if TYPE_CHECKING:
     from .embed.base import Embedder
@@ -27,6 +27,7 @@ __all__ = [
     "creation_differences",
     "insert_new_collection",
     "missing_collection",
+    "reserved_kind",
     "new_collection_values",
     "parse_field_spec",
     "read_collection",
@@ -53,8 +54,11 @@ SQL_TYPES: dict[str, str] = {
 SYSTEM_COLUMNS = frozenset({"tableoid", "xmin", "cmin", "xmax", "cmax", "ctid", "oid"})
 
 #: Columns of every chunk table (ranklock.store.tables.CHUNK_COLUMNS), ``title`` (a document's own
-#: attribute) and the system columns: a typed field may not take one of these names.
-RESERVED_COLUMNS = frozenset({c.name for c in CHUNK_COLUMNS} | {"title"} | SYSTEM_COLUMNS)
+#: attribute), the columns the SQL adds beside them (ranklock.store.tables.ADDED_COLUMNS: ``seg`` in a
+#: union over segments, ``shard_key`` on a cluster) and the system columns: a typed field may not take
+#: one of these names.  Taken from the declarations the SQL itself is written from, so a column added
+#: there is reserved here; tests/test_reserved_names.py ingests every name the search SQL uses as a key.
+RESERVED_COLUMNS = frozenset({c.name for c in CHUNK_COLUMNS} | {"title"} | set(ADDED_COLUMNS) | SYSTEM_COLUMNS)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
@@ -88,11 +92,22 @@ class FieldSpec(BaseModel):
         return SQL_TYPES[self.type]
 
 
+def reserved_kind(name: str) -> str:
+    """What a reserved name (one of :data:`RESERVED_COLUMNS`) is to ranklock, for a message."""
+    if name in SYSTEM_COLUMNS:
+        return "a PostgreSQL system column"
+    if name in ADDED_COLUMNS:
+        return "a column ranklock's SQL adds to a segment's rows"
+    if name == "title":
+        return "a document's own title"
+    return "a column of ranklock's chunk tables"
+
+
 def check_field_name(name: str) -> None:
     """Refuse a field name that is not a name, or that a chunk table already has (its own or a system column)."""
     validate_name("field", name)
     if name in RESERVED_COLUMNS:
-        kind = "a PostgreSQL system column" if name in SYSTEM_COLUMNS else "a column of ranklock's chunk tables"
+        kind = reserved_kind(name)
         raise ConfigError(
             f"field name {name!r} is reserved ({kind}); reserved names are {', '.join(sorted(RESERVED_COLUMNS))}. "
             "Rename the field."

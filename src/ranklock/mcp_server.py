@@ -38,6 +38,7 @@ from .api import AskArguments, SearchArguments, request_error
 from .engine import Engine
 from .errors import RanklockError, public_name
 from .ingest.formats.base import require
+from .validation import repeated_key
 
 __all__ = ["TOOLS", "DocumentArguments", "create_server", "run_stdio"]
 
@@ -184,6 +185,10 @@ def frame_error(line: bytes) -> dict[str, Any] | None:
     ident = obj.get("id") if isinstance(obj, dict) else None
     if not isinstance(ident, (str, int)) or isinstance(ident, bool):
         ident = None
+    repeated = repeated_key(text)
+    if repeated is not None:
+        # The SDK's parser keeps the last of a repeated key: a tool would run with a value nobody may have meant.
+        return _error_reply(ident, types.INVALID_REQUEST, f"the frame is not accepted: {repeated}")
     if isinstance(obj, dict) and "method" in obj and "id" in obj and ident is None:
         # The SDK takes a request whose id is not a string or an integer for a notification and
         # never answers it: the client would wait for ever.

@@ -31,6 +31,7 @@ __all__ = [
     "ENV",
     "ChunkerParams",
     "EnvVar",
+    "FileLimits",
     "RequestDefaults",
     "SearchParams",
     "Settings",
@@ -265,6 +266,30 @@ ENV: tuple[EnvVar, ...] = (
         "(comma-separated IPs or networks); unset: none, the client is the connection's peer, so no local "
         "process can pose as another client",
     ),
+    # The size of a document's text (bench/document_size.py, docs/benchmarks.md, issue 48): an ingest holds
+    # about 200 bytes per byte of a document's text at its peak, most of it the tokenizer's encoding of the
+    # whole text (4 MB of text: 880 MB), so a document of 5 MiB peaks near 1.1 GB, under the 1.5 GB an ingest
+    # may take, with the model in the embedding service; and 5 MiB holds any book (the King James Bible is
+    # 4.4 MB of text, War and Peace 3.3 MB).  A larger file is refused by its size before it is read.
+    EnvVar(
+        "RANKLOCK_MAX_DOCUMENT_BYTES",
+        "5MiB",
+        "largest text of one document, in bytes of UTF-8: a text or Markdown file larger than this is refused by "
+        "its size before it is read (an HTML file at 4 times it, for its markup), a PDF or DOCX by the text read "
+        "from it, a JSONL record or a `Document` by its text; the file is named as unreadable (`--skip-unreadable` "
+        "leaves it out)",
+    ),
+    EnvVar(
+        "RANKLOCK_PDF_MAX_PAGES",
+        "2000",
+        "largest number of pages of one PDF; a PDF with more is refused before its pages are read",
+    ),
+    EnvVar(
+        "RANKLOCK_PDF_TIMEOUT",
+        "60s",
+        "longest the text of one PDF may take to extract (in a process of its own, stopped then); longer: the "
+        "file is refused as unreadable",
+    ),
     EnvVar("RANKLOCK_LLM_URL", None, "OpenAI-compatible endpoint of the `openai` Ask generator"),
     EnvVar("RANKLOCK_LLM_MODEL", None, "model name sent to `RANKLOCK_LLM_URL`"),
     EnvVar("RANKLOCK_LLM_API_KEY", None, "bearer token sent to `RANKLOCK_LLM_URL`"),
@@ -389,6 +414,42 @@ def _env_int(name: str) -> int:
 
         raise ConfigError(f"{name} {text!r} is not a whole number; set it to e.g. {_ENV_BY_NAME[name].default}.")
     return int(text)
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        from .errors import ConfigError
+
+        raise ConfigError(f"{name} {env(name)!r} must be more than 0; set it to e.g. {_ENV_BY_NAME[name].default}.")
+
+
+@dataclass(frozen=True)
+class FileLimits:
+    """What reading one file may cost: the size of a document's text and, for a PDF, its pages and seconds.
+
+    Read from the environment (:meth:`from_env`) where the loaders are called, so the CLI, the
+    Engine and a watch all hold a file to the same limits; a test passes its own.
+
+        >>> FileLimits.from_env().max_document_bytes
+        5242880
+    """
+
+    #: Bytes of one document's text, as UTF-8 (RANKLOCK_MAX_DOCUMENT_BYTES).
+    max_document_bytes: int
+    #: Pages of one PDF (RANKLOCK_PDF_MAX_PAGES).
+    pdf_max_pages: int
+    #: Seconds to extract the text of one PDF (RANKLOCK_PDF_TIMEOUT).
+    pdf_timeout: float
+
+    @classmethod
+    def from_env(cls) -> FileLimits:
+        size = parse_size(env("RANKLOCK_MAX_DOCUMENT_BYTES"), what="RANKLOCK_MAX_DOCUMENT_BYTES")
+        pages = _env_int("RANKLOCK_PDF_MAX_PAGES")
+        seconds = parse_duration(env("RANKLOCK_PDF_TIMEOUT"), what="RANKLOCK_PDF_TIMEOUT")
+        for name, value in (("RANKLOCK_MAX_DOCUMENT_BYTES", size), ("RANKLOCK_PDF_MAX_PAGES", pages)):
+            _positive(name, value)
+        _positive("RANKLOCK_PDF_TIMEOUT", seconds)
+        return cls(size, pages, seconds)
 
 
 class Settings(BaseModel):
@@ -536,6 +597,22 @@ class Settings(BaseModel):
         default_factory=lambda: parse_rate(env("RANKLOCK_AUTH_FAIL_LIMIT"), what="RANKLOCK_AUTH_FAIL_LIMIT"),
         description="Failed authentications per period one client address may make over HTTP, as (failures, "
         "seconds); (0, ...) is no limit (RANKLOCK_AUTH_FAIL_LIMIT, e.g. 20/m).",
+    )
+    max_document_bytes: int = Field(
+        default_factory=lambda: FileLimits.from_env().max_document_bytes,
+        ge=1,
+        description="Largest text of one document, in bytes of UTF-8 (RANKLOCK_MAX_DOCUMENT_BYTES, e.g. 5MiB); a "
+        "larger file is refused as unreadable, by its size before it is read where the format allows.",
+    )
+    pdf_max_pages: int = Field(
+        default_factory=lambda: FileLimits.from_env().pdf_max_pages,
+        ge=1,
+        description="Largest number of pages of one PDF (RANKLOCK_PDF_MAX_PAGES).",
+    )
+    pdf_timeout: float = Field(
+        default_factory=lambda: FileLimits.from_env().pdf_timeout,
+        gt=0,
+        description="Longest the text of one PDF may take to extract, in seconds (RANKLOCK_PDF_TIMEOUT, e.g. 60s).",
     )
     trusted_proxies: list[str] = Field(
         default_factory=lambda: [p.strip() for p in env("RANKLOCK_TRUSTED_PROXIES").split(",") if p.strip()],

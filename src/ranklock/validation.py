@@ -8,6 +8,7 @@ value, what is valid (sorted), and the fix.
 
 from __future__ import annotations
 
+import json
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -17,13 +18,50 @@ from pydantic import BaseModel, ValidationError
 from .errors import QueryError, RanklockError
 from .settings import SearchParams
 
-__all__ = ["describe_errors", "parse_search_params", "short_repr"]
+__all__ = ["describe_errors", "parse_search_params", "repeated_key", "short_repr"]
 
 
 def short_repr(value: Any, limit: int = 60) -> str:
     """``repr(value)``, cut to ``limit`` characters so a huge input never floods a message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Repeated(Exception):
+    def __init__(self, key: str, first: Any, second: Any) -> None:
+        super().__init__(key)
+        self.key, self.first, self.second = key, first, second
+
+
+def _refuse_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Repeated(key, out[key], value)
+        out[key] = value
+    return out
+
+
+def repeated_key(text: str | bytes) -> str | None:
+    """What is wrong when one object of the JSON ``text`` gives a key twice, or None (also for text that is no
+    JSON at all: its own parser says why).
+
+    Python's json, as most parsers, keeps the last of ``{"k": 1, "k": 2}`` without a word, so a request would
+    run with a value its sender may never have meant; a repeated query parameter is refused for the same reason.
+
+    >>> repeated_key('{"k": 10, "query": "x", "k": 20}')
+    "the key 'k' is given twice in one object (10 and 20); give each key once"
+    """
+    try:
+        json.loads(text, object_pairs_hook=_refuse_repeats)
+    except _Repeated as rep:
+        first, second = short_repr(rep.first, 40), short_repr(rep.second, 40)
+        return (
+            f"the key {short_repr(rep.key, 60)} is given twice in one object ({first} and {second}); give each key once"
+        )
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def _choices(model: type[BaseModel] | None, name: str) -> list[str] | None:

@@ -27,6 +27,7 @@ from typer._click.core import Context as ClickContext
 from typer._click.exceptions import NoSuchOption
 
 from ..errors import RanklockError, public_name
+from ..phrasing import shown_lines
 from ..snapshot.shards import SHARDS_PER_WORKER
 
 console = Console()
@@ -112,8 +113,11 @@ def fail(exc: RanklockError | str, *, etype: str = "InputError") -> typer.Exit:
         name = public_name(exc) if isinstance(exc, RanklockError) else etype
         print_json({"error": {"type": name, "message": str(exc)}})
         return typer.Exit(2)
-    # escape(): a message quotes user input, and "[/]" in a query must print, not parse as markup.
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+    # escape(): a message quotes user input, and "[/]" in a query must print, not parse as markup; shown_lines():
+    # a file name it quotes may hold an escape sequence, which must print as text, not act on the terminal.
+    err_console.print(
+        f"[bold red]error:[/] {escape(shown_lines(str(exc)))}", highlight=False, markup=True, soft_wrap=True
+    )
     return typer.Exit(2)
 
 

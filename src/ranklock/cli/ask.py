@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ..phrasing import shown, shown_lines
 from ..settings import REQUEST
 from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, RerankerOpt, RerankOpt, console, engine, print_json
 
@@ -60,14 +61,16 @@ def ask(
     if as_json:
         sys.stdout.write(ans.to_json() + "\n")
         return
-    console.print(ans.answer, highlight=False, markup=False)
+    # The answer and its quotes are document text, and the ids file names: shown, so none acts on the terminal.
+    console.print(shown_lines(ans.answer), highlight=False, markup=False)
     for c in ans.citations:
-        console.print(f"  [{c.n}] {c.doc_id} (chunk {c.chunk}): {c.quote}", highlight=False, markup=False)
+        quote = shown(c.quote, backslash=False)
+        console.print(f"  [{c.n}] {shown(c.doc_id)} (chunk {c.chunk}): {quote}", highlight=False, markup=False)
     if ans.closest:
         console.print("Closest passages:", highlight=False, markup=False)
     for c in ans.closest:  # an abstention cites nothing: these say where it looked, never "[n]"
-        quote = " ".join(c.quote.split())
-        console.print(f"  passage {c.n}, {c.doc_id} (chunk {c.chunk}): {quote}", highlight=False, markup=False)
+        quote = shown(" ".join(c.quote.split()), backslash=False)
+        console.print(f"  passage {c.n}, {shown(c.doc_id)} (chunk {c.chunk}): {quote}", highlight=False, markup=False)
     g = ans.generator
     console.print(
         f"{len(ans.chunks)} chunks from snapshot {ans.snapshot_id}; generator {g.name} ({g.model}); "

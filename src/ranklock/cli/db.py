@@ -32,17 +32,19 @@ def db_stop(
     ] = 0.0,
     force: Annotated[bool, typer.Option("--force", help="Stop even while writers run: they fail.")] = False,
 ) -> None:
-    """Stop the embedded PostgreSQL server, the command service and the embedding service of the data directory.
+    """Stop the embedded PostgreSQL server, its local replicas, the command service and the embedding service.
 
     While a writer (ingest, merge, purge) runs, it waits up to --wait seconds, then refuses (--force
-    stops anyway: the writers fail and keep nothing). No client starts a server stopped this way
-    again behind you; the next command you run does.
+    stops anyway: the writers fail and keep nothing). No client starts a server or replica stopped
+    this way again behind you; the next command you run does. A replica that cannot be stopped is
+    named, and the command exits 2.
     """
     import time
 
     from ..embed import service
     from ..settings import Settings
     from ..store.server import EmbeddedServer
+    from ..store.standby import stop_replicas
     from . import client
 
     h = home or Settings().home
@@ -61,11 +63,29 @@ def db_stop(
     commands = client.stop(h)
     embedder = service.stop(h)
     stopped = server.stop()
+    # After the primary: a fast shutdown streams its last checkpoint to the standbys before it ends.
+    replicas, not_stopped = stop_replicas(h)
     console.print("stopped" if stopped else "not running")
+    if replicas:
+        console.print(f"{plural(len(replicas), 'local replica')} stopped: {', '.join(replicas)}", highlight=False)
     if embedder:
         console.print("embedding service stopped")
     if commands:
         console.print("command service stopped" if commands == 1 else f"{commands} command services stopped")
+    if (h / "cluster.json").is_file():
+        from ..store.cluster import LocalCluster
+
+        running = [n.name for n in LocalCluster(h).nodes() if n.server(h).running()]
+        if running:
+            console.print(
+                f"the local Citus cluster keeps running ({', '.join(running)}); `ranklock db cluster stop` stops it",
+                highlight=False,
+            )
+    if not_stopped:
+        raise fail(
+            f"not stopped: {'; '.join(not_stopped)}. Stop it with `ranklock db stop` again once the cause is fixed, "
+            "or `ranklock replica drop NAME`."
+        )
 
 
 @db_app.command("status")

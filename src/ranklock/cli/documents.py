@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..phrasing import plural
+from ..phrasing import plural, shown
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json
 
 #: This module's commands; cli/root.py merges them into the root app.
@@ -39,7 +39,7 @@ def delete(
     if as_json:
         print_json(out.as_dict())
         return
-    missing = f"; not found: {', '.join(out.missing)}" if out.missing else ""
+    missing = f"; not found: {', '.join(shown(m) for m in out.missing)}" if out.missing else ""
     console.print(
         f"[bold]{collection}[/]: snapshot {out.snapshot_id} (from {out.parent_id}) without "
         f"{plural(len(out.deleted), 'document')}{missing}; it is the active snapshot."
@@ -134,13 +134,15 @@ def document_get(
         print_json(doc.as_dict())
         return
     console.print(
-        f"[bold]{escape(doc.doc_id)}[/] ({collection}, snapshot {doc.snapshot_id}, content {doc.content_hash[:12]}…)",
+        f"[bold]{escape(shown(doc.doc_id))}[/] ({collection}, snapshot {doc.snapshot_id}, "
+        f"content {doc.content_hash[:12]}…)",
         highlight=False,
     )
     if doc.title:
-        console.print(f"title: {escape(doc.title)}", highlight=False)
+        console.print(f"title: {escape(shown(doc.title, backslash=False))}", highlight=False)
     for key, value in sorted(doc.metadata.items()):
-        console.print(f"{escape(key)}: {escape(json.dumps(value, ensure_ascii=False))}", highlight=False)
+        said = shown(json.dumps(value, ensure_ascii=False), backslash=False)
+        console.print(f"{escape(shown(key))}: {escape(said)}", highlight=False)
     console.print()
     console.file.write(as_stored(doc.body, terminal=console.is_terminal) + "\n")
 

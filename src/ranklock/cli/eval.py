@@ -17,6 +17,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from ..errors import InputError, RanklockError
+from ..phrasing import shown
 from ._common import DsnOpt, HomeOpt, JsonOpt, ReadDsnOpt, console, engine, err_console, fail, print_json, progress_bar
 from .render import FORMATS, FormatOpt, clip, render_eval, resolve_format, table_box
 
@@ -190,7 +191,9 @@ def eval_compare(
             console.print(f"[bold]queries that lost relevant documents[/] ({len(res.lost)} query/cutoff pairs):")
             for row in res.lost[:50]:
                 console.print(
-                    f"  {row['mode']} k={row['k']} query {row['qid']}: lost {', '.join(row['lost'])}", highlight=False
+                    f"  {row['mode']} k={row['k']} query {shown(str(row['qid']))}: lost "
+                    f"{', '.join(shown(d) for d in row['lost'])}",
+                    highlight=False,
                 )
             if len(res.lost) > 50:
                 console.print(f"  … {len(res.lost) - 50} more (see --json)")

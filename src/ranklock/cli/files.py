@@ -1,4 +1,8 @@
-"""What ``ranklock ingest`` says about the files it read (and those it could not) from a folder."""
+"""What ``ranklock ingest`` says about the files it read (and those it could not) from a folder.
+
+Every name is :func:`~ranklock.phrasing.shown`: a file name may hold any character but ``/``, and an escape
+sequence or a newline in one must print as text, never act on the terminal or forge a line.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from ..ingest.formats import FileLoad, handles, load_files
+from ..phrasing import shown
 from ._common import console, err_console
 
 __all__ = ["load_for_cli", "print_files_report"]
@@ -34,12 +39,19 @@ def print_files_report(loaded: FileLoad) -> None:
     """Per file what was read (or a count per format for many files), then every file left out and why."""
     if len(loaded.read) <= LIST_FILES_UP_TO:
         for r in loaded.read:
-            keys = f"; metadata {', '.join(r.metadata_keys)}" if r.metadata_keys else ""
-            console.print(f"read {escape(r.path)} ({r.format}): {r.characters:,} characters{keys}", highlight=False)
+            keys = f"; metadata {', '.join(shown(k) for k in r.metadata_keys)}" if r.metadata_keys else ""
+            console.print(
+                f"read {escape(shown(r.path))} ({r.format}): {r.characters:,} characters{escape(keys)}", highlight=False
+            )
     else:
         counts = ", ".join(f"{n:,} {fmt}" for fmt, n in loaded.by_format().items())
         console.print(f"read {len(loaded.read):,} files: {counts}", highlight=False)
     for u in loaded.unreadable:
-        err_console.print(f"[yellow]skipped[/] {escape(u.path)} ({u.format}): {escape(u.reason)}", highlight=False)
+        err_console.print(
+            f"[yellow]skipped[/] {escape(shown(u.path))} ({u.format}): {escape(shown(u.reason, backslash=False))}",
+            highlight=False,
+        )
     for s in loaded.skipped:
-        err_console.print(f"[yellow]skipped[/] {escape(s.path)}: {escape(s.reason)}", highlight=False)
+        err_console.print(
+            f"[yellow]skipped[/] {escape(shown(s.path))}: {escape(shown(s.reason, backslash=False))}", highlight=False
+        )

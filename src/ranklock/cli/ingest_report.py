@@ -7,16 +7,16 @@ from typing import Any
 
 from rich.markup import escape
 
-from ..phrasing import named, plural
+from ..phrasing import named, plural, shown
 from ._common import console, err_console
 
 __all__ = ["print_field_inference", "print_report"]
 
 
 def listed(ids: Sequence[str], limit: int = 10) -> str:
-    """``a.md, b.md and 3 more``: ids as a person reads them in a line."""
-    shown = ", ".join(ids[:limit])
-    return f"{shown} and {len(ids) - limit} more" if len(ids) > limit else shown
+    """``a.md, b.md and 3 more``: ids as a person reads them in a line (each :func:`~ranklock.phrasing.shown`)."""
+    said = ", ".join(shown(i) for i in ids[:limit])
+    return f"{said} and {len(ids) - limit} more" if len(ids) > limit else said
 
 
 def print_report(report: Any, *, replace: bool) -> None:
@@ -26,7 +26,7 @@ def print_report(report: Any, *, replace: bool) -> None:
     s = report.seconds
     if report.superseded:
         console.print(
-            f"[bold]{collection}[/]: unchanged: a later read of {escape(report.source or '')} was ingested first, "
+            f"[bold]{collection}[/]: unchanged: a later read of {escape(shown(report.source or ''))} was ingested first, "
             f"so this one (older) wrote nothing; snapshot {report.snapshot_id} stays active.",
             highlight=False,
         )
@@ -49,7 +49,7 @@ def print_report(report: Any, *, replace: bool) -> None:
         f"{s.get('write', 0) + s.get('index', 0):.1f}s)"
     )
     if report.removed_ids:
-        why = "not in the input, --replace" if replace else f"gone from {report.source}"
+        why = "not in the input, --replace" if replace else f"gone from {shown(report.source or '')}"
         console.print(
             f"removed {report.removed} ({escape(why)}): {escape(listed(report.removed_ids))}",
             highlight=False,
@@ -88,7 +88,7 @@ def print_sources(report: Any) -> None:
     if report.moved:
         note(
             f"{plural(len(report.moved), 'document')} came from another folder before",
-            f" ({', '.join(sorted(set(report.moved.values())))}); this one gives them now (same id): "
+            f" ({', '.join(shown(m) for m in sorted(set(report.moved.values())))}); this one gives them now (same id): "
             f"{listed(sorted(report.moved))}",
         )
 
@@ -117,7 +117,7 @@ def print_readded(report: Any) -> None:
 
 def print_field_inference(inference: dict[str, Any]) -> None:
     """What a first ingest inferred: the typed fields (filterable), then each key left untyped and why."""
-    fields = ", ".join(inference["fields"]) or "none"
+    fields = ", ".join(shown(f) for f in inference["fields"]) or "none"
     console.print(
         f"typed fields inferred from the metadata of {inference['documents']} documents: {escape(fields)}",
         highlight=False,
@@ -125,5 +125,7 @@ def print_field_inference(inference: dict[str, Any]) -> None:
     )
     for key, why in inference["untyped"].items():
         console.print(
-            f"  left untyped (no filter on it): {escape(key)}: {escape(why)}", highlight=False, soft_wrap=True
+            f"  left untyped (no filter on it): {escape(shown(key))}: {escape(shown(why, backslash=False))}",
+            highlight=False,
+            soft_wrap=True,
         )

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ..phrasing import shown
 from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json, progress_bar
 from .render import branch_ranks, clip
 
@@ -130,8 +131,8 @@ def search_request_command(
         name = str((e.display.get("name") if e else "") or "")
         row = [
             rank,
-            h.doc_id,
-            name,
+            shown(h.doc_id),
+            shown(name, backslash=False),
             f"{h.score:.5f}",
             *branch_ranks(h),
         ]

@@ -3,12 +3,13 @@
 The command functions in ``cli*.py`` call one ``render_*`` function here with the engine's result
 and the chosen ``--format``:
 
-* ``table`` (default): for a person.  Width-aware (the rich Console's width, ``COLUMNS`` when set);
+* ``table`` (default): for a person; ids and text shown escaped (ranklock.phrasing.shown).  Width-aware (the rich Console's width, ``COLUMNS`` when set);
   a search hit is a short block, not a wide table row; no colour and no box drawing when stdout is
   not a terminal, so a pipe or a file gets plain text.
 * ``json``: one JSON object, the same as the older ``--json`` flag (kept as an alias).
 * ``jsonl``: one JSON object per hit, snapshot or mode, for ``jq -c`` and line tools.
-* ``trec``: a TREC run (``qid Q0 docid rank score tag``) for ``trec_eval``: each hit's rank in the
+* ``trec``: a TREC run (``qid Q0 docid rank score tag``) for ``trec_eval``, one line a hit (an id with
+  whitespace or a control character percent-encoded, ranklock.phrasing.trec_token): each hit's rank in the
   whole list (a later page, ``--offset``, goes on from it) and its fused score, every digit
   (``repr``).  trec_eval re-sorts by score and breaks ties by document id, so within a tie group
   (``Hit.tie_group``: identical signals, an order that carries no meaning) it may order hits
@@ -35,7 +36,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import InputError
-from ..phrasing import plural
+from ..phrasing import plural, shown, trec_token
 
 if TYPE_CHECKING:
     from ..search.results import BranchSignal
@@ -206,7 +207,10 @@ def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") 
         _write_lines(json.dumps({**base, **h.model_dump()}, ensure_ascii=False) for h in res.hits)
         return
     if fmt == "trec":
-        _write_lines(f"{qid} Q0 {h.doc_id} {h.rank} {h.score!r} ranklock-{res.mode}" for h in res.hits)
+        # trec_eval splits a line on whitespace: an id with a space, a tab or a newline is percent-encoded.
+        _write_lines(
+            f"{trec_token(qid)} Q0 {trec_token(h.doc_id)} {h.rank} {h.score!r} ranklock-{res.mode}" for h in res.hits
+        )
         return
     console = stdout_console()
     width = max(console.width, 40)
@@ -215,7 +219,7 @@ def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") 
     for h in res.hits:
         head = Text()
         head.append(f"{h.rank:>2}. ", style="bold")
-        head.append(h.doc_id, style="bold cyan")
+        head.append(shown(h.doc_id), style="bold cyan")
         if h.chunk:
             head.append(f" [chunk {h.chunk}]")
         head.append(f"  fused {h.score:.5f}")
@@ -225,7 +229,7 @@ def render_search(res: Any, fmt: str, *, timings: bool = False, qid: str = "1") 
         if h.tie_group is not None:
             head.append(f"  tie {h.tie_group}", style="yellow")
         console.print(head, overflow="fold")
-        for line in snippet(h.text, terms, width - len(indent)):
+        for line in snippet(shown(h.text, backslash=False), terms, width - len(indent)):
             console.print(Text(indent) + line, overflow="fold")
     if not res.hits:
         console.print("no hits")

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from ..errors import RanklockError
-from ..phrasing import plural
+from ..phrasing import plural, shown
 from ..snapshot.info import GatedActivation
 from ._common import DsnOpt, HomeOpt, JsonOpt, RerankerOpt, console, engine, err_console, fail, print_json
 from .render import FormatOpt, clip, render_snapshots, resolve_format
@@ -153,11 +153,11 @@ def snapshot_diff(
         f"{len(docs['changed'])} changed"
     )
     for doc_id in docs["added"]:
-        console.print(f"  + {doc_id}", highlight=False, markup=False)
+        console.print(f"  + {shown(doc_id)}", highlight=False, markup=False)
     for doc_id in docs["removed"]:
-        console.print(f"  - {doc_id}", highlight=False, markup=False)
+        console.print(f"  - {shown(doc_id)}", highlight=False, markup=False)
     for c in docs["changed"]:
-        console.print(f"  ~ {c['doc_id']}  {c['old'][:12]} -> {c['new'][:12]}", highlight=False, markup=False)
+        console.print(f"  ~ {shown(c['doc_id'])}  {c['old'][:12]} -> {c['new'][:12]}", highlight=False, markup=False)
     if d["manifest"]:
         table = Table("manifest field", "old", "new")
         for k, v in d["manifest"].items():

@@ -32,7 +32,7 @@ from rich.markup import escape
 
 from .._extras import require
 from ..errors import RanklockError
-from ..phrasing import plural
+from ..phrasing import plural, shown
 from ..settings import WATCH_MAX_WAIT_MS, WATCH_QUIET_MS
 from ._common import console, err_console, print_json
 
@@ -152,7 +152,8 @@ def watch_folder(
                 else:
                     for u in load.unreadable:
                         err_console.print(
-                            f"[yellow]could not read[/] {escape(u.path)} ({u.format}): {escape(u.reason)}",
+                            f"[yellow]could not read[/] {escape(shown(u.path))} ({u.format}): "
+                            f"{escape(shown(u.reason, backslash=False))}",
                             highlight=False,
                         )
                     print_report(report, replace=options.get("replace", False))

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, QueryError
+from ..phrasing import trec_token
 from ..search.branches import modes
 from .golden import GoldenSet, load_golden
 from .metrics import mean, ndcg_at_k, recall_at_k, reciprocal_rank
@@ -114,7 +115,8 @@ class EvalRun:
         lines = []
         for qid, ranking in self.rankings[mode].items():
             for rank, doc in enumerate(ranking, 1):
-                lines.append(f"{qid} Q0 {doc} {rank} {depth + 1 - rank} ranklock-{mode}\n")
+                # One line a hit: trec_eval splits on whitespace, so ids are percent-encoded where they hold any.
+                lines.append(f"{trec_token(qid)} Q0 {trec_token(doc)} {rank} {depth + 1 - rank} ranklock-{mode}\n")
         return "".join(lines)
 
     def write(self, out: str | Path) -> list[Path]:

@@ -58,6 +58,7 @@ from ..errors import (
     public_name,
 )
 from ..store.tokens import SCOPES
+from ..validation import repeated_key
 
 if TYPE_CHECKING:
     from ..async_engine import AsyncEngine
@@ -373,7 +374,13 @@ class Guard:
             if size > limit:
                 raise _too_large(size, limit, streamed=True)
             if not message.get("more_body", False):
-                return _replay(b"".join(chunks), receive)
+                body = b"".join(chunks)
+                # Read whole here, so checked once for every route: FastAPI's parser keeps the last of a
+                # repeated key, and the request would run with a value nobody may have meant.
+                repeated = repeated_key(body) if body.lstrip()[:1] in (b"{", b"[") else None
+                if repeated is not None:
+                    raise InputError(f"the request body is not accepted: {repeated}.")
+                return _replay(body, receive)
 
     @asynccontextmanager
     async def _slot(self, who: str) -> AsyncIterator[TooManyRequests | None]:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..collection import RESERVED_COLUMNS, FieldSpec
+from ..collection import RESERVED_COLUMNS, FieldSpec, reserved_kind
 from ..limits import BIGINT_MAX, BIGINT_MIN, MAX_INFERRED_FIELDS, MAX_KEYWORD_CHARS
 from .document import Document
 from .timestamps import TimestampError, parse_date, parse_timestamp
@@ -144,7 +144,10 @@ def infer_fields(docs: Sequence[Document]) -> FieldInference:
             untyped[key] = "not a field name (lowercase letters, digits and _, starting with a letter)"
             continue
         if key in RESERVED_COLUMNS:
-            untyped[key] = "a name ranklock's own columns use"
+            # Left in the metadata, untyped, rather than refused: one note's front matter must not fail the
+            # ingest of a whole folder, and a field renamed behind the user's back (``seg_``) would answer a
+            # filter on a name nobody wrote.  The report says why, and what to do.
+            untyped[key] = f"a name ranklock reserves, {reserved_kind(key)}; rename the key to filter on it"
             continue
         if key not in kinds:
             untyped[key] = "null in every document"

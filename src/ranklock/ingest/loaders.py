@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import IngestError
-from ..limits import MAX_DOC_ID_CHARS
+from ..limits import MAX_DOC_ID_CHARS, MAX_METADATA_BYTES
+from ..settings import FileLimits
 from .document import Document
 from .normalize import normalize, unstorable
 
-__all__ = ["Document", "load_corpus", "load_jsonl_stream"]
+__all__ = ["Document", "check_text_sizes", "load_corpus", "load_jsonl_stream", "text_bytes", "too_large_error"]
 
 
 def _finite_float(text: str) -> float:
@@ -70,10 +71,38 @@ def _jsonl_documents(path: Path) -> Iterator[Document]:
         yield from _stream_documents(path, fh)
 
 
+#: How many bytes of JSON a record may take per byte of its text: a writer that escapes every non-ASCII
+#: character (Python's json.dumps by default) writes one UTF-8 byte as up to six (``\u00e9`` for é's two).
+_JSON_PER_TEXT_BYTE = 6
+
+
+def too_large_error(where: str, size: int, limit: int) -> IngestError:
+    """The refusal of a document whose text is ``size`` bytes, over RANKLOCK_MAX_DOCUMENT_BYTES (``limit``)."""
+    return IngestError(
+        f"{where}: the document's text is {size:,} bytes; a document's text may be at most {limit:,} bytes "
+        "(RANKLOCK_MAX_DOCUMENT_BYTES). Split it into smaller documents, or raise the limit."
+    )
+
+
+def text_bytes(text: str) -> int:
+    """The UTF-8 size of ``text``, counted without encoding a text that cannot be near a limit."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def _stream_documents(path: Path, fh: BinaryIO) -> Iterator[Document]:
     """The documents of a JSONL stream; ``path`` names it in messages."""
+    limit = FileLimits.from_env().max_document_bytes
+    # A record holds its text, escaped, and its metadata; a longer line is refused before it is held whole.
+    most = limit * _JSON_PER_TEXT_BYTE + 8 * MAX_METADATA_BYTES
     # Bytes, decoded line by line, so a bad byte is reported with its line number.
-    for lineno, raw in enumerate(fh, 1):
+    lineno = 0
+    while raw := fh.readline(most + 1):
+        lineno += 1
+        if len(raw) > most:
+            raise IngestError(
+                f"{path}:{lineno}: the line is over {most:,} bytes, longer than any record whose text a document may "
+                f"hold ({limit:,} bytes, RANKLOCK_MAX_DOCUMENT_BYTES); split the document, or raise the limit."
+            )
         if not raw.strip():
             continue
         rec = _parse_line(path, lineno, raw)
@@ -105,6 +134,8 @@ def _stream_documents(path: Path, fh: BinaryIO) -> Iterator[Document]:
         display = rec.get("display") or {}
         if not isinstance(display, dict):
             raise IngestError(f"{path}:{lineno}: document {raw_id!r}: `display` must be a JSON object.")
+        if text_bytes(text) > limit:
+            raise too_large_error(f"{path}:{lineno}: document {raw_id!r}", text_bytes(text), limit)
         yield Document(normalize(str(raw_id)), normalize(title), normalize(text), metadata, display)
 
 
@@ -134,6 +165,18 @@ def load_corpus(path: str | Path) -> list[Document]:
 def load_jsonl_stream(fh: BinaryIO, name: str = "<stdin>") -> list[Document]:
     """The documents of JSONL read from ``fh`` (``ranklock ingest NAME -`` reads standard input); ``name`` in messages."""
     return _unique(Path(name), list(_stream_documents(Path(name), fh)))
+
+
+def check_text_sizes(docs: Sequence[Document], limit: int | None = None) -> None:
+    """Refuse (IngestError) the first document whose text is over RANKLOCK_MAX_DOCUMENT_BYTES (or ``limit``).
+
+    The loaders refuse a file or a record before it is held; this is for documents built in Python.
+    """
+    most = limit if limit is not None else FileLimits.from_env().max_document_bytes
+    for d in docs:
+        # len() counts characters, each one to four bytes: only a text that may be over is encoded.
+        if len(d.body) * 4 > most and text_bytes(d.body) > most:
+            raise too_large_error(f"document {d.doc_id!r}", text_bytes(d.body), most)
 
 
 def _unique(p: Path, docs: list[Document]) -> list[Document]:

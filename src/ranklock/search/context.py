@@ -31,9 +31,10 @@ from typing import Any, ClassVar
 from psycopg import sql
 
 from ..collection import CollectionInfo
-from ..errors import NotFound
+from ..errors import ConfigError, NotFound
 from ..snapshot.segments import Layout, segments_sql
 from ..store.steps import Batch, Fetch, Steps
+from ..store.tables import SEGMENT_COLUMN
 
 __all__ = ["Contexts", "Guard", "Memo", "SearchContext", "StaleContext"]
 
@@ -179,6 +180,14 @@ def _read_steps(name: str, snapshot: int | None) -> Steps[SearchContext]:
     coll_xmin = str(row.pop("rl#xmin"))
     row.pop("created_at", None)
     coll = CollectionInfo(**row)
+    if coll.field(SEGMENT_COLUMN) is not None:
+        # Inferred from a metadata key before ranklock reserved the name: every union over the segments
+        # would hold two columns of that name, and PostgreSQL refuses each statement that reads it.
+        raise ConfigError(
+            f"collection {coll.name!r} has a typed field {SEGMENT_COLUMN!r}, a name ranklock's SQL gives a column of "
+            "its own (the field was inferred from a metadata key before ranklock reserved the name), so no search "
+            "of it can run; ingest its documents into a new collection, whose first ingest leaves the key untyped."
+        )
     sid = snapshot if snapshot is not None else coll.active_snapshot_id
     if sid is None:
         raise NotFound(f"collection {coll.name!r} has no active snapshot yet; ingest documents first.")

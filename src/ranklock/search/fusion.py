@@ -28,6 +28,7 @@ written into the statement as they are; every value is bound.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,7 @@ from .branches import registry
 from .results import BranchSignal, Hit
 from .spec import SearchSpec, Signal
 
-__all__ = ["build_search_sql", "read_hits", "settings_fetches", "shortfall_column"]
+__all__ = ["build_search_sql", "read_branches", "read_hits", "settings_fetches", "shortfall_column"]
 
 
 def shortfall_column(kind: type[Any]) -> str:
@@ -221,7 +222,9 @@ def _branches_column(spec: SearchSpec) -> sql.Composable:
 
     Computed in the search statement itself, from the very CTEs fusion reads
     (an uncorrelated subquery: evaluated once, not per row), so logging costs
-    no second search.  Raw scores keep their SQL types, so they read back
+    no second search.  As text: every row carries it, and only the first row's
+    is decoded (:func:`read_branches`), where psycopg decoded the same tens of
+    kilobytes ``k`` times.  Raw scores keep their SQL types, so they read back
     equal to the hits' raw signals.
     """
     if not spec.capture_branches:
@@ -233,7 +236,13 @@ def _branches_column(spec: SearchSpec) -> sql.Composable:
         ).format(name=sql.Literal(b.name), raw=sql.SQL(b.signal.raw_column), cte=sql.SQL(b.cte))
         for b in spec.branches
     ]
-    return sql.SQL("(SELECT json_build_object({}))").format(sql.SQL(", ").join(parts))
+    return sql.SQL("(SELECT json_build_object({}))::text").format(sql.SQL(", ").join(parts))
+
+
+def read_branches(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[list[Any]]]:
+    """Each branch's candidates from the statement's ``branches`` column (:func:`_branches_column`); {} without."""
+    text = rows[0]["branches"] if rows else None
+    return {} if text is None else dict(json.loads(text))
 
 
 def read_hits(rows: Sequence[Mapping[str, Any]]) -> list[Hit]:

@@ -46,6 +46,7 @@ from ..ingest.normalize import normalize
 from ..snapshot.manifest import UNCHANGED_SNAPSHOT
 from ..snapshot.segments import Layout
 from ..store.steps import Batch, Fetch, Offload, Steps, failed_at
+from .fusion import read_branches
 
 if TYPE_CHECKING:
     from ..collection import CollectionInfo
@@ -232,7 +233,7 @@ class SearchRecord:
         """
         if not self.wants_branches:
             return self
-        got: dict[str, list[list[Any]]] = rows[0]["branches"] if rows else {}
+        got = read_branches(rows)
         return dataclasses.replace(self, branches={b.name: got.get(b.name, []) for b in spec.branches})
 
     def finish_steps(

@@ -40,7 +40,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ..store.database import Database
-from ..store.tables import CHUNK_COLUMNS, segment_table, segment_table_name
+from ..store.tables import CHUNK_COLUMNS, field_index_name, segment_table, segment_table_name
 
 __all__ = ["FILTER_TABLE_VERSION", "build_filter_table"]
 
@@ -88,7 +88,7 @@ def build_filter_table(db: Database, segment_id: int) -> dict[str, Any] | None:
             )
             conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (row_id)").format(table))
             for field, array in typed:
-                index = sql.Identifier(f"{name}_f_{field}")
+                index = sql.Identifier(field_index_name(name, field))
                 if array:
                     conn.execute(
                         sql.SQL("CREATE INDEX {} ON {} USING gin ({})").format(index, table, sql.Identifier(field))

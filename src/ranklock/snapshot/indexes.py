@@ -10,7 +10,7 @@ from psycopg import sql
 
 from ..collection import HNSW_DEFAULTS, CollectionInfo
 from ..store.database import Database
-from ..store.tables import SCHEMA, segment_table, segment_table_name
+from ..store.tables import SCHEMA, field_index_name, segment_table, segment_table_name
 
 __all__ = ["create_indexes", "index_build_settings"]
 
@@ -86,7 +86,7 @@ def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> dict[str, An
             method = sql.SQL("gin") if f.type == "keyword[]" else sql.SQL("btree")
             conn.execute(
                 sql.SQL("CREATE INDEX {} ON {} USING {} ({})").format(
-                    sql.Identifier(f"{name}_f_{f.name}"), table, method, sql.Identifier(f.name)
+                    sql.Identifier(field_index_name(name, f.name)), table, method, sql.Identifier(f.name)
                 )
             )
         conn.execute(sql.SQL("ANALYZE {}").format(table))

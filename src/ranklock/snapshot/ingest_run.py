@@ -74,7 +74,7 @@ def run_ingest(
 
     ``purge_key``: the home's purge key, to recognise an id a purge erased (ranklock.snapshot.purge_key)."""
     from ..ingest.formats import FileLoad, handles, load_files, no_files_error
-    from ..ingest.loaders import load_corpus
+    from ..ingest.loaders import check_text_sizes, load_corpus
     from .ingest import empty_snapshot_error, ingest_snapshot, split_empty
     from .sources import FolderRead, missing_error
 
@@ -96,6 +96,7 @@ def run_ingest(
         docs = load_corpus(source)
     elif not isinstance(source, FileLoad):
         docs = list(source)
+        check_text_sizes(docs)  # the loaders hold a file or a record to it before reading it whole
     seconds = {"load": time.perf_counter() - t0}
     given, skipped = split_empty(docs)
     inferred: dict[str, Any] | None = None

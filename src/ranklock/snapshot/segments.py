@@ -28,7 +28,7 @@ from typing import Any
 from psycopg import sql
 
 from ..store.database import Database
-from ..store.tables import SHARD_KEY, SegmentKind, segment_table
+from ..store.tables import SEGMENT_COLUMN, SHARD_KEY, SegmentKind, segment_table
 from .filter_table import FILTER_TABLE_VERSION
 
 __all__ = [
@@ -189,8 +189,9 @@ def union_sql(layout: Layout, kind: SegmentKind, columns: sql.Composable = sql.S
     # refuses, so a read over several tenants names none and runs on every shard.
     keyed = kind in KEYED and layout.one_key
     arms = [
-        sql.SQL("SELECT {id}::bigint AS seg, {cols} FROM {table} AS t{where}").format(
+        sql.SQL("SELECT {id}::bigint AS {seg}, {cols} FROM {table} AS t{where}").format(
             id=sql.Literal(g.id),
+            seg=sql.Identifier(SEGMENT_COLUMN),
             cols=columns,
             table=segment_table(kind, g.id),
             where=sql.SQL(" WHERE {}").format(g.key_sql("t")) if keyed else sql.SQL(""),

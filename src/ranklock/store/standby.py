@@ -15,6 +15,14 @@ listens on ``127.0.0.1:PORT`` only (``served_by`` names it ``127.0.0.1:PORT``)
 and runs with ``hot_standby_feedback`` so that the primary's vacuum (query-log
 pruning) never cancels a search running on it.
 
+Every user of the machine can reach ``127.0.0.1``: the standby admits role
+``postgres`` only with scram-sha-256 and the home's secret (ranklock.store.access),
+which the primary's ``postgres`` role is given before the base backup, so the
+copy has it.  A replica made by an older ranklock (``trust`` on TCP) is upgraded
+the next time ranklock opens the home or starts it (:meth:`LocalReplica.secure`).
+The standby streams from the primary through the primary's Unix socket, which
+only the servers' OS user may connect to.
+
 The primary needs ``wal_level >= replica``, ``max_wal_senders > 0``, a role
 with the REPLICATION attribute and a ``pg_hba.conf`` line that lets it connect
 for replication over the local socket.  :func:`prepare_primary` checks each
@@ -36,11 +44,12 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ..errors import ConfigError, NotFound
+from ..errors import ConfigError, DatabaseUnavailable, NotFound
+from . import access
 from .local_node import LocalNode, free_port, pg_bin
 from .server import DATABASE, EmbeddedServer, _file_lock
 
-__all__ = ["LocalReplica", "REPLICATION_ROLE", "load_registry", "prepare_primary"]
+__all__ = ["LocalReplica", "REPLICATION_ROLE", "load_registry", "prepare_primary", "stop_replicas"]
 
 REPLICATION_ROLE = "ranklock_replicator"
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,30}")
@@ -66,13 +75,16 @@ def _save_registry(home: Path, data: dict[str, dict[str, Any]]) -> None:
     tmp.replace(path)  # atomic: a concurrent reader sees the old or the new registry
 
 
-def prepare_primary(base_uri: str) -> list[str]:
+def prepare_primary(base_uri: str, home: Path) -> list[str]:
     """Make the primary accept streaming replicas; return what had to change (empty when nothing did).
 
-    Idempotent: each requirement is read first and only set when missing.
+    Idempotent: each requirement is read first and only set when missing.  Role postgres gets
+    the home's secret (a standby is a byte copy: its roles are the primary's).
     """
     changed: list[str] = []
     with psycopg.connect(base_uri, autocommit=True) as conn:
+        if access.ensure_password(conn, access.secret(home)):
+            changed.append(f"role {access.ROLE} takes the home's secret ({access.passfile(home)}) on replicas")
         row = conn.execute(
             "SELECT current_setting('wal_level'), current_setting('max_wal_senders')::int, "
             "current_setting('max_replication_slots')::int"
@@ -107,11 +119,30 @@ def prepare_primary(base_uri: str) -> list[str]:
             text = hba.read_text(encoding="utf-8")
             # First match wins in pg_hba.conf: the line goes on top.  Local
             # socket only, for the replication role only; the socket's file
-            # permissions are the access control, as for the embedded server itself.
+            # permissions (0700, ranklock.store.access) are the access control,
+            # as for the embedded server itself.
             hba.write_text(f"local replication {REPLICATION_ROLE} trust\n" + text, encoding="utf-8")
             conn.execute("SELECT pg_reload_conf()")
             changed.append(f"added 'local replication {REPLICATION_ROLE} trust' to {hba}")
     return changed
+
+
+def stop_replicas(home: Path) -> tuple[list[str], list[str]]:
+    """Stop every local replica of ``home`` that runs: (the names stopped, one line for each that could not be).
+
+    ``ranklock db stop`` calls it after stopping the primary, so each standby has received the
+    primary's shutdown checkpoint (a fast shutdown sends it to the standbys) before it stops.
+    """
+    stopped: list[str] = []
+    failed: list[str] = []
+    for name in sorted(load_registry(home)):
+        replica = LocalReplica(home, name)
+        try:
+            if replica.stop():
+                stopped.append(name)
+        except DatabaseUnavailable as exc:
+            failed.append(f"replica {name} ({replica.node}): {str(exc).splitlines()[0]}")
+    return stopped, failed
 
 
 class LocalReplica(LocalNode):
@@ -138,7 +169,9 @@ class LocalReplica(LocalNode):
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}"
+        """Its DSN: role postgres on ``127.0.0.1:PORT``, the password read from the home's passfile."""
+        assert self.port is not None
+        return access.node_dsn(self.home, self.port, DATABASE)
 
     def create(self) -> dict[str, Any]:
         """Base-backup the primary into ``<home>/replicas/NAME``, start it as a hot standby, register it."""
@@ -150,7 +183,7 @@ class LocalReplica(LocalNode):
         server = EmbeddedServer(self.home)
         base = server.uri()
         info = psycopg.conninfo.conninfo_to_dict(base)
-        changed = prepare_primary(base)
+        changed = prepare_primary(base, self.home)
         if self.port is None:
             self.port = free_port()
         self.make_datadir()
@@ -191,6 +224,9 @@ class LocalReplica(LocalNode):
                 ],
                 timeout=600,
             )
+            # The primary's pg_hba.conf has no trust on TCP (ranklock.store.server); a copy of one
+            # made by an older ranklock would: it is checked here, before the standby first listens.
+            access.harden_hba_file(self.datadir / "pg_hba.conf")
             with open(self.datadir / "postgresql.auto.conf", "a", encoding="utf-8") as fh:
                 fh.write(
                     "# ranklock local replica\n"
@@ -218,6 +254,72 @@ class LocalReplica(LocalNode):
             "seconds": round(time.monotonic() - t0, 3),
             "primary_changes": changed,
         }
+
+    def secure(self) -> bool:
+        """Upgrade a replica made by an older ranklock (``trust`` on TCP) to the home's secret; True when it was.
+
+        While ``trust`` still lets ranklock in: the primary's role postgres gets the secret, and a
+        running standby gets a bounded wait to replay it.  Then its pg_hba.conf loses ``trust``; a
+        running standby reloads it and must refuse a connection without the secret before one line
+        says so.  A stopped one reads the new file when it starts.  Reading pg_hba.conf is all a
+        replica that needs nothing costs.
+        """
+        if not access.hba_trusts_tcp(self.datadir):
+            return False
+        with psycopg.connect(EmbeddedServer(self.home).uri(), autocommit=True) as conn:
+            access.ensure_password(conn, access.secret(self.home))
+            row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        assert row is not None
+        running = self.running()
+        if running:
+            self._wait_replayed(str(row[0]))
+        access.harden_hba_file(self.datadir / "pg_hba.conf")
+        if running and self.port is not None:
+            self.run([pg_bin("pg_ctl"), "-D", str(self.datadir), "reload"], timeout=30)
+            access.wait_refused(self.port, f"replica {self.name!r}", DATABASE)
+        access.log.warning(
+            "ranklock: replica %r of %s (%s) let any user of this machine in without a password (trust on TCP); "
+            "it now admits role postgres only with the home's secret (%s).",
+            self.name,
+            self.home,
+            self.node,
+            access.passfile(self.home),
+        )
+        return True
+
+    def _wait_replayed(self, lsn: str) -> None:
+        """Wait (bounded) until the standby replayed ``lsn``; a standby whose replay is paused is not waited for long.
+
+        Without the wait, its owner could not log in between the new pg_hba.conf and the replay of the
+        password: the router would read from the primary meanwhile, so this is a courtesy, not a need.
+        """
+        deadline = time.monotonic() + 5.0
+        with contextlib.suppress(psycopg.Error), psycopg.connect(self.dsn, autocommit=True, connect_timeout=2) as conn:
+            while time.monotonic() < deadline:
+                row = conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [lsn]).fetchone()
+                if row is not None and row[0]:
+                    return
+                time.sleep(0.02)
+
+    def start(self) -> None:
+        """Start the standby if it is not running, upgraded first when an older ranklock made it (:meth:`secure`)."""
+        self.secure()
+        super().start()
+
+    def restart(self) -> None:
+        """What the read router calls for a replica it found dead: :meth:`start`, unless the home was stopped on purpose.
+
+        ``ranklock db stop`` stops the replicas with the primary; a serving process must not start them
+        again behind the operator's back (the primary is not either: ranklock.store.server).
+        """
+        when = EmbeddedServer(self.home).stopped_on_purpose()
+        if when is not None:
+            raise DatabaseUnavailable(
+                f"replica {self.name!r} was stopped with the home's server (`ranklock db stop` at {when}), so it is "
+                "not started again behind the operator's back; the next command starts the server, and the "
+                "replica is started again when a search finds it down."
+            )
+        self.start()
 
     def _remove_files(self) -> None:
         if self.datadir.exists():

@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,10 +38,13 @@ __all__ = [
     "CHUNK_COLUMNS",
     "SCHEMA",
     "SEGMENT_KINDS",
+    "SEGMENT_COLUMN",
     "SHARD_KEY",
+    "ADDED_COLUMNS",
     "ChunkColumn",
     "SegmentKind",
     "chunk_columns_ddl",
+    "field_index_name",
     "segment_table",
     "segment_table_name",
     "segment_table_names",
@@ -52,6 +56,13 @@ SCHEMA = "ranklock_data"
 #: On a Citus cluster, the column a partitioned collection's segment tables are distributed by: the
 #: segment's partition value in every row (ranklock.snapshot.shards).
 SHARD_KEY = "shard_key"
+#: The column :func:`ranklock.snapshot.segments.union_sql` puts beside a segment table's own in every row of
+#: a union over a snapshot's segments: the id of the segment the row is from.
+SEGMENT_COLUMN = "seg"
+#: The columns the SQL adds to a segment table's rows, beside the chunk table's own and the typed fields:
+#: a typed field of one of these names would give a row two columns of one name (``SELECT seg, t.*``), and
+#: every statement that names it would fail as ambiguous; ranklock.collection reserves them.
+ADDED_COLUMNS: tuple[str, ...] = (SEGMENT_COLUMN, SHARD_KEY)
 SegmentKind = Literal["chunks", "terms", "forward", "postings", "dense", "fields", "counts"]
 #: Every kind of table a segment owns.
 SEGMENT_KINDS: tuple[SegmentKind, ...] = ("chunks", "terms", "forward", "postings", "dense", "fields", "counts")
@@ -125,3 +136,29 @@ def chunk_columns_ddl(dim: int) -> list[sql.Composable]:
         sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.ddl).format(dim=sql.Literal(dim)))
         for c in CHUNK_COLUMNS
     ]
+
+
+#: PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1); a longer one is cut to it, with a NOTICE.
+MAX_IDENTIFIER_BYTES = 63
+
+
+def field_index_name(table_name: str, field: str) -> str:
+    """The name of the index of typed field ``field`` on the table ``table_name``: ``<table>_f_<field>``.
+
+    PostgreSQL cuts a name past 63 bytes, so two long fields that share their first
+    fifty-odd characters would be given one index name and the second CREATE INDEX would
+    fail; a name that would be cut keeps a prefix of the field and ends in a digest of
+    the whole field name instead, which no two fields share.
+
+    >>> field_index_name("chunks_12", "year")
+    'chunks_12_f_year'
+    >>> len(field_index_name("chunks_12", "k" * 63))
+    63
+    """
+    name = f"{table_name}_f_{field}"
+    if len(name.encode("utf-8")) <= MAX_IDENTIFIER_BYTES:
+        return name
+    digest = hashlib.sha256(field.encode("utf-8")).hexdigest()[:12]
+    head = f"{table_name}_f_"
+    room = MAX_IDENTIFIER_BYTES - len(head) - len(digest) - 1
+    return f"{head}{field[:room]}_{digest}"

@@ -91,10 +91,12 @@ def _file(path: Path, doc_id: str) -> Document:
 
         got = extract(path)  # Unreadable names the reason; load_resumes collects every one
         return parse_resume(doc_id, got.body, fmt)
-    try:
-        content = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise IngestError(f"{path}: not UTF-8 text; re-encode it as UTF-8.") from exc
+    from ...ingest.formats.base import opened, read_utf8
+    from ...settings import FileLimits
+
+    # Opened as the folder loaders open a file: never a blocking open of a pipe, the text bounded in size.
+    with opened(path, FileLimits.from_env()) as src:
+        content = read_utf8(src)  # Unreadable (not UTF-8, too large) is collected like a PDF's
     return parse_resume(doc_id, content, fmt)
 
 

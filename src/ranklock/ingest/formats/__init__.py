@@ -19,7 +19,13 @@ aside: a document of a title alone would turn up in unrelated searches).  Hidden
 files and folders (``.obsidian/``, ``.DS_Store``) are application state, not notes,
 and are passed over as git and ripgrep pass them.
 
-Register another format with :func:`register` (one reader per suffix)::
+A file is opened once, without blocking, and its type checked on the opened descriptor; its reader
+reads that descriptor (:class:`OpenedFile`).  What one file may cost is bounded (ranklock.settings.FileLimits):
+a document's text (RANKLOCK_MAX_DOCUMENT_BYTES, a text file refused by its size before it is read), a PDF's
+pages and seconds.  A value a parser reads but Python refuses (a date that does not exist in front matter)
+makes that file unreadable, named with the reason, never the folder.
+
+Register another format with :func:`register` (one reader per suffix; it takes an :class:`OpenedFile`)::
 
     register(".rst", read_rst, "rst")
 """
@@ -34,11 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import IngestError
-from ...phrasing import plural
+from ...errors import IngestError, RanklockError
+from ...phrasing import plural, shown
+from ...settings import FileLimits
 from ..document import Document
 from ..normalize import normalize
-from .base import Extracted, Unreadable, read_utf8, without_title_line
+from .base import Extracted, OpenedFile, Unreadable, file_kind, opened, read_utf8, too_large, without_title_line
 from .docx import read_docx
 from .html import read_html
 from .markdown import read_markdown
@@ -49,6 +56,7 @@ __all__ = [
     "FileRead",
     "SkippedFile",
     "Extracted",
+    "OpenedFile",
     "SUFFIXES",
     "Unreadable",
     "UnreadableFile",
@@ -60,12 +68,13 @@ __all__ = [
     "unreadable_error",
 ]
 
-Reader = Callable[[Path], Extracted]
+#: A reader reads the file it is handed, opened and checked (:class:`OpenedFile`): never its path again.
+Reader = Callable[[OpenedFile], Extracted]
 
 
-def read_text(path: Path) -> Extracted:
+def read_text(src: OpenedFile) -> Extracted:
     """A plain text file: its name is the title."""
-    return Extracted(title=path.stem, body=read_utf8(path))
+    return Extracted(title=src.path.stem, body=read_utf8(src))
 
 
 #: suffix -> (reader, format name).  The format name is what reports show.
@@ -163,25 +172,48 @@ class FileLoad:
         }
 
 
-def extract(path: Path) -> Extracted:
-    """Read one file with the reader for its suffix; :class:`Unreadable` says why not."""
+def extract(path: Path, limits: FileLimits | None = None) -> Extracted:
+    """Read one file with the reader for its suffix, under ``limits`` (default: the environment's);
+    :class:`Unreadable` says why not."""
     entry = SUFFIXES.get(path.suffix.lower())
     if entry is None:
         raise Unreadable(
             f"no loader for {path.suffix or 'files without a suffix'!r}; known: {', '.join(sorted(SUFFIXES))}"
         )
+    limits = limits or FileLimits.from_env()
     try:
-        return entry[0](path)
+        with opened(path, limits) as src:
+            got = entry[0](src)
+    except (Unreadable, RanklockError):
+        raise  # a reason for this file, or a missing package (ConfigError), said as it is
     except OSError as exc:
         raise Unreadable(f"cannot read the file ({exc.strerror})") from None
+    except RecursionError:
+        raise Unreadable("its structure is nested too deeply to read; re-export it from its source") from None
+    except Exception as exc:
+        # A parser took a value that Python then refused (a ValueError deep in a library): that is this
+        # file's problem, to be named with it, never a traceback that stops the folder.
+        raise Unreadable(
+            f"cannot be read ({type(exc).__name__}: {str(exc)[:200]}); re-export it from its source, and report "
+            "it as a ranklock bug if the file opens elsewhere"
+        ) from None
+    size = len(got.body.encode("utf-8", "replace"))
+    if size > limits.max_document_bytes:
+        raise too_large(size, limits.max_document_bytes, "its text")
+    return got
 
 
 def unreadable_error(root: Path, bad: list[UnreadableFile], *, skip_hint: bool = True) -> IngestError:
-    """One error naming every unreadable file and its reason, ending with the way(s) forward."""
-    lines = "\n".join(f"  {u.path}: {u.reason}" for u in bad)
+    """One error naming every unreadable file and its reason, ending with the way(s) forward.
+
+    Each name and reason is :func:`~ranklock.phrasing.shown`: a file name holds any character but ``/``,
+    and a newline in one would forge a line of this message, an escape sequence rewrite the terminal.
+    """
+    lines = "\n".join(f"  {shown(u.path)}: {shown(u.reason, backslash=False)}" for u in bad)
     hint = ", or pass --skip-unreadable to ingest the rest and leave these out" if skip_hint else ""
     return IngestError(
-        f"{plural(len(bad), 'file')} under {root} could not be read; nothing was ingested:\n{lines}\nFix or remove them{hint}."
+        f"{plural(len(bad), 'file')} under {shown(str(root))} could not be read; nothing was ingested:\n{lines}\n"
+        f"Fix or remove them{hint}."
     )
 
 
@@ -228,13 +260,6 @@ def _entries(root: Path, follow_links: bool) -> tuple[list[Path], list[Unreadabl
     return sorted(out, key=lambda e: e.relative_to(root).parts), unlisted
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
-
-
 def _not_a_file(entry: Path, root: Path, follow_links: bool) -> str | None:
     """Why ``entry`` is not read as a file of the folder (a link out of it, a dangling link, a pipe); None: read it."""
     if entry.is_symlink():
@@ -251,7 +276,7 @@ def _not_a_file(entry: Path, root: Path, follow_links: bool) -> str | None:
             )
     mode = entry.stat().st_mode
     if not stat.S_ISREG(mode):
-        return f"{_kind(mode)}, not a file; it is left out (reading it could wait forever)"
+        return f"{file_kind(mode)}, not a file; it is left out (reading it could wait forever)"
     return None
 
 
@@ -262,6 +287,7 @@ def load_files(
     follow_links: bool = False,
     allow_empty: bool = False,
     previous: FileLoad | None = None,
+    limits: FileLimits | None = None,
 ) -> FileLoad:
     """Read every file with a known suffix under ``path`` (a folder, or one file), sorted by path.
 
@@ -272,9 +298,11 @@ def load_files(
     is unreadable (named, never read); ``follow_links`` reads links wherever they lead.
     A folder with no such file is refused unless ``allow_empty`` (an ingest decides what an
     empty source means).  ``previous``, an earlier read of the same folder: files whose
-    signature did not change are taken from it, not read again.
+    signature did not change are taken from it, not read again.  ``limits``: what one file may
+    cost (default: the environment's, ranklock.settings.FileLimits).
     """
     p = Path(path)
+    limits = limits or FileLimits.from_env()
     out = FileLoad(read_at=time.time())
     known = ", ".join(sorted(SUFFIXES))
     if p.is_dir():
@@ -312,6 +340,10 @@ def load_files(
         sig = _signature(f)
         if sig is None:
             continue  # removed since the folder was listed: gone
+        misnamed = _name_problem(rel)
+        if misnamed is not None:
+            out.unreadable.append(UnreadableFile(rel, fmt, misnamed))
+            continue
         if rel in reusable and reusable[rel][0] == sig:
             _, doc, read = reusable[rel]
             out.documents.append(doc)
@@ -319,7 +351,7 @@ def load_files(
             out.signatures[rel] = sig
             continue
         try:
-            got = extract(f)
+            got = extract(f, limits)
         except Unreadable as exc:
             if _signature(f) is not None:  # still there: unreadable, not gone
                 out.unreadable.append(UnreadableFile(rel, fmt, exc.reason))
@@ -331,7 +363,14 @@ def load_files(
                 SkippedFile(rel, "empty: no text to search (a title or front matter alone is no document)")
             )
             continue
-        out.documents.append(_document(rel, title, body, got.metadata))
+        try:
+            doc = _document(rel, title, body, got.metadata)
+        except IngestError as exc:
+            # What the document itself refuses (a name that is not UTF-8, a NaN in its metadata) is this file's
+            # reason, as an unreadable file's is: named, and the rest read, with --skip-unreadable.
+            out.unreadable.append(UnreadableFile(rel, fmt, _without_document(rel, str(exc))))
+            continue
+        out.documents.append(doc)
         out.read.append(FileRead(rel, fmt, rel, len(body), sorted(got.metadata)))
         out.signatures[rel] = sig
     out.skipped.sort(key=lambda s: s.path)
@@ -363,6 +402,24 @@ def _reusable(previous: FileLoad | None, root: str | None) -> dict[str, tuple[Si
         for d in previous.documents
         if d.doc_id in previous.signatures and d.doc_id in reads
     }
+
+
+def _name_problem(rel: str) -> str | None:
+    """Why the path ``rel`` cannot be a document id (its bytes are not UTF-8), or None."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = os.fsencode(rel[exc.start])[0]
+        return (
+            f"its name is not UTF-8 (byte 0x{byte:02x} at character {exc.start + 1}), and a document id is text; "
+            "rename the file (e.g. convmv -f latin1 -t utf8)"
+        )
+    return None
+
+
+def _without_document(doc_id: str, message: str) -> str:
+    """A Document's refusal without its leading ``document '<id>': `` (the file is named beside it)."""
+    return message.removeprefix(f"document {doc_id!r}: ").rstrip(".")
 
 
 def _document(doc_id: str, title: str, body: str, metadata: dict[str, Any]) -> Any:

@@ -1,18 +1,106 @@
-"""What every file loader shares: the result of reading one file, and why a file could not be read."""
+"""What every file loader shares: the file opened for its reader, the result of reading it, and why a file
+could not be read.
+
+A file is opened once, without blocking (``O_NONBLOCK``: opening a named pipe for reading would wait for a
+writer for ever), and its type is checked on the opened descriptor (``fstat``), so a file swapped for a pipe
+or a device between the folder's listing and the read is refused, never waited on.  Its reader reads that
+descriptor (:class:`OpenedFile`), never the path again.
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
+import stat
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import IO, Any
 
 from ...errors import ConfigError
 from ...limits import MAX_ZIP_PART_BYTES, MAX_ZIP_RATIO, MAX_ZIP_TOTAL_BYTES
+from ...settings import FileLimits
 
-__all__ = ["Extracted", "Unreadable", "check_zip", "read_utf8", "require", "without_title_line"]
+__all__ = [
+    "MARKUP_FACTOR",
+    "Extracted",
+    "OpenedFile",
+    "Unreadable",
+    "check_zip",
+    "file_kind",
+    "opened",
+    "read_utf8",
+    "require",
+    "too_large",
+    "without_title_line",
+]
+
+#: An HTML file may be this many times RANKLOCK_MAX_DOCUMENT_BYTES before it is read: its text is what the
+#: limit bounds, and markup (tags, scripts, styles) is commonly three to ten times the text of a page.
+MARKUP_FACTOR = 4
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, for a message: a named pipe, a socket, a device, a folder."""
+    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
+@dataclass(frozen=True)
+class OpenedFile:
+    """One file opened for its reader: its path (for the title and dated names), its size, and its bytes,
+    read from the descriptor whose type was checked."""
+
+    path: Path
+    file: IO[bytes]
+    #: Bytes, from ``fstat`` of the opened descriptor.
+    size: int
+    limits: FileLimits
+
+    def stream(self) -> IO[bytes]:
+        """The file from its first byte (a reader that takes a file object: zipfile, python-docx)."""
+        self.file.seek(0)
+        return self.file
+
+    def read_bytes(self, most: int) -> bytes:
+        """At most ``most`` bytes and one more, from the first: a file that grows while it is read stays bounded."""
+        return self.stream().read(most + 1)
+
+
+def too_large(size: int, limit: int, what: str) -> Unreadable:
+    """The refusal of a document whose text (``what``: "the file", "its text") is ``size`` bytes."""
+    return Unreadable(
+        f"{what} is {size:,} bytes; a document's text may be at most {limit:,} bytes "
+        "(RANKLOCK_MAX_DOCUMENT_BYTES): split it into smaller files, or raise the limit"
+    )
+
+
+@contextmanager
+def opened(path: Path, limits: FileLimits) -> Iterator[OpenedFile]:
+    """``path`` opened for reading without blocking, refused (:class:`Unreadable`) unless it is a regular file."""
+    # O_NONBLOCK: a pipe opens at once (and is refused below) instead of waiting for a writer; O_NOCTTY: a
+    # terminal device never becomes this process's controlling terminal.  Regular files ignore both.
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise Unreadable(f"cannot open the file ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable(f"{file_kind(st.st_mode)}, not a file; it is left out (reading it could wait forever)")
+        os.set_blocking(fd, True)
+        file = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with file:
+        yield OpenedFile(path, file, st.st_size, limits)
 
 
 @dataclass(frozen=True)
@@ -52,7 +140,7 @@ def require(module: str, extra: str) -> ModuleType:
 _RATIO_FROM_BYTES = 1 << 20
 
 
-def check_zip(path: Path, what: str) -> None:
+def check_zip(src: OpenedFile, what: str) -> None:
     """Refuse a zip-based file (``what``: ".docx") whose parts would inflate past the limits: a zip bomb.
 
     Read from the archive's directory, before anything is inflated.  The sizes it declares are what
@@ -60,7 +148,7 @@ def check_zip(path: Path, what: str) -> None:
     by them bounds the memory and time any reader of the file can spend.
     """
     try:
-        with zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(src.stream()) as z:
             parts = z.infolist()
     except (zipfile.BadZipFile, ValueError) as exc:
         raise Unreadable(f"not a valid {what} package (a broken zip archive: {exc}); open and re-save it") from None
@@ -86,9 +174,23 @@ def check_zip(path: Path, what: str) -> None:
         )
 
 
-def read_utf8(path: Path) -> str:
-    """The file as UTF-8 text, or :class:`Unreadable` (not UTF-8, or NUL bytes, which PostgreSQL text refuses)."""
-    data = path.read_bytes()
+def read_utf8(src: OpenedFile, *, markup: bool = False) -> str:
+    """The file as UTF-8 text, or :class:`Unreadable`: larger than a document may be (refused by its size,
+    before it is read; ``markup``: at :data:`MARKUP_FACTOR` times the limit), not UTF-8, or with NUL bytes,
+    which PostgreSQL text refuses."""
+    limit = src.limits.max_document_bytes * (MARKUP_FACTOR if markup else 1)
+    size = src.size
+    data = b""
+    if size <= limit:
+        data = src.read_bytes(limit)
+        size = len(data)  # more than the limit: it grew since it was opened
+    if size > limit and markup:
+        raise Unreadable(
+            f"the file is {size:,} bytes; an HTML file may be at most {MARKUP_FACTOR} times a document's text, "
+            f"{limit:,} bytes (RANKLOCK_MAX_DOCUMENT_BYTES): split it, or raise the limit"
+        )
+    if size > limit:
+        raise too_large(size, limit, "the file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import zipfile
-from pathlib import Path
 from typing import Any
 
-from .base import Extracted, Unreadable, check_zip, require
+from .base import Extracted, OpenedFile, Unreadable, check_zip, require
 
 __all__ = ["read_docx"]
 
@@ -29,17 +28,17 @@ def _blocks(doc: Any) -> list[str]:
     return out
 
 
-def read_docx(path: Path) -> Extracted:
+def read_docx(src: OpenedFile) -> Extracted:
     """The document's text; a file that is not a valid .docx (zip of WordprocessingML) is :class:`Unreadable`."""
     docx = require("docx", "docx")
-    if not zipfile.is_zipfile(path):
+    if not zipfile.is_zipfile(src.stream()):
         raise Unreadable(
             "not a .docx package (not a valid zip archive: truncated, or another format renamed .docx); "
             "open and re-save it in Word or LibreOffice"
         )
-    check_zip(path, ".docx")  # before python-docx inflates a part
+    check_zip(src, ".docx")  # before python-docx inflates a part
     try:
-        doc = docx.Document(str(path))
+        doc = docx.Document(src.stream())
     except Exception as exc:  # python-docx raises zipfile, KeyError, lxml and its own errors for broken files
         raise Unreadable(
             f"not a readable .docx ({type(exc).__name__}: {exc}); open and re-save it in Word or LibreOffice"
@@ -51,4 +50,4 @@ def read_docx(path: Path) -> Extracted:
     meta: dict[str, Any] = {}
     if props.author:
         meta["author"] = props.author.strip()
-    return Extracted(title=(props.title or "").strip() or path.stem, body=text, metadata=meta)
+    return Extracted(title=(props.title or "").strip() or src.path.stem, body=text, metadata=meta)

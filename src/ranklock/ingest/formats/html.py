@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
-from .base import Extracted, Unreadable, read_utf8, require, without_title_line
+from .base import Extracted, OpenedFile, Unreadable, read_utf8, require, without_title_line
 
 __all__ = ["read_html"]
 
 
-def read_html(path: Path) -> Extracted:
+def read_html(src: OpenedFile) -> Extracted:
     """The page's main text and title; a page with no main text is :class:`Unreadable`."""
     trafilatura = require("trafilatura", "html")
-    raw = read_utf8(path)
+    raw = read_utf8(src, markup=True)
     text = trafilatura.extract(raw, include_comments=False, include_tables=True, favor_precision=True)
     meta_obj = trafilatura.extract_metadata(raw)
     meta: dict[str, Any] = {}
@@ -32,7 +31,7 @@ def read_html(path: Path) -> Extracted:
         raise Unreadable(
             "no main text found (only navigation, boilerplate or a heading); check the page has an article body"
         )
-    return Extracted(title=title or path.stem, body=body, metadata=meta)
+    return Extracted(title=title or src.path.stem, body=body, metadata=meta)
 
 
 class _OutsideNavigation(HTMLParser):

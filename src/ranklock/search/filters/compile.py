@@ -149,6 +149,13 @@ def _normalize(coll: CollectionInfo, node: Any, text: bool) -> dict[str, Any]:
     name, op = node["field"], node["op"]
     spec = coll.field(name) if isinstance(name, str) else None
     if spec is None:
+        untyped = (coll.field_inference or {}).get("untyped") or {}
+        if isinstance(name, str) and name in untyped:
+            # The key is in the documents' metadata; say why no filter reads it rather than that it is unknown.
+            raise FilterError(
+                f"field {_short(name)} is no typed field of collection {coll.name!r}: its first ingest left the "
+                f"metadata key untyped ({untyped[name]}); valid fields: {_fields_listing(coll) or 'none'}."
+            )
         if not coll.fields:
             raise FilterError(
                 f"unknown field {_short(name)}: collection {coll.name!r} declares no typed fields; create the "
