@@ -87,9 +87,14 @@ def purge(
         f" (after waiting {waited:.1f} s for older transactions and replicas to let go of them)" if waited >= 1 else ""
     )
     if out.finished:
-        checked = ", and their files checked:" if out.checked else ";"
+        # Said only when the files were read; a role that may not read them is told so below.
+        checked = (
+            ", and their files checked: no byte of them is left there"
+            if out.checked
+            else "; their files could not be checked (see below)"
+        )
         console.print(
-            f"{plural(len(out.rewritten), 'table')} rewritten{held}{checked} no byte of them is left there, "
+            f"{plural(len(out.rewritten), 'table')} rewritten{held}{checked}, "
             f"{plural(out.wal_removed, 'WAL segment')} removed{canary}.",
             highlight=False,
         )
@@ -100,14 +105,15 @@ def purge(
             highlight=False,
         )
         for line in out.remaining:
-            console.print(f"  - {escape(line)}", highlight=False)
+            console.print(f"  - {escape(shown(line, backslash=False))}", highlight=False)
     console.print("Not reached (say so to whoever asked for the erasure):")
+    # A line may quote a session's application name or a field name: shown escaped, as every name is.
     for line in out.unreached:
-        console.print(f"  - {escape(line)}", highlight=False)
+        console.print(f"  - {escape(shown(line, backslash=False))}", highlight=False)
     if not out.finished:
         err_console.print(
             f"[bold red]error:[/] purge {out.purge_id} is not finished (see above); once what held the rows has "
-            f"ended, run {escape(f'`ranklock purge {collection} ID...`')} again with the same ids to finish it.",
+            f"ended, run {escape(f'`ranklock purge {shown(collection)} ID...`')} again with the same ids to finish it.",
             highlight=False,
         )
         raise typer.Exit(2)
