@@ -68,17 +68,13 @@ def get_document_steps(
     if row is None:
         # To an administrator an erased document is not "not found": say which purge erased it (its keyed
         # hash tells).  A reader is told what it would be told of an id never stored, in the same steps.
-        purged = (
-            (
-                yield Fetch(
-                    "SELECT id, at FROM ranklock.purges WHERE collection_id = %s AND (key_id = %s OR key_id IS NULL) "
-                    "AND id_hashes && %s ORDER BY id DESC LIMIT 1",
-                    [coll.id, purges.key_id, list(purges.hashes(coll.name, doc_id))],
-                )
+        purged: list[dict[str, Any]] = []
+        if purges is not None:
+            purged = yield Fetch(
+                "SELECT id, at FROM ranklock.purges WHERE collection_id = %s AND (key_id = %s OR key_id IS NULL) "
+                "AND id_hashes && %s ORDER BY id DESC LIMIT 1",
+                [coll.id, purges.key_id, list(purges.hashes(coll.name, doc_id))],
             )
-            if purges is not None
-            else []
-        )
         if purged:
             raise NotFound(
                 f"document {doc_id!r} of {coll.name!r} was erased by purge {purged[0]['id']} at "
