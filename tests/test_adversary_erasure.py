@@ -351,3 +351,23 @@ def test_a_field_only_the_purged_document_had_is_named_as_not_erased(engine: Eng
     assert "casefile_xq" not in json.dumps(row["unreached"])
     # A field other documents have too ("place") is not named.
     assert "'place'" not in text
+
+
+def test_a_search_made_only_of_words_nothing_left_holds_goes_with_the_purge(engine: Engine, cname: str) -> None:
+    """The issue's rule: queries made only of terms that no other live document holds go (a misspelt name,
+    searched under a filter that excluded it); a query with one word the collection still holds stays."""
+    emb = use_hash_embedder(engine)
+    engine.ingest(cname, _docs(), create={"embedder": emb, "index": "exact"})
+    gone = [
+        engine.search(cname, "Xylophqarnett", k=5, mode="lexical").query_id,  # held by no document, before or after
+        engine.search(cname, "harbour", k=5, mode="lexical", filter='place = "cliff"').query_id,  # only the victim's
+    ]
+    kept = [
+        engine.search(cname, "plain Xylophqarnett", k=5, mode="lexical").query_id,  # "plain": the others hold it
+        engine.search(cname, "words number", k=5, mode="lexical").query_id,
+    ]
+    out = engine.purge(cname, [VICTIM])
+    left = {
+        r["id"] for r in engine.db.fetchall("SELECT id FROM ranklock.query_log WHERE id = ANY (%s)", [[*gone, *kept]])
+    }
+    assert left == set(kept) and out.log_entries_removed >= 2

@@ -241,7 +241,7 @@ def _purge(
     cache = _purge_vectors(conn, coll, hashes)
     # Entries that name the documents (ranklock.snapshot.purge's rule, in _names): found now, while
     # searches run; deleted at the end, with those logged since.
-    names = _Names(coll, wanted, words)
+    names = _Names(coll, wanted, words, _unheld(conn, coll))
     seen_query = _quoting(conn, "query_log", names)
     seen_answer = _quoting(conn, "answer_log", names)
     copies, later = _copy_segments(conn, segments)
@@ -333,15 +333,17 @@ class _Names:
     """What names a purged document in a log entry (the rule docs/reliability.md states).
 
     An entry names it when its result (or rerank) lists one of its ids; when a string of its request
-    (the query, a filter) holds one of its ids as a whole token; or when its query (a question, for the
+    (the query, a filter) holds one of its ids as a whole token; when its query (a question, for the
     answer log) holds a word that only the purged documents held in the collection (:func:`_only_theirs`),
-    analysed as the collection analyses text.  A query made of such words and others still quotes them:
-    the entry goes whole.
+    analysed as the collection analyses text (a query made of such words and others still quotes them:
+    the entry goes whole); or when its query is made only of words no document of the collection holds
+    now (``unheld``): nothing left answers it, and it may have been a search for what was purged.
     """
 
     coll: CollectionInfo
     ids: list[str]
     words: set[str]
+    unheld: set[str]
 
     def params(self) -> dict[str, Any]:
         return {
@@ -349,6 +351,7 @@ class _Names:
             "ids": self.ids,
             "pats": [_token_pattern(i) for i in self.ids],
             "words": sorted(self.words),
+            "unheld": sorted(self.unheld),
             "cfg": self.coll.language,
             "accent": self.coll.accent,
         }
@@ -369,10 +372,12 @@ _REQUEST_NAMES = (
     "EXISTS (SELECT 1 FROM jsonb_path_query(t.request, 'strict $.**') AS v "
     "WHERE jsonb_typeof(v) = 'string' AND (v #>> '{}') ~* ANY (%(pats)s::text[]))"
 )
-# The entry's query text (a question) holds a word only the purged documents held.
+# The entry's query text (a question) holds a word only the purged documents held, or holds only words no
+# document of the collection holds now.
 _WORDS = (
-    "(cardinality(%(words)s::text[]) > 0 AND t.request ? {key} AND tsvector_to_array(ranklock.doc_tsvector("
-    "%(cfg)s::regconfig, %(accent)s, t.request ->> {key})) && %(words)s::text[])"
+    "(t.request ? {key} AND EXISTS (SELECT 1 FROM (SELECT tsvector_to_array(ranklock.doc_tsvector("
+    "%(cfg)s::regconfig, %(accent)s, t.request ->> {key})) AS q) AS x WHERE cardinality(x.q) > 0 "
+    "AND (x.q && %(words)s::text[] OR x.q <@ %(unheld)s::text[])))"
 )
 _QUERY_WORDS = _WORDS.format(key="'query'")
 _QUESTION_WORDS = _WORDS.format(key="'question'")
@@ -393,6 +398,28 @@ _QUOTES = {
 _RETURNING = {"query_log": sql.SQL("t.id, NULL"), "answer_log": sql.SQL("t.id, t.answer_id")}
 
 
+#: Where each log keeps the text a search was asked with.
+_TEXT_KEY = {"query_log": "query", "answer_log": "question"}
+
+
+def _unheld(conn: Any, coll: CollectionInfo, *, since: int = 0, logs: Sequence[str] = tuple(_TEXT_KEY)) -> set[str]:
+    """The words of the collection's logged queries and questions (of entries after ``since``) that no segment of
+    the collection holds now, analysed as the collection analyses text."""
+    lexemes: set[str] = set()
+    for log in logs:
+        key = _TEXT_KEY[log]
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT l FROM {} AS t CROSS JOIN LATERAL unnest(tsvector_to_array(ranklock.doc_tsvector("
+                "%(cfg)s::regconfig, %(accent)s, t.request ->> %(key)s))) AS l "
+                "WHERE t.collection = %(c)s AND t.id > %(since)s AND t.request ? %(key)s"
+            ).format(sql.Identifier("ranklock", log)),
+            {"cfg": coll.language, "accent": coll.accent, "key": key, "c": coll.name, "since": since},
+        ).fetchall()
+        lexemes |= {str(r[0]) for r in rows}
+    return _only_theirs(conn, coll, lexemes)
+
+
 def _quoting(conn: Any, log: str, names: _Names) -> tuple[list[int], int]:
     """The entries of ``log`` that name the documents, and the highest id of the log when they were found."""
     table = sql.Identifier("ranklock", log)
@@ -409,6 +436,8 @@ def _quoting(conn: Any, log: str, names: _Names) -> tuple[list[int], int]:
 def _delete_quoting(conn: Any, log: str, seen: tuple[list[int], int], names: _Names) -> list[tuple[int, str | None]]:
     """Delete the entries found by :func:`_quoting` and those of ``log`` written since that name the documents."""
     found, top = seen
+    # The words of the entries written since that nothing holds were not known when ``names`` was made.
+    names = dataclasses.replace(names, unheld=names.unheld | _unheld(conn, names.coll, since=top, logs=[log]))
     rows = conn.execute(
         sql.SQL(
             "DELETE FROM {} AS t WHERE t.id = ANY (%(found)s) OR (t.id > %(top)s AND t.collection = %(c)s AND {}) "
