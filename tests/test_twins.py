@@ -100,7 +100,9 @@ def test_a_keyword_added_to_engine_search_alone_fails_the_check() -> None:
 
 
 def test_a_default_changed_on_one_side_fails_the_check() -> None:
-    async def document(self: Any, name: str, doc_id: str, *, snapshot: int | None = 0) -> StoredDocument: ...
+    async def document(
+        self: Any, name: str, doc_id: str, *, snapshot: int | None = 0, show_purge: bool = False
+    ) -> StoredDocument: ...
 
     drifted = type("AsyncEngine", (), {**vars(AsyncEngine), "document": document})
     assert check.engine_drift(Engine, drifted) == [

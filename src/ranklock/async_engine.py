@@ -242,13 +242,17 @@ class AsyncEngine:
 
         return await self._run(resolve_steps(coll, snapshot))
 
-    async def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> StoredDocument:
+    async def document(
+        self, name: str, doc_id: str, *, snapshot: int | None = None, show_purge: bool = False
+    ) -> StoredDocument:
         """The stored version of ``doc_id`` in ``snapshot`` (default: the active one) (:meth:`Engine.document`)."""
         from .snapshot.document import get_document_steps
+        from .snapshot.purge_key import load_purge_key
 
         coll = await self.collection(name)
         snap = await self._snapshot_for(coll, snapshot)
-        return await self._run(get_document_steps(coll, int(snap["id"]), doc_id))
+        purges = load_purge_key(self.settings.home) if show_purge else None
+        return await self._run(get_document_steps(coll, int(snap["id"]), doc_id, purges=purges))
 
     async def list_snapshots(self, name: str) -> list[SnapshotInfo]:
         """Every snapshot of ``name``, oldest first (:meth:`Engine.list_snapshots`)."""

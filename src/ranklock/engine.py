@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from .snapshot.document import StoredDocument
     from .snapshot.health import Readiness
     from .snapshot.purge import PurgeOutcome
+    from .snapshot.purge_key import PurgeKey
     from .snapshot.retention import RetentionPlan, SnapshotRetention
     from .store.collections import CollectionSummary
     from .store.log_retention import LogStatus, PruneReport
@@ -111,6 +112,8 @@ class Engine:
         from .store.cluster import LocalCluster
 
         cluster = None if settings.dsn else LocalCluster(settings.home).home_dsn()
+        #: The home's local Citus cluster, when that is the database (ranklock.store.cluster).
+        self.cluster = LocalCluster(settings.home) if cluster else None
         if settings.dsn or cluster:
             uri = settings.dsn or cluster or ""
         else:
@@ -395,6 +398,7 @@ class Engine:
             create_options=create,
             allow_purged=allow_purged,
             mirror=mirror,
+            purge_key=self._purge_key(),
         )
 
     @refusals_as(IngestError)
@@ -436,10 +440,18 @@ class Engine:
         under the home forget the ids.
         """
         from .eval.canary import forget_documents
-        from .snapshot.purge import purge_documents
+        from .snapshot.purge import PurgeContext, purge_documents
+        from .store.horizon import local_standby_nudges
 
+        context = PurgeContext(
+            key=self._purge_key(),
+            owned=self.server is not None or self.cluster is not None,
+            wait=self.settings.purge_wait,
+            # The home's local standbys stream from its embedded server (never from a cluster or a DSN's).
+            nudges=local_standby_nudges(self.settings.home) if self.server is not None else {},
+        )
         out = purge_documents(
-            self.db, self.collection(name), list(ids), lock_wait=self.settings.lock_wait, embedded=not self.settings.dsn
+            self.db, self.collection(name), list(ids), lock_wait=self.settings.lock_wait, context=context
         )
         records = forget_documents(self.settings.home, name, ids)
         return dataclasses.replace(out, canary_records=tuple(str(p) for p in records))
@@ -514,12 +526,26 @@ class Engine:
 
         return resolve(self.rdb, coll, snapshot)
 
-    def document(self, name: str, doc_id: str, *, snapshot: int | None = None) -> StoredDocument:
-        """The stored version of ``doc_id`` in ``snapshot`` (default: the active one); read-only."""
+    def document(
+        self, name: str, doc_id: str, *, snapshot: int | None = None, show_purge: bool = False
+    ) -> StoredDocument:
+        """The stored version of ``doc_id`` in ``snapshot`` (default: the active one); read-only.
+
+        An id the snapshot lacks is ``NotFound`` with the same message whether it was never stored or
+        purged: a reader (MCP's ``get_document``) must not learn that it was there.  ``show_purge``
+        (an administrator: ``ranklock document get``) names the purge that erased it instead.
+        """
         from .snapshot.document import get_document
 
         coll = self.collection(name)
-        return get_document(self.db, coll, int(self._snapshot_for(coll, snapshot)["id"]), doc_id)
+        sid = int(self._snapshot_for(coll, snapshot)["id"])
+        return get_document(self.db, coll, sid, doc_id, purges=self._purge_key() if show_purge else None)
+
+    def _purge_key(self) -> PurgeKey:
+        """The home's purge key (``<home>/purge.key``, made on first use): what purge records' id hashes are keyed with."""
+        from .snapshot.purge_key import load_purge_key
+
+        return load_purge_key(self.settings.home)
 
     # Snapshot operations live in ranklock.snapshot.lifecycle; these are thin doors to them.
 

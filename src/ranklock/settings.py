@@ -157,6 +157,13 @@ ENV: tuple[EnvVar, ...] = (
         "collection before failing ([docs/snapshots.md](docs/snapshots.md#concurrent-writers))",
     ),
     EnvVar(
+        "RANKLOCK_PURGE_WAIT",
+        "60s",
+        "how long a purge waits, in all, for older transactions and replicas to let go of the rows it deleted "
+        "before it rewrites their tables; what still holds them then is named and the purge stays unfinished "
+        "([docs/reliability.md](docs/reliability.md#purge-an-erasure-erases))",
+    ),
+    EnvVar(
         "RANKLOCK_READ_DSNS",
         None,
         "streaming replicas (comma-separated DSNs) that serve searches; writes stay on the primary "
@@ -538,6 +545,13 @@ class Settings(BaseModel):
         description="Longest a writer (ingest, snapshot activate/rollback/drop) waits for another writer of the "
         "same collection before failing, in seconds (RANKLOCK_LOCK_WAIT, e.g. 300 or 5m; 0: do not wait). "
         "Writers of one collection run one at a time.",
+    )
+    purge_wait: float = Field(
+        default_factory=lambda: parse_duration(env("RANKLOCK_PURGE_WAIT"), what="RANKLOCK_PURGE_WAIT"),
+        ge=0,
+        description="Longest a purge waits, in all, for older transactions and replicas to let go of the rows it "
+        "deleted before it rewrites their tables, in seconds (RANKLOCK_PURGE_WAIT, e.g. 60 or 5m); what still holds "
+        "them is named, and the purge stays unfinished until it is run again.",
     )
     max_body_bytes: int = Field(
         default_factory=lambda: parse_size(env("RANKLOCK_MAX_BODY_BYTES"), what="RANKLOCK_MAX_BODY_BYTES"),

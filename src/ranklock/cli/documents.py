@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from ..phrasing import plural, shown
-from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, print_json
+from ._common import DsnOpt, HomeOpt, JsonOpt, console, engine, err_console, print_json
 
 #: This module's commands; cli/root.py merges them into the root app.
 app = typer.Typer()
@@ -54,16 +54,22 @@ def purge(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Erase documents from every snapshot, segment, cache and log (a right to be forgotten); recorded, not undone."""
+    """Erase documents from every snapshot, segment, cache and log (a right to be forgotten); recorded, not undone.
+
+    Exits 2 when the check after the rewrite still finds bytes of them (an older transaction or a replica
+    held the rows): it says where and what held them, and the same command run again finishes the purge.
+    """
     with engine(dsn, home) as eng:
         out = eng.purge(collection, ids)
     if as_json:
-        print_json(out.__dict__)
+        print_json({**out.__dict__, "finished": out.finished})
+        if not out.finished:
+            raise typer.Exit(2)
         return
     if out.resumed:
         console.print(
-            f"[bold]{collection}[/]: purge {out.purge_id} had erased these documents but was interrupted before "
-            "it rewrote what still held their bytes; that is done now."
+            f"[bold]{collection}[/]: purge {out.purge_id} had erased these documents but was not finished "
+            "(interrupted, or bytes of them were left); its rewrite ran again."
         )
     else:
         console.print(
@@ -71,18 +77,46 @@ def purge(
             f"{plural(len(out.segments), 'segment')} and {plural(len(out.snapshots), 'snapshot')}; "
             f"{plural(out.versions, 'stored version')}, {plural(out.cache_vectors, 'cached vector')}, "
             f"{plural(out.log_entries_removed, 'query-log entry')} and "
-            f"{plural(out.answers_removed, 'answer-log entry')} that quoted them removed."
+            f"{plural(out.answers_removed, 'answer-log entry')} that named them removed."
         )
     canary = (
         f"; their ids taken out of {plural(len(out.canary_records), 'canary record')}" if out.canary_records else ""
     )
-    console.print(
-        f"{plural(len(out.rewritten), 'table')} rewritten so no byte of them is left there, "
-        f"{plural(out.wal_removed, 'WAL segment')} removed{canary}."
+    waited = out.seconds.get("wait", 0.0)
+    held = (
+        f" (after waiting {waited:.1f} s for older transactions and replicas to let go of them)" if waited >= 1 else ""
     )
+    if out.finished:
+        # Said only when the files were read; a role that may not read them is told so below.
+        checked = (
+            ", and their files checked: no byte of them is left there"
+            if out.checked
+            else "; their files could not be checked (see below)"
+        )
+        console.print(
+            f"{plural(len(out.rewritten), 'table')} rewritten{held}{checked}, "
+            f"{plural(out.wal_removed, 'WAL segment')} removed{canary}.",
+            highlight=False,
+        )
+    else:
+        console.print(
+            f"{plural(len(out.rewritten), 'table')} rewritten{held}, {plural(out.wal_removed, 'WAL segment')} "
+            f"removed{canary}; but the purge is NOT finished, bytes of them are still in:",
+            highlight=False,
+        )
+        for line in out.remaining:
+            console.print(f"  - {escape(shown(line, backslash=False))}", highlight=False)
     console.print("Not reached (say so to whoever asked for the erasure):")
+    # A line may quote a session's application name or a field name: shown escaped, as every name is.
     for line in out.unreached:
-        console.print(f"  - {line}", highlight=False)
+        console.print(f"  - {escape(shown(line, backslash=False))}", highlight=False)
+    if not out.finished:
+        err_console.print(
+            f"[bold red]error:[/] purge {out.purge_id} is not finished (see above); once what held the rows has "
+            f"ended, run {escape(f'`ranklock purge {shown(collection)} ID...`')} again with the same ids to finish it.",
+            highlight=False,
+        )
+        raise typer.Exit(2)
 
 
 document_app = typer.Typer(help="Stored documents, by id.", no_args_is_help=True)
@@ -100,7 +134,8 @@ def document_get(
 ) -> None:
     """Print a stored document by id: its title, metadata and text as the snapshot holds them."""
     with engine(dsn, home) as eng:
-        doc = eng.document(collection, doc_id, snapshot=snapshot)
+        # The operator of the home sees which purge erased an id (a reader over MCP is told "no document").
+        doc = eng.document(collection, doc_id, snapshot=snapshot, show_purge=True)
     if as_json:
         print_json(doc.as_dict())
         return

@@ -12,7 +12,7 @@ from ..collection import CollectionInfo
 from ..errors import NotFound
 from ..store.database import Database
 from ..store.steps import Fetch, Steps, run_steps
-from .purge import purged_id_hash
+from .purge_key import PurgeKey
 from .segments import live_documents_sql
 
 __all__ = ["StoredDocument", "get_document", "get_document_steps"]
@@ -36,16 +36,25 @@ class StoredDocument:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def get_document(db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: str) -> StoredDocument:
+def get_document(
+    db: Database, coll: CollectionInfo, snapshot_id: int, doc_id: str, *, purges: PurgeKey | None = None
+) -> StoredDocument:
     """The version of ``doc_id`` in ``snapshot_id``: title, body, metadata and content hash.
 
     ``display`` fields (names, contacts) are left out: they are for people, and
     an agent reading documents is one more ranker they must not reach.
+
+    An id the snapshot does not hold is :class:`NotFound` with one message, whether it was never
+    stored or a purge erased it: a reader must not learn that an id was there.  ``purges`` (the
+    home's purge key: an administrator's call, such as ``ranklock document get``) names the purge
+    instead, when one erased it.
     """
-    return run_steps(db, get_document_steps(coll, snapshot_id, doc_id))
+    return run_steps(db, get_document_steps(coll, snapshot_id, doc_id, purges=purges))
 
 
-def get_document_steps(coll: CollectionInfo, snapshot_id: int, doc_id: str) -> Steps[StoredDocument]:
+def get_document_steps(
+    coll: CollectionInfo, snapshot_id: int, doc_id: str, *, purges: PurgeKey | None = None
+) -> Steps[StoredDocument]:
     """:func:`get_document` as steps (ranklock.store.steps), for the sync and the async engine."""
     rows = yield Fetch(
         sql.SQL(
@@ -57,12 +66,15 @@ def get_document_steps(coll: CollectionInfo, snapshot_id: int, doc_id: str) -> S
     )
     row = rows[0] if rows else None
     if row is None:
-        # An erased document is not "not found": say which purge erased it (its keyed hash tells).
-        purged = yield Fetch(
-            "SELECT id, at FROM ranklock.purges WHERE collection_id = %s AND %s = ANY (id_hashes) ORDER BY id DESC "
-            "LIMIT 1",
-            [coll.id, purged_id_hash(coll.name, doc_id)],
-        )
+        # To an administrator an erased document is not "not found": say which purge erased it (its keyed
+        # hash tells).  A reader is told what it would be told of an id never stored, in the same steps.
+        purged: list[dict[str, Any]] = []
+        if purges is not None:
+            purged = yield Fetch(
+                "SELECT id, at FROM ranklock.purges WHERE collection_id = %s AND (key_id = %s OR key_id IS NULL) "
+                "AND id_hashes && %s ORDER BY id DESC LIMIT 1",
+                [coll.id, purges.key_id, list(purges.hashes(coll.name, doc_id))],
+            )
         if purged:
             raise NotFound(
                 f"document {doc_id!r} of {coll.name!r} was erased by purge {purged[0]['id']} at "

@@ -34,6 +34,7 @@ from ..store.documents import claim_versions, store_versions
 from . import lifecycle
 from .build import BuildReport, Progress, build_snapshot, prepare_documents, reap_dead_builds
 from .merge import MergeOutcome, merge
+from .purge_key import PurgeKey
 from .purged import purged_among
 from .segments import live_count, live_documents
 from .sources import FolderRead, emptied_error, find_source, record_source, source_documents, version_sources
@@ -128,6 +129,7 @@ def ingest_snapshot(
     activate: bool = True,
     allow_empty: bool = False,
     allow_purged: bool = False,
+    purge_key: PurgeKey,
     skipped: list[str] | None = None,
     progress: Progress | None = None,
     folder: FolderRead | None = None,
@@ -139,7 +141,8 @@ def ingest_snapshot(
     ``skipped`` only feeds the message of the refusal of an empty snapshot.
     An input that changes nothing builds nothing: the active snapshot stays (``build`` is None), unless
     ``activate`` is False (a candidate asked for is built).
-    An id a purge erased is left out unless ``allow_purged``, and named either way.
+    An id a purge erased is left out unless ``allow_purged``, and named either way (``purge_key``: the
+    home's, which the purge records' id hashes are made with).
     ``folder``: ``given`` is what a read of that folder found; its documents are recorded as given by it
     and, with ``mirror``, the documents it gave before whose files are gone are removed
     (ranklock.snapshot.sources).
@@ -153,7 +156,7 @@ def ingest_snapshot(
     # A purge is an erasure: its ids come back only when the caller says so, and before anything of
     # them is chunked or embedded (the purge emptied the embedding cache of their texts too).
     read_any = bool(given)
-    purged = purged_among(db, coll, list(given))
+    purged = purged_among(db, coll, list(given), purge_key)
     if purged and not allow_purged:
         given = {i: d for i, d in given.items() if i not in purged}
     # The slow part first, with no lock held: chunks cut, vectors cached, for the documents the

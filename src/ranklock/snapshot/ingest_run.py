@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..ingest.formats import FileLoad
     from ..store.database import Database
     from .build import Progress
+    from .purge_key import PurgeKey
 
 __all__ = ["existing_collection", "run_ingest"]
 
@@ -67,8 +68,11 @@ def run_ingest(
     create_options: dict[str, Any] | None = None,
     allow_purged: bool = False,
     mirror: bool = True,
+    purge_key: PurgeKey,
 ) -> IngestReport:
-    """Ingest ``source`` into a new snapshot of ``name`` (see :meth:`ranklock.Engine.ingest` for the keywords)."""
+    """Ingest ``source`` into a new snapshot of ``name`` (see :meth:`ranklock.Engine.ingest` for the keywords).
+
+    ``purge_key``: the home's purge key, to recognise an id a purge erased (ranklock.snapshot.purge_key)."""
     from ..ingest.formats import FileLoad, handles, load_files, no_files_error
     from ..ingest.loaders import check_text_sizes, load_corpus
     from .ingest import empty_snapshot_error, ingest_snapshot, split_empty
@@ -143,6 +147,7 @@ def run_ingest(
                 activate=activate,
                 allow_empty=allow_empty,
                 allow_purged=allow_purged,
+                purge_key=purge_key,
                 skipped=skipped,
                 progress=progress,
                 folder=folder,

@@ -6,7 +6,7 @@ possible.  A purge erases it: from every segment of the collection (so from
 every retained snapshot), from the stored document versions, from the
 embedding cache (the vectors of its chunks' texts that nothing else holds),
 from the result cache, and from the query and answer logs whose entries
-quote it.  It breaks the immutability of the segments on purpose, in one
+name it.  It breaks the immutability of the segments on purpose, in one
 transaction under the collection's writer lock:
 
 * a segment loses the document's rows (chunks, forward rows, postings,
@@ -18,19 +18,30 @@ transaction under the collection's writer lock:
 * a snapshot where it was live gets its totals and manifest corrected (the
   manifest records the purge, so its hash changes: a replay of an older
   query reports that), one where it was dead forgets it;
-* the log entries that quote it are deleted, and the purge records which
-  (``ranklock.purges``: ids, time, a keyed hash of each purged id, never
-  the content), so replaying one says it was purged instead of "not found".
+* the log entries that name it are deleted (:class:`_Names`: an entry whose
+  result lists it, whose request holds its id as a token, or whose query holds
+  a word only the purged documents held in the collection), and the purge
+  records which (``ranklock.purges``: ids, time, an HMAC of each purged id under
+  the home's purge key (ranklock.snapshot.purge_key), never the content), so
+  replaying one says it was purged instead of "not found".
 
 Deleted rows leave their bytes behind (in heap pages, TOAST, indexes, the
 statistics and the WAL), readable by anyone with the files or the catalog.  So
 every table of a touched segment is rewritten in the same transaction by copy
 and swap (ranklock.store.rewrite: searches read the old table meanwhile and
-wait only for the swap) and analyzed again; after the commit the shared tables
-it deleted from and ``pg_statistic`` are rewritten and the WAL retired
-(ranklock.store.erasure).  The purge says what it could not reach (a WAL
-archive, backups, replicas' files, the disk's free blocks).  If it is killed
-after its commit, running it again finishes the rewrite.
+wait only for the swap; the copy holds the rows the purge's own snapshot sees,
+so never the deleted ones) and analyzed again; after the commit the shared
+tables it deleted from and ``pg_statistic`` are rewritten, checked and the WAL
+retired, on the server and every Citus worker (ranklock.store.erasure).  A
+rewrite keeps every row an older snapshot may still read: it first waits,
+bounded by ``PurgeContext.wait``, for older transactions and replicas to let go
+(ranklock.store.horizon), and afterwards reads the rewritten files for the
+purged ids and words (ranklock.store.residue).  Only when nothing is found is
+the record marked erased (``erased_at``); otherwise the outcome says where the
+bytes remain and what held them, and the same purge run again finishes it (as
+it does a purge killed after its commit).  The purge says what it could not
+reach (a WAL archive, backups, replicas' free blocks, the disk's free blocks, a
+worker it could not connect to, a field name only the documents had).
 
 >>> eng.purge("resumes", ["cand-17"]).log_entries_removed   # doctest: +SKIP
 3
@@ -39,9 +50,8 @@ after its commit, running it again finishes the rewrite.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +62,9 @@ from ..collection import CollectionInfo, read_collection
 from ..errors import IngestError
 from ..store import locks
 from ..store.database import Database
-from ..store.erasure import erase_leftovers
+from ..store.erasure import Erasure, erase_leftovers
+from ..store.horizon import next_xid
+from ..store.residue import needles
 from ..store.rewrite import Copy, copy_table
 from ..store.tables import SCHEMA, SEGMENT_KINDS, SegmentKind, segment_table, segment_table_name, snapshot_table_name
 from .build import reap_dead_builds
@@ -60,15 +72,11 @@ from .composition import recount_dead_terms, set_digest
 from .gate import open_gates, swap_behind_gates
 from .indexes import index_build_settings
 from .manifest import manifest_hash
+from .purge_key import PurgeKey
 from .value_counts import complete_counts
 from .writer import writing
 
-__all__ = ["SHARED_TABLES", "PurgeOutcome", "purge_documents", "purged_id_hash"]
-
-
-def purged_id_hash(collection: str, doc_id: str) -> str:
-    """What the purge record keeps of a purged id: sha256 of (collection, id), so an id can be checked, not read."""
-    return hashlib.sha256(f"ranklock-purge\x00{collection}\x00{doc_id}".encode()).hexdigest()
+__all__ = ["SHARED_TABLES", "PurgeOutcome", "purge_documents"]
 
 
 #: The shared tables a purge deletes or updates rows of: rewritten after it commits
@@ -85,14 +93,38 @@ SHARED_TABLES = (
     "ranklock.result_cache",
     "ranklock.query_log",
     "ranklock.answer_log",
+    # Its own records: rekeying the hashes of records made before keys leaves their old versions there.
+    "ranklock.purges",
 )
+#: The shared tables whose files the purge checks for the purged ids and words after the rewrite: all but the
+#: embedding cache, which holds hashes and vectors (no text; its random bytes would only give chance matches).
+SCANNED_TABLES = tuple(t for t in SHARED_TABLES if t != "ranklock.embedding_cache")
+
+
+@dataclass(frozen=True)
+class PurgeContext:
+    """Where a purge runs.
+
+    ``key``: the home's purge key, which its record's id hashes are made with (ranklock.snapshot.purge_key);
+    ``owned``: the servers are ranklock's own (the embedded one, the home's local cluster), so the purge
+    may turn their ``wal_recycle`` off; ``wait``: the longest it waits, in all, for older sessions and
+    replicas to let go of the deleted rows (ranklock.store.horizon); ``nudges``: how to make each local
+    standby report its position at once, by its replication slot.
+    """
+
+    key: PurgeKey
+    owned: bool = False
+    wait: float = 60.0
+    nudges: Mapping[str, Callable[[], None]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class PurgeOutcome:
     """What a purge erased, by count; ``purge_id`` is its record in ``ranklock.purges``.
 
-    ``rewritten``: the relations rewritten so no byte of the documents is left in them;
+    ``rewritten``: the relations rewritten; ``remaining``: where the check after the rewrite still found
+    bytes of the documents, in sentences with who held them: empty when the purge is finished
+    (:attr:`finished`), else the record stays unfinished and the same purge run again finishes it;
     ``unreached``: what it could not reach, in sentences (ranklock.store.erasure).
     """
 
@@ -107,21 +139,41 @@ class PurgeOutcome:
     rewritten: tuple[str, ...] = ()
     wal_removed: int = 0
     unreached: tuple[str, ...] = ()
+    remaining: tuple[str, ...] = ()
+    #: Whether the files of the rewritten tables were read for the purged ids and words (it needs a superuser).
+    checked: bool = False
+    #: Typed fields that only the purged documents had: their names stay in the collection's schema.
+    fields_kept: tuple[str, ...] = ()
     #: Canary records (``<home>/canary``) the purged ids were taken out of (set by the engine).
     canary_records: tuple[str, ...] = ()
     #: True when this run only finished the rewrite of an earlier purge that was interrupted after its commit.
     resumed: bool = False
-    #: Wall seconds of its parts: ``transaction`` (deletes, copy and swap, logs), ``erase`` (after the commit).
+    #: Wall seconds of its parts: ``transaction`` (deletes, copy and swap, logs), ``erase`` (after the commit,
+    #: of which ``wait``: waiting for older sessions and replicas to let go of the rows).
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the check found no byte of the documents left in what the purge rewrote."""
+        return not self.remaining
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What the purge's transaction learnt for the erasure after it: not stored anywhere."""
+
+    #: Distributed segment tables, rewritten after the commit.
+    later: list[str]
+    #: Words (lexemes) only the purged documents held in the collection: looked for in the rewritten files.
+    words: list[str]
+    #: The purge transaction's id: the rows it deleted are gone once the horizon passes it.
+    xid: int
 
 
 def purge_documents(
-    db: Database, coll: CollectionInfo, ids: Sequence[str], *, lock_wait: float, embedded: bool
+    db: Database, coll: CollectionInfo, ids: Sequence[str], *, lock_wait: float, context: PurgeContext
 ) -> PurgeOutcome:
-    """Erase the documents ``ids`` from every place ranklock stores them (see the module docstring).
-
-    ``embedded``: the server is ranklock's own (what the purge cannot reach differs).
-    """
+    """Erase the documents ``ids`` from every place ranklock stores them (see the module docstring)."""
     wanted = sorted(set(ids))
     if not wanted:
         raise IngestError("no document id to purge; name at least one, e.g. `ranklock purge docs d1`.")
@@ -134,22 +186,22 @@ def purge_documents(
         with db.connection() as conn:
             try:
                 with conn.transaction():
-                    done = _purge(conn, coll, wanted, lock_wait)
+                    done = _purge(conn, coll, wanted, lock_wait, context.key)
             finally:
                 open_gates(conn)  # closed for the swap; searches read the new tables from here
         if done is None:
-            return _resume(db, coll, wanted, embedded)
-        outcome, later = done
+            return _resume(db, coll, wanted, context)
+        outcome, found = done
         outcome = dataclasses.replace(outcome, seconds={"transaction": round(time.perf_counter() - t0, 3)})
-        erased = _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
+        erased = _erase(db, outcome, context, found.later, wanted, found.words, before=found.xid + 1)
         for sid in outcome.snapshots:
             complete_counts(db, sid, [f.name for f in coll.fields])
         return erased
 
 
 def _purge(
-    conn: Any, coll: CollectionInfo, wanted: list[str], lock_wait: float
-) -> tuple[PurgeOutcome, list[str]] | None:
+    conn: Any, coll: CollectionInfo, wanted: list[str], lock_wait: float, key: PurgeKey
+) -> tuple[PurgeOutcome, _Found] | None:
     """The purge's transaction; None when the collection holds none of ``wanted`` (nothing is changed)."""
     found = conn.execute(
         "SELECT sd.segment_id, sd.doc_id FROM ranklock.segment_documents AS sd "
@@ -164,20 +216,34 @@ def _purge(
         return None
     segments = sorted({int(r[0]) for r in found})
     hashes: set[str] = set()
+    gone: set[str] = set()
     for seg in segments:
-        hashes |= _purge_segment(conn, seg, wanted)
+        texts, lexemes = _purge_segment(conn, seg, wanted)
+        hashes |= texts
+        gone |= lexemes
+    words = _only_theirs(conn, coll, gone)
     snapshots = _fix_snapshots(conn, segments, wanted)
+    keys = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT k FROM ranklock.documents AS d CROSS JOIN LATERAL jsonb_object_keys("
+            "CASE WHEN jsonb_typeof(d.metadata) = 'object' THEN d.metadata ELSE '{}' END) AS k "
+            "WHERE d.collection_id = %s AND d.doc_id = ANY (%s)",
+            [coll.id, wanted],
+        ).fetchall()
+    }
     n_versions = conn.execute(
         "WITH d AS (DELETE FROM ranklock.documents WHERE collection_id = %s AND doc_id = ANY (%s) RETURNING 1) "
         "SELECT count(*) FROM d",
         [coll.id, wanted],
     ).fetchone()
+    fields_kept = _fields_only_theirs(conn, coll, keys)
     cache = _purge_vectors(conn, coll, hashes)
-    # Entries that quote the documents: the results and branch lists of the query log, the numbered
-    # chunks of the answer log.  Found now, while searches run; deleted at the end, with those
-    # logged since.
-    seen_query = _quoting(conn, "query_log", coll.name, wanted)
-    seen_answer = _quoting(conn, "answer_log", coll.name, wanted)
+    # Entries that name the documents (ranklock.snapshot.purge's rule, in _names): found now, while
+    # searches run; deleted at the end, with those logged since.
+    names = _Names(coll, wanted, words, _unheld(conn, coll))
+    seen_query = _quoting(conn, "query_log", names)
+    seen_answer = _quoting(conn, "answer_log", names)
     copies, later = _copy_segments(conn, segments)
     # The swap, behind the read gates of the snapshots that hold the touched segments
     # (ranklock.snapshot.gate), and from there to the commit as little as can be.
@@ -192,16 +258,19 @@ def _purge(
     conn.execute(
         "LOCK TABLE ranklock.query_log, ranklock.answer_log, ranklock.result_cache IN SHARE ROW EXCLUSIVE MODE"
     )
-    query_ids = [int(r[0]) for r in _delete_quoting(conn, "query_log", seen_query, coll.name, wanted)]
-    answers = _delete_quoting(conn, "answer_log", seen_answer, coll.name, wanted)
+    query_ids = [int(r[0]) for r in _delete_quoting(conn, "query_log", seen_query, names)]
+    answers = _delete_quoting(conn, "answer_log", seen_answer, names)
     conn.execute("DELETE FROM ranklock.result_cache WHERE snapshot_id = ANY (%s)", [list(snapshots)])
     documents = len({r[1] for r in found})
+    # Records made before keys held unkeyed hashes, which a dump confirms a guessed id with: keyed now.
+    key.rekey(conn)
     row = conn.execute(
-        "INSERT INTO ranklock.purges (collection_id, id_hashes, documents, snapshots, query_ids, answer_ids, "
-        "answer_keys) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        "INSERT INTO ranklock.purges (collection_id, id_hashes, key_id, documents, snapshots, query_ids, answer_ids, "
+        "answer_keys) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id, pg_current_xact_id()::text",
         [
             coll.id,
-            [purged_id_hash(coll.name, i) for i in wanted],
+            [key.hash(coll.name, i) for i in wanted],
+            key.key_id,
             documents,
             list(snapshots),
             query_ids,
@@ -222,49 +291,159 @@ def _purge(
         log_entries_removed=len(query_ids),
         answers_removed=len(answers),
         rewritten=tuple(f"{c.schema}.{c.name}" for c in copies),
+        fields_kept=tuple(fields_kept),
     )
-    return outcome, later
+    return outcome, _Found(later, sorted(words), int(row[1]))
 
 
-#: Which entries of each log quote one of the ids bound as ``ids``: a condition on the log row ``t``.
+def _only_theirs(conn: Any, coll: CollectionInfo, gone: set[str]) -> set[str]:
+    """Of the lexemes the purge took out of the touched segments, those no segment of the collection holds now:
+    words only the purged documents had (a name, an address), which a log entry that holds one quotes."""
+    if not gone:
+        return set()
+    left = set(gone)
+    for (seg,) in conn.execute(
+        "SELECT id FROM ranklock.segments WHERE collection_id = %s ORDER BY id", [coll.id]
+    ).fetchall():
+        terms = segment_table("terms", int(seg))
+        if not left or not conn.execute("SELECT to_regclass(%s)", [terms.as_string(None)]).fetchone()[0]:
+            continue
+        held = conn.execute(
+            sql.SQL("SELECT lexeme FROM {} WHERE lexeme = ANY (%s) AND df > 0").format(terms), [sorted(left)]
+        ).fetchall()
+        left -= {str(r[0]) for r in held}
+    return left
+
+
+def _fields_only_theirs(conn: Any, coll: CollectionInfo, keys: set[str]) -> list[str]:
+    """The collection's typed fields that were metadata keys of the purged versions and of no version left."""
+    named = sorted(f.name for f in coll.fields if f.name in keys)
+    if not named:
+        return []
+    rows = conn.execute(
+        "SELECT f FROM unnest(%s::text[]) AS f WHERE NOT EXISTS (SELECT 1 FROM ranklock.documents AS d "
+        "WHERE d.collection_id = %s AND d.metadata ? f) ORDER BY f",
+        [named, coll.id],
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+@dataclass(frozen=True)
+class _Names:
+    """What names a purged document in a log entry (the rule docs/reliability.md states).
+
+    An entry names it when its result (or rerank) lists one of its ids; when a string of its request
+    (the query, a filter) holds one of its ids as a whole token; when its query (a question, for the
+    answer log) holds a word that only the purged documents held in the collection (:func:`_only_theirs`),
+    analysed as the collection analyses text (a query made of such words and others still quotes them:
+    the entry goes whole); or when its query is made only of words no document of the collection holds
+    now (``unheld``): nothing left answers it, and it may have been a search for what was purged.
+    """
+
+    coll: CollectionInfo
+    ids: list[str]
+    words: set[str]
+    unheld: set[str]
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "c": self.coll.name,
+            "ids": self.ids,
+            "pats": [_token_pattern(i) for i in self.ids],
+            "words": sorted(self.words),
+            "unheld": sorted(self.unheld),
+            "cfg": self.coll.language,
+            "accent": self.coll.accent,
+        }
+
+
+def _token_pattern(doc_id: str) -> str:
+    """A case-insensitive regular expression (PostgreSQL's) for ``doc_id`` as a whole token of a longer text.
+
+    Every character that is not a letter or digit is escaped: in PostgreSQL's ARE a backslash before such
+    a character makes it literal.
+    """
+    body = "".join(ch if ch.isalnum() else "\\" + ch for ch in doc_id)
+    return f"(^|[^[:alnum:]_]){body}($|[^[:alnum:]_])"
+
+
+# A string anywhere in an entry's request that holds one of the ids as a token.
+_REQUEST_NAMES = (
+    "EXISTS (SELECT 1 FROM jsonb_path_query(t.request, 'strict $.**') AS v "
+    "WHERE jsonb_typeof(v) = 'string' AND (v #>> '{}') ~* ANY (%(pats)s::text[]))"
+)
+# The entry's query text (a question) holds a word only the purged documents held, or holds only words no
+# document of the collection holds now.
+_WORDS = (
+    "(t.request ? {key} AND EXISTS (SELECT 1 FROM (SELECT tsvector_to_array(ranklock.doc_tsvector("
+    "%(cfg)s::regconfig, %(accent)s, t.request ->> {key})) AS q) AS x WHERE cardinality(x.q) > 0 "
+    "AND (x.q && %(words)s::text[] OR x.q <@ %(unheld)s::text[])))"
+)
+_QUERY_WORDS = _WORDS.format(key="'query'")
+_QUESTION_WORDS = _WORDS.format(key="'question'")
+#: Which entries of each log name one of the purged documents (:class:`_Names`): a condition on the log row ``t``.
 _QUOTES = {
     "query_log": sql.SQL(
-        "EXISTS (SELECT 1 FROM unnest(%(ids)s::text[]) AS x WHERE "
+        "(EXISTS (SELECT 1 FROM unnest(%(ids)s::text[]) AS x WHERE "
         "jsonb_path_exists(t.result, '$.** ? (@ == $id)', jsonb_build_object('id', x)) "
-        "OR jsonb_path_exists(coalesce(t.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x)))"
+        "OR jsonb_path_exists(coalesce(t.rerank, '{}'), '$.** ? (@ == $id)', jsonb_build_object('id', x))) "
+        f"OR {_REQUEST_NAMES} OR {_QUERY_WORDS})"
     ),
     "answer_log": sql.SQL(
-        "EXISTS (SELECT 1 FROM jsonb_array_elements(t.chunks) AS c WHERE c ->> 1 = ANY (%(ids)s::text[]))"
+        "(EXISTS (SELECT 1 FROM jsonb_array_elements(t.chunks) AS c WHERE c ->> 1 = ANY (%(ids)s::text[])) "
+        f"OR {_REQUEST_NAMES} OR {_QUESTION_WORDS})"
     ),
 }
 #: What the purge record keeps of a removed entry: its id, and the answer log's public answer id.
 _RETURNING = {"query_log": sql.SQL("t.id, NULL"), "answer_log": sql.SQL("t.id, t.answer_id")}
 
 
-def _quoting(conn: Any, log: str, collection: str, ids: list[str]) -> tuple[list[int], int]:
-    """The entries of ``log`` that quote ``ids``, and the highest id of the log when they were found."""
+#: Where each log keeps the text a search was asked with.
+_TEXT_KEY = {"query_log": "query", "answer_log": "question"}
+
+
+def _unheld(conn: Any, coll: CollectionInfo, *, since: int = 0, logs: Sequence[str] = tuple(_TEXT_KEY)) -> set[str]:
+    """The words of the collection's logged queries and questions (of entries after ``since``) that no segment of
+    the collection holds now, analysed as the collection analyses text."""
+    lexemes: set[str] = set()
+    for log in logs:
+        key = _TEXT_KEY[log]
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT l FROM {} AS t CROSS JOIN LATERAL unnest(tsvector_to_array(ranklock.doc_tsvector("
+                "%(cfg)s::regconfig, %(accent)s, t.request ->> %(key)s))) AS l "
+                "WHERE t.collection = %(c)s AND t.id > %(since)s AND t.request ? %(key)s"
+            ).format(sql.Identifier("ranklock", log)),
+            {"cfg": coll.language, "accent": coll.accent, "key": key, "c": coll.name, "since": since},
+        ).fetchall()
+        lexemes |= {str(r[0]) for r in rows}
+    return _only_theirs(conn, coll, lexemes)
+
+
+def _quoting(conn: Any, log: str, names: _Names) -> tuple[list[int], int]:
+    """The entries of ``log`` that name the documents, and the highest id of the log when they were found."""
     table = sql.Identifier("ranklock", log)
     top = conn.execute(sql.SQL("SELECT coalesce(max(id), 0) FROM {}").format(table)).fetchone()
     found = conn.execute(
         sql.SQL("SELECT t.id FROM {} AS t WHERE t.collection = %(c)s AND t.id <= %(top)s AND {}").format(
             table, _QUOTES[log]
         ),
-        {"c": collection, "top": top[0], "ids": ids},
+        {**names.params(), "top": top[0]},
     ).fetchall()
     return [int(r[0]) for r in found], int(top[0])
 
 
-def _delete_quoting(
-    conn: Any, log: str, seen: tuple[list[int], int], collection: str, ids: list[str]
-) -> list[tuple[int, str | None]]:
-    """Delete the entries found by :func:`_quoting` and those of ``log`` written since that quote ``ids``."""
+def _delete_quoting(conn: Any, log: str, seen: tuple[list[int], int], names: _Names) -> list[tuple[int, str | None]]:
+    """Delete the entries found by :func:`_quoting` and those of ``log`` written since that name the documents."""
     found, top = seen
+    # The words of the entries written since that nothing holds were not known when ``names`` was made.
+    names = dataclasses.replace(names, unheld=names.unheld | _unheld(conn, names.coll, since=top, logs=[log]))
     rows = conn.execute(
         sql.SQL(
             "DELETE FROM {} AS t WHERE t.id = ANY (%(found)s) OR (t.id > %(top)s AND t.collection = %(c)s AND {}) "
             "RETURNING {}"
         ).format(sql.Identifier("ranklock", log), _QUOTES[log], _RETURNING[log]),
-        {"found": found, "top": top, "c": collection, "ids": ids},
+        {**names.params(), "found": found, "top": top},
     ).fetchall()
     return [(int(r[0]), r[1]) for r in rows]
 
@@ -326,33 +505,96 @@ def _existing_tables(conn: Any, seg: int) -> list[str]:
     ]
 
 
-def _erase(db: Database, outcome: PurgeOutcome, tables: Sequence[str], embedded: bool) -> PurgeOutcome:
-    """After the commit: what still holds the bytes is rewritten (ranklock.store.erasure), and the record says so."""
+def _erase(
+    db: Database,
+    outcome: PurgeOutcome,
+    context: PurgeContext,
+    later: Sequence[str],
+    ids: Sequence[str],
+    words: Sequence[str],
+    *,
+    before: int,
+) -> PurgeOutcome:
+    """After the commit: what still holds the bytes is rewritten and checked (ranklock.store.erasure), and the
+    record says so; it is marked erased only when the check found nothing left."""
     t0 = time.perf_counter()
-    left = erase_leftovers(db, tables, embedded=embedded)
+    looked_for, short = needles(ids, words)
+    left = erase_leftovers(
+        db,
+        Erasure(
+            tables=SHARED_TABLES,
+            distributed=later,
+            scan=SCANNED_TABLES,
+            before=before,
+            needles=looked_for,
+            owned=context.owned,
+            wait=context.wait,
+            nudges=context.nudges,
+        ),
+    )
+    unreached = list(left.unreached)
+    if short and left.checked:
+        unreached.append(
+            f"{short} of the purged ids are shorter than 5 characters: the check of the files looked for the "
+            "others and for the words only the documents held, not for those (too short to tell from other bytes)"
+        )
+    # What the record keeps says how many field names stay, not which: a name may be the very thing erased.
+    stored = list(unreached)
+    if outcome.fields_kept:
+        n = len(outcome.fields_kept)
+        unreached.append(
+            f"the typed field name(s) {', '.join(repr(f) for f in outcome.fields_kept)}: only the purged documents "
+            "had them, and a purge leaves a collection's schema as it is (the name is in collections.fields, the "
+            "filter tables' column and index names, the manifest of every snapshot since the field came and the "
+            "canary records), so that filters, replays and the manifests of snapshots it did not touch keep "
+            "their meaning; to be rid of a name, ingest the documents into a new collection and drop this one"
+        )
+        stored.append(f"{n} typed field name(s) only the purged documents had stay in the collection's schema")
     db.execute(
-        "UPDATE ranklock.purges SET erased_at = clock_timestamp(), unreached = %s WHERE id = %s",
-        [list(left.unreached), outcome.purge_id],
+        "UPDATE ranklock.purges SET erased_at = CASE WHEN %s THEN clock_timestamp() END, unreached = %s WHERE id = %s",
+        [not left.remaining, [*left.remaining, *stored], outcome.purge_id],
     )
     rewritten = (*outcome.rewritten, *left.rewritten)
-    seconds = {**outcome.seconds, "erase": round(time.perf_counter() - t0, 3)}
+    seconds = {**outcome.seconds, "erase": round(time.perf_counter() - t0, 3), "wait": left.waited_s}
     return dataclasses.replace(
-        outcome, rewritten=rewritten, wal_removed=left.wal_removed, unreached=left.unreached, seconds=seconds
+        outcome,
+        rewritten=rewritten,
+        wal_removed=left.wal_removed,
+        unreached=tuple(unreached),
+        remaining=left.remaining,
+        checked=left.checked,
+        seconds=seconds,
     )
 
 
-def _resume(db: Database, coll: CollectionInfo, wanted: list[str], embedded: bool) -> PurgeOutcome:
-    """None of ``wanted`` is stored: finish the rewrite of an interrupted purge of them, or say nothing is there."""
-    row = db.fetchone(
-        "SELECT id, documents, snapshots, query_ids, answer_ids FROM ranklock.purges WHERE collection_id = %s "
-        "AND id_hashes @> %s AND erased_at IS NULL ORDER BY id DESC LIMIT 1",
-        [coll.id, [purged_id_hash(coll.name, i) for i in wanted]],
+def _resume(db: Database, coll: CollectionInfo, wanted: list[str], context: PurgeContext) -> PurgeOutcome:
+    """None of ``wanted`` is stored: finish the erasure of an unfinished purge of them, or say nothing is there."""
+    key = context.key
+    rows = db.fetchall(
+        "SELECT id, key_id, id_hashes, documents, snapshots, query_ids, answer_ids FROM ranklock.purges "
+        "WHERE collection_id = %s AND erased_at IS NULL ORDER BY id DESC",
+        [coll.id],
     )
-    if row is None:
+    mine = [
+        r
+        for r in rows
+        if r["key_id"] in (key.key_id, None)
+        and all(any(h in r["id_hashes"] for h in key.hashes(coll.name, i)) for i in wanted)
+    ]
+    if not mine:
+        others = sorted({str(r["id"]) for r in rows if r["key_id"] not in (key.key_id, None)})
+        elsewhere = (
+            f" Unfinished purge(s) {', '.join(others)} of it were recorded with another home's purge key, so "
+            "whether they erased these ids cannot be told here: run the purge again from that home (or with its "
+            "purge.key)."
+            if others
+            else ""
+        )
         raise IngestError(
             f"collection {coll.name!r} holds no document {', '.join(repr(i) for i in wanted[:10])} in any "
-            "snapshot; nothing was purged. Check the ids (a search hit's doc_id)."
+            f"snapshot; nothing was purged. Check the ids (a search hit's doc_id).{elsewhere}"
         )
+    row = mine[0]
     outcome = PurgeOutcome(
         purge_id=int(row["id"]),
         documents=int(row["documents"]),
@@ -366,7 +608,9 @@ def _resume(db: Database, coll: CollectionInfo, wanted: list[str], embedded: boo
     )
     # The segment tables were swapped in the purge's own transaction; the shared tables and the WAL
     # remain, and on a cluster the distributed segment tables (which ones the purge touched is not
-    # recorded: all of the collection's).
+    # recorded: all of the collection's).  The rows were deleted before this run began: the horizon
+    # it waits for is now.  The words only the documents held are not known any more (nothing keeps
+    # them): the check looks for the ids.
     with db.connection() as conn:
         later = [
             f"{SCHEMA}.{name}"
@@ -376,11 +620,13 @@ def _resume(db: Database, coll: CollectionInfo, wanted: list[str], embedded: boo
             if _distributed(conn, int(r[0]))
             for name in _existing_tables(conn, int(r[0]))
         ]
-    return _erase(db, outcome, [*SHARED_TABLES, *later], embedded)
+        before = next_xid(conn)
+    return _erase(db, outcome, context, later, wanted, (), before=before)
 
 
-def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
-    """Delete the documents' rows from segment ``seg``'s tables and correct its catalog row; their text hashes."""
+def _purge_segment(conn: Any, seg: int, ids: list[str]) -> tuple[set[str], set[str]]:
+    """Delete the documents' rows from segment ``seg``'s tables and correct its catalog row; their text hashes,
+    and the lexemes the segment held only in them."""
     chunks, forward, postings = (
         segment_table("chunks", seg),
         segment_table("forward", seg),
@@ -419,7 +665,8 @@ def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
     if conn.execute("SELECT to_regclass(%s)", [fields.as_string(None)]).fetchone()[0]:
         conn.execute(sql.SQL("DELETE FROM {} WHERE row_id = ANY (%s)").format(fields), [row_ids])
     # Terms only the purged documents held: their lexemes are words of the text.
-    gone = [int(r[0]) for r in conn.execute(sql.SQL("DELETE FROM {} WHERE df <= 0 RETURNING term_id").format(terms))]
+    dropped = conn.execute(sql.SQL("DELETE FROM {} WHERE df <= 0 RETURNING term_id, lexeme").format(terms)).fetchall()
+    gone = [int(r[0]) for r in dropped]
     if gone and conn.execute("SELECT to_regclass(%s)", [dense.as_string(None)]).fetchone()[0]:
         conn.execute(sql.SQL("DELETE FROM {} WHERE term_id = ANY (%s)").format(dense), [gone])
     docs = conn.execute(
@@ -438,7 +685,7 @@ def _purge_segment(conn: Any, seg: int, ids: list[str]) -> set[str]:
         "stats = %s WHERE id = %s",
         [len(docs), len(rows), sum(int(r[3]) for r in rows), Jsonb(stats), seg],
     )
-    return {r[5] for r in rows}
+    return {r[5] for r in rows}, {str(r[1]) for r in dropped}
 
 
 def _fix_snapshots(conn: Any, segments: list[int], ids: list[str]) -> list[int]:

@@ -1,6 +1,7 @@
 """What the purge records say about ids and snapshots, without keeping a purged id (ranklock.snapshot.purge).
 
-A purge keeps, of each id it erased, only its keyed hash (:func:`~ranklock.snapshot.purge.purged_id_hash`).
+A purge keeps, of each id it erased, only its keyed hash (:meth:`~ranklock.snapshot.purge_key.PurgeKey.hash`,
+under the home's purge key: a record made with another home's key is not recognised).
 That is enough to answer the two questions asked after it:
 
 * an ingest: *was this id purged?* (:func:`purged_among`): re-adding erased data needs the owner's
@@ -8,7 +9,7 @@ That is enough to answer the two questions asked after it:
 * ``snapshot show`` and a replay: *which purges changed this snapshot?* (:func:`purges_of`): a purge
   rewrites the snapshots that held the documents, so their manifest hash and their scores change.
 
->>> purged_among(db, coll, ["n1", "n2"])   # doctest: +SKIP
+>>> purged_among(db, coll, ["n1", "n2"], key)   # doctest: +SKIP
 {'n2': 3}
 """
 
@@ -19,22 +20,27 @@ from typing import Any
 
 from ..collection import CollectionInfo
 from ..store.database import Database
-from .purge import purged_id_hash
+from .purge_key import PurgeKey
 
 __all__ = ["purged_among", "purges_of"]
 
 
-def purged_among(db: Database, coll: CollectionInfo, ids: Sequence[str]) -> dict[str, int]:
-    """The ids among ``ids`` that a purge of ``coll`` erased, each with the id of the latest purge that did."""
+def purged_among(db: Database, coll: CollectionInfo, ids: Sequence[str], key: PurgeKey) -> dict[str, int]:
+    """The ids among ``ids`` that a purge of ``coll`` erased, each with the id of the latest purge that did
+    (as far as ``key``, the home's purge key, can tell)."""
     if not ids:
         return {}
-    by_hash = {purged_id_hash(coll.name, i): i for i in ids}
+    by_hash = {h: i for i in ids for h in key.hashes(coll.name, i)}
     rows = db.fetchall(
         "SELECT h, max(p.id) AS purge_id FROM ranklock.purges AS p CROSS JOIN LATERAL unnest(p.id_hashes) AS h "
-        "WHERE p.collection_id = %s AND h = ANY (%s) GROUP BY h",
-        [coll.id, sorted(by_hash)],
+        "WHERE p.collection_id = %s AND (p.key_id = %s OR p.key_id IS NULL) AND h = ANY (%s) GROUP BY h",
+        [coll.id, key.key_id, sorted(by_hash)],
     )
-    return {by_hash[r["h"]]: int(r["purge_id"]) for r in rows}
+    out: dict[str, int] = {}
+    for r in rows:
+        doc_id = by_hash[r["h"]]
+        out[doc_id] = max(out.get(doc_id, 0), int(r["purge_id"]))
+    return out
 
 
 def purges_of(db: Database, snapshot_id: int) -> list[dict[str, Any]]:
