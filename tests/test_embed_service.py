@@ -243,7 +243,6 @@ def test_an_engine_of_a_script_uses_the_service_by_default_and_finds_what_the_in
     want = engine.search(name, query, k=5)  # the suite's engine embeds in this process (RANKLOCK_EMBED_SERVICE=0)
     # Forget the vector, so the served engine's search computes it again, in the service: in the embedding cache ...
     from ranklock.ingest.normalize import text_sha256
-
     from ranklock.search.context import Contexts, Memo
 
     engine.db.execute("DELETE FROM ranklock.embedding_cache WHERE text_sha256 = %s", [text_sha256(query)])
