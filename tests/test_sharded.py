@@ -186,7 +186,7 @@ def test_the_pruned_plans_on_shards_answer_as_one_node(
     Few postings take the plain sum; here every query takes a pruned plan, over two segments with dead
     rows, under filters and as_of, with seeds from one posting a term (theta often 0: the fallback)
     to every posting."""
-    import ranklock.search.bm25 as bm25_module
+    import ranklock.search.bm25.costs as bm25_module
 
     one, cluster = levels_pair
     assert cluster.manifest(cname)["segmentation"]["dead_rows"] > 0

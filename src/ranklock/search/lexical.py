@@ -27,15 +27,7 @@ from psycopg import sql
 from ..errors import QueryError
 from ..snapshot.segments import snapshot_totals
 from ..store.steps import Fetch, Steps
-from .bm25 import (
-    Bm25Plan,
-    bm25_hits_sql,
-    choose_admitted_plan,
-    prepare_bm25,
-    query_postings_sql,
-    sharded_terms_sql,
-    with_sharded_terms,
-)
+from .bm25 import Bm25Plan, choose_plan, query_postings_sql
 from .rrf import rrf_weight_sql, tie_window
 from .spec import SearchSpec, Signal, where_sql
 from .tsquery import tsquery_sql
@@ -133,21 +125,22 @@ class LexicalBranch:
         if branch.ranker != "bm25":
             return branch, None
         postings = None if row["postings"] is None else [int(x) for x in row["postings"]]
-        bm25 = prepare_bm25(
+        bm25 = choose_plan(
             branch, layout, snapshot_totals(ctx.snap), postings, terms=int(row["positive"]), collection=coll.name
         )
-        if bm25.strategy in ("sharded_impact", "sharded_dense"):
-            # Its shards score with the query's terms bound as arrays: read them once, here.
-            spec = ctx.spec.with_branches((dataclasses.replace(branch, bm25=bm25),))
-            terms = yield Fetch(sharded_terms_sql(spec), {**branch.params(spec), **bm25.params})
-            bm25 = with_sharded_terms(bm25, terms, layout.ids)
+        terms_sql = bm25.terms_sql(ctx.spec)
+        if terms_sql is not None:
+            # A plan that binds the query's terms (its shards score with them as arrays): read them once, here.
+            chosen = dataclasses.replace(branch, bm25=bm25)
+            terms = yield Fetch(terms_sql, chosen.params(ctx.spec))
+            bm25 = bm25.with_terms(terms)
         return dataclasses.replace(branch, bm25=bm25), None
 
     def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> LexicalBranch:  # noqa: ARG002 (the Branch protocol)
         """Under a constraint, the cheapest way to meet it: score what it admits, or prune and check (bm25)."""
-        if self.bm25 is None or self.bm25.strategy is None:
+        if self.bm25 is None:
             return self
-        return dataclasses.replace(self, bm25=choose_admitted_plan(spec, self.bm25, scope.chunks))
+        return dataclasses.replace(self, bm25=self.bm25.constrained(spec, scope.chunks))
 
     def ctes(self, spec: SearchSpec) -> sql.Composable:
         return sql.SQL(
@@ -178,7 +171,7 @@ lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
                     "BM25 was asked but the branch carries no BM25 statistics; build it through "
                     "Engine.search, or pass lexical_ranker='ts_rank_cd'."
                 )
-            return bm25_hits_sql(spec, self.bm25, where)
+            return self.bm25.hits_sql(spec, where)
         return sql.SQL(
             "SELECT c.doc_id, c.chunk, ts_rank_cd(c.tsv, q.tsq)::float8 AS score "
             "FROM {table} AS c, (SELECT {tsq} AS tsq) AS q "
@@ -189,7 +182,7 @@ lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
         out: dict[str, Any] = {"q": self.query, "cfg": self.language, "accent": self.accent, "syntax": self.syntax}
         if self.ranker == "bm25":
             out.update({"k1": self.k1, "b": self.b})
-            out.update(self.bm25.params if self.bm25 is not None else {})
+            out.update(self.bm25.params() if self.bm25 is not None else {})
         return out
 
     def settings(self) -> list[tuple[str, str]]:
