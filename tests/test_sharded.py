@@ -314,7 +314,17 @@ def test_purge_drop_and_lexical_stats_on_shards(
     one, cluster = pair
     for eng in (one, cluster):
         eng.ingest(cname, _docs(10, start=100, tag=" theta"))
+    sid = cluster.collection(cname).active_snapshot_id
+    placed = f"ranklock_data.dead_{sid}"
+    with psycopg.connect(citus_cluster.dsn) as conn:
+        # d0105's first version is dead in the new snapshot: placed beside its chunks, by its doc_id.
+        before = conn.execute(f"SELECT count(*) FROM {placed} WHERE key = 'd0105'").fetchone()
+    assert before is not None and before[0] > 0
+    for eng in (one, cluster):
         eng.purge(cname, ["d0007", "d0105"])
+    with psycopg.connect(citus_cluster.dsn) as conn:
+        after = conn.execute(f"SELECT count(*) FROM {placed} WHERE key = ANY (%s)", [["d0007", "d0105"]]).fetchone()
+    assert after == (0,)
     assert _answers(cluster, cname) == _answers(one, cname)
     with pytest.raises(SnapshotError) as exc:
         cluster.lexical_stats(cname, force=True)
