@@ -29,7 +29,7 @@ from ..snapshot.segments import snapshot_totals
 from ..store.steps import Fetch, Steps
 from .bm25 import Bm25Plan, choose_plan, query_postings_sql
 from .rrf import rrf_weight_sql, tie_window
-from .spec import SearchSpec, Signal, where_sql
+from .spec import SearchSpec, Signal, shard_ids, where_sql
 from .tsquery import tsquery_sql
 
 if TYPE_CHECKING:
@@ -130,9 +130,15 @@ class LexicalBranch:
         )
         terms_sql = bm25.terms_sql(ctx.spec)
         if terms_sql is not None:
-            # A plan that binds the query's terms (its shards score with them as arrays): read them once, here.
-            chosen = dataclasses.replace(branch, bm25=bm25)
-            terms = yield Fetch(terms_sql, chosen.params(ctx.spec))
+            # A plan that binds the query's terms (every shard scores with the snapshot's df and idf): read them
+            # once, here, and once a process (the snapshot and the query fix them, as they fix the probe).
+            terms_key = ("lexical-terms", *key[1:])
+            terms = ctx.memo.probes.get(terms_key) if ctx.memo is not None else None
+            if terms is None:
+                chosen = dataclasses.replace(branch, bm25=bm25)
+                terms = yield Fetch(terms_sql, chosen.params(ctx.spec))
+                if ctx.memo is not None:
+                    ctx.memo.probes.put(terms_key, terms)
             bm25 = bm25.with_terms(terms)
         return dataclasses.replace(branch, bm25=bm25), None
 
@@ -143,6 +149,12 @@ class LexicalBranch:
         return dataclasses.replace(self, bm25=self.bm25.constrained(spec, scope.chunks))
 
     def ctes(self, spec: SearchSpec) -> sql.Composable:
+        # On a cluster the hits are every shard's top documents (ranklock.search.sharded), ranked here as on one node.
+        hits = (
+            sql.SQL("SELECT doc_id, chunk, score FROM shard_rows WHERE branch = {}").format(sql.Literal(self.name))
+            if spec.layout.distributed
+            else self._hits_sql(spec, where_sql(spec))
+        )
         return sql.SQL(
             """lex_hits AS ({hits}),
 lex_best AS (
@@ -159,7 +171,22 @@ lex_top AS (
     LIMIT %(depth)s::bigint
 ),
 lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
-        ).format(hits=self._hits_sql(spec, where_sql(spec)), rrf=rrf_weight_sql(spec), window=tie_window(spec))
+        ).format(hits=hits, rrf=rrf_weight_sql(spec), window=tie_window(spec))
+
+    def shard_hits(self, spec: SearchSpec) -> sql.Composable:
+        """Its top ``depth`` documents on one shard, each by its best chunk: the one-node ``lex_best`` and ``lex_top``.
+
+        A document's chunks share a shard, so its best chunk is the shard's; the
+        global top ``depth`` is in the shards' tops (ranklock.search.sharded).
+        """
+        return sql.SQL(
+            """SELECT {name} AS branch, b.seg, b.row_id, b.doc_id, b.chunk, b.score FROM (
+    SELECT h.seg, h.row_id, h.doc_id, h.chunk, h.score,
+           row_number() OVER (PARTITION BY h.doc_id ORDER BY h.score DESC, h.chunk) AS rn
+    FROM ({hits}) AS h
+) AS b
+WHERE b.rn = 1 ORDER BY b.score DESC, b.doc_id, b.chunk LIMIT %(depth)s::bigint"""
+        ).format(name=sql.Literal(self.name), hits=self._hits_sql(spec, where_sql(spec)))
 
     def _hits_sql(self, spec: SearchSpec, where: sql.Composable) -> sql.Composable:
         """Rows (doc_id, chunk, score) of every chunk that can rank in the branch, passing ``where``."""
@@ -173,10 +200,10 @@ lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
                 )
             return self.bm25.hits_sql(spec, where)
         return sql.SQL(
-            "SELECT c.doc_id, c.chunk, ts_rank_cd(c.tsv, q.tsq)::float8 AS score "
+            "SELECT c.doc_id, c.chunk, ts_rank_cd(c.tsv, q.tsq)::float8 AS score{ids} "
             "FROM {table} AS c, (SELECT {tsq} AS tsq) AS q "
             "WHERE c.tsv @@ q.tsq AND {where}"
-        ).format(table=spec.table, tsq=tsquery_sql(), where=where)
+        ).format(ids=shard_ids(spec, "c"), table=spec.table, tsq=tsquery_sql(), where=where)
 
     def params(self, spec: SearchSpec) -> Mapping[str, Any]:  # noqa: ARG002 (the Branch protocol)
         out: dict[str, Any] = {"q": self.query, "cfg": self.language, "accent": self.accent, "syntax": self.syntax}

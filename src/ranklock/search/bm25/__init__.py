@@ -38,8 +38,9 @@ of postings of the query's terms (:func:`query_postings_sql`):
   (:meth:`Bm25Plan.constrained`, pruned.choose_way, admission.py);
 * :class:`MatchPlan` (no name): websearch syntax, or k1/b other than the
   snapshot's: every chunk matching the tsquery scored (match.py);
-* on shards (a Citus cluster): :class:`ShardedSumPlan`, :class:`ShardedImpactPlan`
-  and :class:`ShardedDensePlan` (sharded.py).
+* :class:`ShardedPlan` (the inner plan's name): on a Citus cluster, every
+  shard runs the plan so chosen once, the snapshot's statistics bound
+  (sharded.py, ranklock.search.sharded).
 
 The cost constants live in ranklock.search.bm25.costs, with the measurements
 that set them.
@@ -55,7 +56,7 @@ from .full import FullPlan
 from .impact import ImpactPlan
 from .match import MatchPlan
 from .plan import Admission, Bm25Plan, Budget, LexicalQuery, Statistics
-from .sharded import BoundTerms, ShardedDensePlan, ShardedImpactPlan, ShardedSumPlan
+from .sharded import BoundTerms, ShardedPlan
 
 __all__ = [
     "Admission",
@@ -69,9 +70,7 @@ __all__ = [
     "ImpactPlan",
     "LexicalQuery",
     "MatchPlan",
-    "ShardedDensePlan",
-    "ShardedImpactPlan",
-    "ShardedSumPlan",
+    "ShardedPlan",
     "Statistics",
     "choose_plan",
     "costs",

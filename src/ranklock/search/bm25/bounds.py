@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from ...store.tables import segment_table
 from .parts import postings, union
 
 if TYPE_CHECKING:
@@ -22,8 +21,7 @@ __all__ = ["dense_ctes", "impact_ctes", "read_depths_ctes", "rest_sql"]
 def read_depths_ctes() -> sql.Composable:
     """CTEs ``ranked`` to ``thr`` (seg, term_id, scale, f, fq): how deep each term of each segment is read (step 2).
 
-    From the query's terms (``qt``) and ``theta`` alone, so they run where
-    those are: on the coordinator of a cluster, for every shard at once.
+    From the query's terms (``qt``) and ``theta`` alone.
     """
     return sql.SQL(
         """ranked AS MATERIALIZED (
@@ -92,33 +90,13 @@ def impact_ctes(spec: SearchSpec, name: str) -> sql.Composable:
 
 
 def rest_sql(spec: SearchSpec) -> sql.Composable:
-    """The dense plan's ``rest`` rows (seg, row_id, r): each chunk's bound from the query's terms without blocks.
-
-    On a cluster, one arm per segment, so each shard sums its own postings (a
-    LATERAL into the union of the segments' distributed tables had Citus pull
-    every posting of the shards to the coordinator first: 41 MB at 20,000
-    chunks).
-    """
-    if not spec.layout.distributed:
-        return sql.SQL(
-            """SELECT qt.seg, p.row_id, sum(qt.scale * p.w) AS r FROM qt CROSS JOIN LATERAL (
+    """The dense plan's ``rest`` rows (seg, row_id, r): each chunk's bound from the query's terms without blocks."""
+    return sql.SQL(
+        """SELECT qt.seg, p.row_id, sum(qt.scale * p.w) AS r FROM qt CROSS JOIN LATERAL (
         SELECT x.row_id, x.w FROM {postings} AS x WHERE x.seg = qt.seg AND x.term_id = qt.term_id) AS p
     WHERE qt.df < qt.min_df AND (SELECT theta FROM theta) > 0
     GROUP BY qt.seg, p.row_id"""
-        ).format(postings=postings(spec))
-    return sql.SQL("\n    UNION ALL ").join(
-        sql.SQL(
-            "SELECT {seg} AS seg, p.row_id, sum(qt.scale * p.w) AS r FROM qt CROSS JOIN LATERAL ("
-            "SELECT x.{dist}, x.row_id, x.w FROM {postings} AS x WHERE x.term_id = qt.term_id AND {xkey}) AS p "
-            "WHERE qt.seg = {seg} AND qt.df < qt.min_df AND (SELECT theta FROM theta) > 0 GROUP BY p.{dist}, p.row_id"
-        ).format(
-            seg=sql.SQL("{}::bigint").format(sql.Literal(g.id)),
-            dist=sql.Identifier(g.distribution or "doc_id"),
-            postings=segment_table("postings", g.id),
-            xkey=g.key_sql("x"),
-        )
-        for g in spec.layout.segments
-    )
+    ).format(postings=postings(spec))
 
 
 def dense_ctes(spec: SearchSpec, name: str) -> sql.Composable:

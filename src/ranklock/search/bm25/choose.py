@@ -8,6 +8,7 @@ carries only the plan it runs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from .full import FullPlan
 from .impact import ImpactPlan
 from .match import MatchPlan
 from .plan import Bm25Plan, Budget, LexicalQuery, Statistics
-from .sharded import ShardedDensePlan, ShardedImpactPlan, ShardedSumPlan
+from .sharded import ShardedPlan
 
 __all__ = ["NO_DENSE", "choose_plan", "query_postings_sql"]
 
@@ -107,8 +108,8 @@ def choose_plan(
     terms]); the dense plan when, moreover, every segment has dense blocks of
     one block size, 1 to ``DENSE_MAX_TERMS`` query terms have them in a
     segment and the others have at most ``DENSE_REST_POSTINGS`` postings; the
-    impact plan otherwise.  On a Citus cluster each has its sharded form.
-    Anything else takes the match plan.
+    impact plan otherwise; anything else takes the match plan.  On a Citus
+    cluster, each shard runs the plan so chosen (:class:`ShardedPlan`).
     """
     entries = _entries(layout, collection)
     n, total_len, max_chunks = totals
@@ -136,24 +137,29 @@ def choose_plan(
         deeper=costs.DEEPER,
         skip_level=costs.SKIP_LEVEL,
     )
+    plan = _one_node_plan(lex, entries, stats, budget, postings, terms)
+    # On a Citus cluster every shard runs that plan once, with the snapshot's statistics bound.
+    return ShardedPlan(plan) if layout.distributed else plan
+
+
+def _one_node_plan(
+    lex: LexicalQuery,
+    entries: Sequence[Mapping[str, Any]],
+    stats: Statistics,
+    budget: Budget,
+    postings: int | Sequence[int] | None,
+    terms: int,
+) -> Bm25Plan:
     if not _impact_eligible(lex, entries):
         return MatchPlan(stats, budget)
     counts = [postings] if isinstance(postings, int) else [int(x) for x in postings or [0]]
     total, rest, n_dense = counts[0], counts[1] if len(counts) > 1 else counts[0], counts[2] if len(counts) > 2 else 0
     blocks = {int(e["dense"]["block"]) for e in entries if e.get("dense")}
     dense = len(blocks) == 1 and all(e.get("dense") for e in entries)
-    sharded = layout.distributed
     if total <= costs.FULL_SCAN_POSTINGS:
-        return ShardedSumPlan(stats, budget, total, terms) if sharded else FullPlan(stats, budget, total, terms)
+        return FullPlan(stats, budget, total, terms)
     if dense and 1 <= n_dense <= costs.DENSE_MAX_TERMS and rest <= costs.DENSE_REST_POSTINGS:
-        dense_budget = Budget(
-            seed=budget.seed,
-            seed_reads=budget.seed_reads,
-            full=budget.full,
-            probe=costs.DENSE_PROBE,
-            deeper=budget.deeper,
-            skip_level=budget.skip_level,
-        )
+        dense_budget = dataclasses.replace(budget, probe=costs.DENSE_PROBE)
         dense_blocks = DenseBlocks(
             seeds=costs.DENSE_SEEDS,
             block=blocks.pop(),
@@ -161,10 +167,8 @@ def choose_plan(
             rel=costs.DENSE_REL,
             abs=costs.DENSE_ABS,
         )
-        if sharded:
-            return ShardedDensePlan(stats, dense_budget, total, terms, dense_blocks)
         return DensePlan(stats, dense_budget, total, terms, dense_blocks)
-    return ShardedImpactPlan(stats, budget, total, terms) if sharded else ImpactPlan(stats, budget, total, terms)
+    return ImpactPlan(stats, budget, total, terms)
 
 
 def _avgdl(n: int, total_len: int) -> float:

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from psycopg import sql
 
+from ..spec import shard_ids
 from ..tsquery import tsquery_sql
 from .parts import query_terms, score
 from .plan import Budget, Statistics, base_params
-from .sharded import sharded_sum_sql
 
 if TYPE_CHECKING:
     from ..spec import SearchSpec
@@ -37,13 +37,17 @@ class MatchPlan:
         return base_params(self.stats, self.budget)
 
     def hits_sql(self, spec: SearchSpec, where: sql.Composable) -> sql.Composable:
-        if spec.layout.distributed:
-            # The match plan on shards: the same chunks (the tsquery decides), the same weights from the
-            # postings' tf and length (a chunk's tsvector, turned around), summed in lexeme order.
-            return sharded_sum_sql(spec, sql.SQL("{} AND c.tsv @@ {}").format(where, tsquery_sql()))
         return sql.SQL(
-            "WITH {qt} SELECT c.doc_id, c.chunk, {score} AS score FROM {table} AS c WHERE c.tsv @@ {tsq} AND {where}"
-        ).format(qt=query_terms(spec), score=score(), table=spec.table, tsq=tsquery_sql(), where=where)
+            "WITH {qt} SELECT c.doc_id, c.chunk, {score} AS score{ids} FROM {table} AS c "
+            "WHERE c.tsv @@ {tsq} AND {where}"
+        ).format(
+            qt=query_terms(spec),
+            score=score(),
+            ids=shard_ids(spec, "c"),
+            table=spec.table,
+            tsq=tsquery_sql(),
+            where=where,
+        )
 
     def constrained(self, spec: SearchSpec, admitted_chunks: int) -> MatchPlan:  # noqa: ARG002 (the Bm25Plan protocol)
         return self

@@ -16,12 +16,15 @@ from psycopg import sql
 
 from ...snapshot.lexical_stats import weight_sql
 from ...snapshot.segments import union_sql
+from ..spec import shard_ids
 
 if TYPE_CHECKING:
     from ...store.tables import SegmentKind
     from ..spec import SearchSpec
 
 __all__ = [
+    "QDF_COLUMNS",
+    "QT_COLUMNS",
     "doc_best",
     "forward",
     "forward_score",
@@ -60,6 +63,8 @@ def query_terms(spec: SearchSpec) -> sql.Composable:
     margin.  ``qids``: per segment, its term ids with their qtf and idf in
     ``ord`` order, for scoring a chunk from the forward table.
     """
+    if spec.layout.on_shard:
+        return _bound_query_terms()
     qtf = sql.SQL("q.qtf") if spec.rules.query_tf else sql.SQL("1")
     template = """qlex AS MATERIALIZED (
     SELECT q.lexeme, {qtf} AS qtf, row_number() OVER (ORDER BY q.lexeme COLLATE "C") AS ord
@@ -102,6 +107,46 @@ qids AS MATERIALIZED (
     return sql.SQL(template).format(
         qtf=qtf, terms=union(spec, "terms", "t.term_id, t.lexeme, t.df, t.idf, t.max_w, t.wq"), stats=stats
     )
+
+
+#: The columns of ``qt`` (:func:`query_terms`), as a shard reads them bound (ranklock.search.bm25.sharded).
+QT_COLUMNS = (
+    ("seg", "bigint"),
+    ("term_id", "int"),
+    ("ord", "bigint"),
+    ("qtf", "int"),
+    ("idf", "float8"),
+    ("df", "bigint"),
+    ("wq", "float8[]"),
+    ("min_df", "int"),
+    ("share", "float8"),
+    ("scale", "float8"),
+    ("max_w", "float8"),
+)
+#: The columns of ``qdf``, as a shard reads them bound.
+QDF_COLUMNS = (("lexeme", "text"), ("qtf", "int"), ("ord", "bigint"), ("idf", "float8"))
+
+
+def _bound_query_terms() -> sql.Composable:
+    """CTEs ``qdf``, ``qt`` and ``qids`` on one shard: the coordinator's, bound as JSON (ranklock.search.bm25.sharded).
+
+    A shard has neither the snapshot's dead-term counts nor every segment's
+    df: the coordinator computed them once, by :func:`query_terms`.
+    """
+
+    def recordset(name: str, columns: tuple[tuple[str, str], ...]) -> sql.Composable:
+        cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in columns)
+        return sql.SQL("SELECT * FROM jsonb_to_recordset({}::jsonb) AS q({})").format(sql.Placeholder(name), cols)
+
+    return sql.SQL(
+        """qdf AS MATERIALIZED ({qdf}),
+qt AS MATERIALIZED ({qt}),
+qids AS MATERIALIZED (
+    SELECT seg, array_agg(term_id ORDER BY ord) AS ids, array_agg(qtf ORDER BY ord) AS qtfs,
+           array_agg(idf ORDER BY ord) AS idfs
+    FROM qt GROUP BY seg
+)"""
+    ).format(qdf=recordset("bm25_qdf", QDF_COLUMNS), qt=recordset("bm25_qt", QT_COLUMNS))
 
 
 def score(alias: str = "c") -> sql.Composable:
@@ -191,9 +236,9 @@ def top(spec: SearchSpec) -> sql.Composable:
     their ids, from the narrow filter table where the segments have one.
     """
     return sql.SQL(
-        "SELECT c.doc_id, c.chunk, s.score FROM ("
+        "SELECT c.doc_id, c.chunk, s.score{ids} FROM ("
         "SELECT seg, row_id, score FROM scored WHERE score >= coalesce((SELECT score FROM scored ORDER BY score "
         "DESC LIMIT 1 OFFSET (%(depth)s::bigint * %(bm25_max_chunks)s::bigint - 1)), '-Infinity'::float8)"
         ") AS s JOIN {table} AS c ON c.seg = s.seg AND c.row_id = s.row_id "
         "ORDER BY s.score DESC, c.doc_id, c.chunk LIMIT %(depth)s::bigint * %(bm25_max_chunks)s::bigint"
-    ).format(table=spec.filter_rows)
+    ).format(table=spec.filter_rows, ids=shard_ids(spec, "s"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from psycopg import sql
@@ -120,8 +120,10 @@ def base_params(stats: Statistics, budget: Budget) -> dict[str, Any]:
 class Bm25Plan(Protocol):
     """One way to find the chunks that can make the lexical top ``depth``, as one frozen value."""
 
-    #: The plan's name in its parameters (``bm25_plan``), or None for the match plan, which binds none.
-    name: ClassVar[str | None]
+    @property
+    def name(self) -> str | None:
+        """The plan's name in its parameters (``bm25_plan``), or None for the match plan, which binds none."""
+        ...
 
     def params(self) -> dict[str, Any]:
         """The values its SQL binds (``bm25_*``), in a fixed order."""
