@@ -59,7 +59,10 @@ if TYPE_CHECKING:
 __all__ = [
     "HIT_COLUMNS",
     "ShardStatement",
+    "compose",
+    "fan_out_sql",
     "fetch_sql",
+    "on_one_shard",
     "query_sql",
     "shard_statement",
     "shard_timings",
@@ -99,7 +102,7 @@ class ShardStatement:
 
 def shard_statement(spec: SearchSpec) -> ShardStatement:
     """Every branch's top list on one shard (rows ``HIT_COLUMNS``), composed once for all the shards."""
-    local = dataclasses.replace(spec, layout=spec.layout.on_one_shard())
+    local = on_one_shard(spec)
     arms = [
         sql.SQL("SELECT * FROM ({}) AS {}").format(b.shard_hits(local), sql.Identifier(f"{b.cte}_shard"))
         for b in spec.branches
@@ -109,7 +112,17 @@ def shard_statement(spec: SearchSpec) -> ShardStatement:
         params["as_of"] = spec.as_of
     for b in spec.branches:
         params.update(b.params(local))
-    text, names = _positional(sql.SQL("\nUNION ALL\n").join(arms).as_string(None))
+    return compose(spec, sql.SQL("\nUNION ALL\n").join(arms), params)
+
+
+def on_one_shard(spec: SearchSpec) -> SearchSpec:
+    """``spec`` over one shard's tables: what a statement each shard runs is composed from."""
+    return dataclasses.replace(spec, layout=spec.layout.on_one_shard())
+
+
+def compose(spec: SearchSpec, query: sql.Composable, params: Mapping[str, Any]) -> ShardStatement:
+    """``query`` (composed over :func:`on_one_shard`'s spec, psycopg's named placeholders) as every shard runs it."""
+    text, names = _positional(query.as_string(None))
     missing = sorted(n for n in names if n not in params)
     if missing:
         raise ValueError(f"the shard statement reads values it was not given: {', '.join(missing)}")
@@ -231,15 +244,14 @@ def _check_placed(layout: Layout) -> int:
     return int(shards.pop() or 0)
 
 
-def query_sql(spec: SearchSpec) -> tuple[sql.Composable, dict[str, Any]]:
-    """CTEs ``shard_raw`` and ``shard_rows`` of the coordinator's statement: the query phase, and its values.
+def fan_out_sql(spec: SearchSpec, statement: ShardStatement) -> tuple[sql.Composable, dict[str, Any]]:
+    """The query phase of ``statement`` (a set of jsonb: each shard's ``{"ms", "hits"}``, then ``{"phase_ms"}``).
 
-    ``shard_rows`` holds every shard's hits (``HIT_COLUMNS``); ``shard_raw``
-    also the shards' and the phase's times, which :func:`shard_timings` reads.
+    One Citus task per shard (``ranklock.shard_query`` over the search anchors), or
+    the one shard of a search routed to one partition value; and its values.
     """
     layout = spec.layout
     shards = _check_placed(layout)
-    statement = shard_statement(spec)
     route: str | None = None
     route_key: str | None = None
     expected = shards
@@ -250,17 +262,11 @@ def query_sql(spec: SearchSpec) -> tuple[sql.Composable, dict[str, Any]]:
         route = segment_table("chunks", holding[0].id).as_string(None)
         route_key = layout.segments[0].partition_key or ""
         expected = 1 if any(g.chunks > 0 for g in layout.segments) else 0
-    cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in HIT_COLUMNS)
-    ctes = sql.SQL(
-        """shard_raw AS MATERIALIZED (
-    SELECT r FROM ranklock.shard_query(%(shard_anchors)s::regclass, %(shard_route)s::regclass,
-        %(shard_route_key)s::text, %(shard_count)s::int, %(shard_tables)s::text[], %(shard_sql)s::text,
-        %(shard_types)s::regtype[], %(shard_values)s::text[]) AS r
-),
-shard_rows AS MATERIALIZED (
-    SELECT x.* FROM shard_raw AS s, jsonb_to_recordset(s.r -> 'hits') AS x({cols}) WHERE s.r ? 'hits'
-)"""
-    ).format(cols=cols)
+    call = sql.SQL(
+        "ranklock.shard_query(%(shard_anchors)s::regclass, %(shard_route)s::regclass, %(shard_route_key)s::text, "
+        "%(shard_count)s::int, %(shard_tables)s::text[], %(shard_sql)s::text, %(shard_types)s::regtype[], "
+        "%(shard_values)s::text[])"
+    )
     params = {
         "shard_anchors": anchor_table(shards).as_string(None),
         "shard_route": route,
@@ -271,6 +277,23 @@ shard_rows AS MATERIALIZED (
         "shard_types": list(statement.types),
         "shard_values": list(statement.values),
     }
+    return call, params
+
+
+def query_sql(spec: SearchSpec) -> tuple[sql.Composable, dict[str, Any]]:
+    """CTEs ``shard_raw`` and ``shard_rows`` of the coordinator's statement: the query phase, and its values.
+
+    ``shard_rows`` holds every shard's hits (``HIT_COLUMNS``); ``shard_raw``
+    also the shards' and the phase's times, which :func:`shard_timings` reads.
+    """
+    call, params = fan_out_sql(spec, shard_statement(spec))
+    cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in HIT_COLUMNS)
+    ctes = sql.SQL(
+        """shard_raw AS MATERIALIZED (SELECT r FROM {call} AS r),
+shard_rows AS MATERIALIZED (
+    SELECT x.* FROM shard_raw AS s, jsonb_to_recordset(s.r -> 'hits') AS x({cols}) WHERE s.r ? 'hits'
+)"""
+    ).format(call=call, cols=cols)
     return ctes, params
 
 
