@@ -9,10 +9,16 @@ replaces a tenth of the documents and adds some), so each collection has two seg
 
 For every query and every case (three modes, exact vectors; two filters; ``as_of``) both are searched,
 alternating which goes first, and the hits (ids, chunks, every branch's rank and raw score, the fused
-score, offsets, text) and ``matching_count`` compared whole.  On the first ``--explain`` queries of each
-case the sharded statement is run under ``EXPLAIN (ANALYZE)`` with every task shown: how many tasks,
-the rows each shard's scans read, and the bytes the coordinator received.  One 2-core machine cannot
-show a speed-up: the workers share its cores with the coordinator.
+score, offsets, text) and ``matching_count`` compared whole.  A sharded search is one statement on the
+coordinator (ranklock.search.sharded): a query phase of one Citus task per shard, each running the
+one-node plan, the merge and fusion on the coordinator, and a fetch of the k hits' text.  For each case
+it reports, from every sharded search's ``timings``: the slowest and the mean shard (each shard's own
+execution, measured on its worker), the query phase's wall time, and the merge (the statement's time
+less its query phase: fusion and the fetch).  On the first ``--explain`` queries of each case the
+sharded statement is run with ``citus.log_remote_commands``: the Citus tasks of each phase and the nodes
+they ran on; and its query phase alone under ``EXPLAIN (ANALYZE)``: the bytes the coordinator received.
+The build of each write is timed on both sides, and the ratio sharded / one node printed.  One 2-core
+machine cannot show a speed-up: the workers share its cores with the coordinator.
 
     python bench/cluster.py --corpus scifact --home /tmp/cluster-bench                 # SciFact, MiniLM
     python bench/cluster.py --corpus generated --docs 200000 --home /tmp/cluster-bench  # bench/large_corpus.py
@@ -35,6 +41,7 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -96,41 +103,72 @@ def _hits(res: Any) -> dict[str, Any]:
     return {"hits": [h.model_dump() for h in res.hits], "matching": res.matching_count}
 
 
-def _explain(conn: psycopg.Connection[Any], text: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Tasks, rows read per task (its scans' actual rows) and kB the coordinator received, of one statement."""
-    with conn.transaction():
-        conn.execute("SET LOCAL citus.explain_all_tasks = on")
-        lines = [
-            r[0]
-            for r in conn.execute(
-                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + text, params, prepare=False
-            ).fetchall()
-        ]
+def _remote(conn: psycopg.Connection[Any], text: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The Citus tasks of one sharded search statement: its query phase's and its fetch's, and their nodes."""
+    sent: list[tuple[str, str]] = []
+
+    def notice(d: Any) -> None:
+        m = re.search(r"on server \S+@([\w.]+:\d+)", d.message_detail or "")
+        if m and (d.message_primary or "").startswith("issuing "):
+            sent.append((m.group(1), d.message_primary or ""))
+
+    conn.add_notice_handler(notice)
+    try:
+        with conn.transaction():
+            conn.execute("SET LOCAL citus.log_remote_commands = on")
+            conn.execute(text, params, prepare=False)
+    finally:
+        conn.remove_notice_handler(notice)
+    query = [node for node, cmd in sent if "ranklock.shard_search(" in cmd]
+    fetch = [node for node, cmd in sent if "char_start, char_end, text FROM" in cmd]
+    # The fetch is one Citus statement per segment holding hits: its tasks are the shards of that segment.
+    per_segment: dict[str, int] = {}
+    for _, cmd in sent:
+        if m := re.search(r"char_start, char_end, text FROM \S*chunks_(\d+)_\d+", cmd):
+            per_segment[m.group(1)] = per_segment.get(m.group(1), 0) + 1
+    return {
+        "query_tasks": len(query),
+        "fetch_statements": len(per_segment),
+        "fetch_tasks_per_statement": max(per_segment.values(), default=0),
+        "nodes": len(set(query) | set(fetch)),
+    }
+
+
+def _phase_kb(conn: psycopg.Connection[Any], params: dict[str, Any]) -> float:
+    """kB the coordinator received in the query phase alone (EXPLAIN ANALYZE of the fan-out)."""
+    if params.get("shard_route") is not None:
+        return 0.0  # routed to one shard: the same bytes from one task
+    lines = [
+        r[0]
+        for r in conn.execute(
+            sql.SQL(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT ranklock.shard_search(a.tableoid, "
+                "%(shard_tables)s::text[], %(shard_sql)s::text, %(shard_types)s::regtype[], %(shard_values)s::text[]) "
+                "FROM {} AS a"
+            ).format(sql.SQL(params["shard_anchors"])),
+            params,
+            prepare=False,
+        ).fetchall()
+    ]
     received = 0.0
     for ln in lines:
         m = re.search(r"Tuple data received from nodes: ([\d.]+) (bytes|kB|MB)", ln)
         if m:
             received += float(m.group(1)) * {"bytes": 1 / 1024, "kB": 1.0, "MB": 1024.0}[m.group(2)]
-    # Rows each task read from shard tables (<table>_<segment>_<shard id>): the per-node work.
-    per_task: list[int] = []
-    for ln in lines:
-        if ln.strip().startswith("->  Task"):
-            per_task.append(0)
-        elif per_task and (
-            m := re.search(
-                r"(?:Seq|Index|Index Only|Bitmap Heap) Scan (?:using \S+ )?on \w+_\d+_\d+ .*actual rows=([\d.]+) loops=(\d+)",
-                ln,
-            )
-        ):
-            per_task[-1] += round(float(m.group(1)) * int(m.group(2)))
-    shard_tasks = [n for n in per_task if n > 0]
+    return round(received, 1)
+
+
+def _timed(res: Any) -> dict[str, float]:
+    """Per-shard and merge times of a sharded search (ranklock.search.sharded.shard_timings)."""
+    t = res.timings
+    if "query_phase_ms" not in t:
+        return {}
     return {
-        "subplans": sum("Distributed Subplan" in ln for ln in lines),
-        "tasks": len(per_task),
-        "shard_tasks": len(shard_tasks),
-        "rows_per_shard_task": statistics.median(shard_tasks) if shard_tasks else 0,
-        "rows_read": sum(shard_tasks),
-        "kb_to_coordinator": round(received, 1),
+        "shard_max_ms": t.get("shard_max_ms", 0.0),
+        "shard_mean_ms": t.get("shard_mean_ms", 0.0),
+        "query_phase_ms": t["query_phase_ms"],
+        "merge_ms": max(0.0, t.get("statement_ms", 0.0) - t["query_phase_ms"]),
+        "statement_ms": t.get("statement_ms", 0.0),
     }
 
 
@@ -185,6 +223,7 @@ def main() -> None:
         for label, mode, kw in CASES:
             identical = 0
             ms: dict[str, list[float]] = {"one": [], "sharded": []}
+            phases: list[dict[str, float]] = []
             explained: list[dict[str, Any]] = []
             for qi, q in enumerate(queries):
                 got: dict[str, Any] = {}
@@ -194,45 +233,60 @@ def main() -> None:
                     res = eng.search(sides[side][0], q, k=10, mode=mode, **kw)
                     ms[side].append((time.perf_counter() - t0) * 1000)
                     got[side] = _hits(res)
+                    if side == "sharded" and (timed := _timed(res)):
+                        phases.append(timed)
                 identical += got["one"] == got["sharded"]
                 if qi < args.explain:
                     text, params = eng.search_sql(sides["sharded"][0], q, k=10, mode=mode, **kw)
-                    explained.append(_explain(conn, text, params))
+                    explained.append({**_remote(conn, text, params), "phase_kb": _phase_kb(conn, params)})
             row = {
                 "case": label,
                 "queries": len(queries),
                 "identical": identical,
                 "p50_ms": {s: _pct(v, 0.5) for s, v in ms.items()},
                 "p95_ms": {s: _pct(v, 0.95) for s, v in ms.items()},
+                "ratio": {
+                    "p50": round(_pct(ms["sharded"], 0.5) / max(_pct(ms["one"], 0.5), 1e-9), 2),
+                    "p95": round(_pct(ms["sharded"], 0.95) / max(_pct(ms["one"], 0.95), 1e-9), 2),
+                },
+                # Medians over the case's sharded searches: the slowest shard, the mean shard, the query phase's
+                # wall time, and the merge (fusion and the fetch: the statement's time less its query phase).
+                "sharded_phases_p50_ms": {
+                    k: _pct([p[k] for p in phases], 0.5) if phases else None
+                    for k in ("shard_max_ms", "shard_mean_ms", "query_phase_ms", "merge_ms", "statement_ms")
+                },
                 "sharded_statement": {
-                    k: statistics.median(e[k] for e in explained)
-                    for k in (
-                        "subplans",
-                        "tasks",
-                        "shard_tasks",
-                        "rows_per_shard_task",
-                        "rows_read",
-                        "kb_to_coordinator",
-                    )
+                    k: statistics.median(e[k] for e in explained) if explained else None
+                    for k in ("query_tasks", "fetch_statements", "fetch_tasks_per_statement", "nodes", "phase_kb")
                 },
             }
             results.append(row)
             print(json.dumps(row), flush=True)
     eng.close()
-    print(f"\n{args.corpus}: {len(docs)} documents, {len(queries)} queries; load average {load} -> {os.getloadavg()}")
+    end_load = os.getloadavg()
+    print(f"\n{args.corpus}: {len(docs)} documents, {len(queries)} queries; load average {load} -> {end_load}")
     print(
-        f"{'case':24} {'identical':>10} {'p50 one/sh ms':>16} {'p95 one/sh ms':>16} {'tasks':>6} {'shard tasks':>11} "
-        f"{'rows/shard task':>15} {'kB':>7}"
+        f"{'case':24} {'identical':>10} {'p50 one/sh ms':>16} {'p95 one/sh ms':>16} {'x p50/p95':>10} "
+        f"{'shard max/mean':>15} {'query':>6} {'merge':>6} {'tasks q+f':>9} {'kB':>6}"
     )
     for r in results:
         s = r["sharded_statement"]
+        ph = r["sharded_phases_p50_ms"]
         print(
             f"{r['case']:24} {r['identical']:>5}/{r['queries']:<4} "
             f"{r['p50_ms']['one']:>7}/{r['p50_ms']['sharded']:<8} {r['p95_ms']['one']:>7}/{r['p95_ms']['sharded']:<8} "
-            f"{s['tasks']:>6} {s['shard_tasks']:>11} {s['rows_per_shard_task']:>15} {s['kb_to_coordinator']:>7}"
+            f"{r['ratio']['p50']:>4}/{r['ratio']['p95']:<5} "
+            f"{ph['shard_max_ms']!s:>7}/{ph['shard_mean_ms']!s:<7} {ph['query_phase_ms']!s:>6} {ph['merge_ms']!s:>6} "
+            f"{s['query_tasks']!s:>4}+{s['fetch_tasks_per_statement']!s:<4} {s['phase_kb']!s:>6}"
         )
+    ratios: dict[str, float] = {}
+    for i in range(2):
+        if all(len(builds.get(side, [])) > i for side in ("one", "sharded")):
+            ratios[f"write{i + 1}"] = round(builds["sharded"][i]["wall"] / max(builds["one"][i]["wall"], 1e-9), 2)
     for side, b in builds.items():
         print(f"build {side}: " + "; ".join(json.dumps(x) for x in b))
+    if ratios:
+        print(f"build sharded / one node (wall): {ratios}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"cluster_{args.corpus}.json"
@@ -243,8 +297,9 @@ def main() -> None:
                 "documents": len(docs),
                 "shards": SHARDS,
                 "workers": 2,
-                "load_average": {"start": load, "end": os.getloadavg()},
+                "load_average": {"start": load, "end": end_load},
                 "builds": builds,
+                "build_ratio": ratios,
                 "cases": results,
             },
             indent=2,
