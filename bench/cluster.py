@@ -11,13 +11,13 @@ For every query and every case (three modes, exact vectors; two filters; ``as_of
 alternating which goes first, and the hits (ids, chunks, every branch's rank and raw score, the fused
 score, offsets, text) and ``matching_count`` compared whole.  A sharded search is one statement on the
 coordinator (ranklock.search.sharded): a query phase of one Citus task per shard, each running the
-one-node plan, the merge and fusion on the coordinator, and a fetch of the k hits' text.  For each case
-it reports, from every sharded search's ``timings``: the slowest and the mean shard (each shard's own
-execution, measured on its worker), the query phase's wall time, and the merge (the statement's time
-less its query phase: fusion and the fetch).  On the first ``--explain`` queries of each case the
-sharded statement is run with ``citus.log_remote_commands``: the Citus tasks of each phase and the nodes
-they ran on; and its query phase alone under ``EXPLAIN (ANALYZE)``: the bytes the coordinator received.
-The build of each write is timed on both sides, and the ratio sharded / one node printed.  One 2-core
+one-node plan, the merge and fusion on the coordinator, and a fetch of the k hits' text.  On the first
+``--explain`` queries of each case the sharded statement is run with ``citus.log_remote_commands`` (the
+Citus tasks of the query phase and of each fetch statement, and the nodes they ran on), and its query
+phase alone under ``EXPLAIN (ANALYZE)``: the time of each shard's task on its worker (the slowest and
+the mean), the phase's own time, and the bytes the coordinator received.  The merge is the statement's
+round trip (every sharded search's ``sql_ms``, median) less the query phase: the coordinator's planning,
+fusion, the fetch.  The build of each write is timed on both sides, and the ratio sharded / one node printed.  One 2-core
 machine cannot show a speed-up: the workers share its cores with the coordinator.
 
     python bench/cluster.py --corpus scifact --home /tmp/cluster-bench                 # SciFact, MiniLM
@@ -134,42 +134,59 @@ def _remote(conn: psycopg.Connection[Any], text: str, params: dict[str, Any]) ->
     }
 
 
-def _phase_kb(conn: psycopg.Connection[Any], params: dict[str, Any]) -> float:
-    """kB the coordinator received in the query phase alone (EXPLAIN ANALYZE of the fan-out)."""
+def _phase(conn: psycopg.Connection[Any], params: dict[str, Any]) -> dict[str, float]:
+    """The query phase alone under EXPLAIN ANALYZE: its time, each shard's task's time, the kB sent back.
+
+    The fan-out of ``ranklock.shard_query`` runs with the values the search bound (nothing of ranklock's
+    reads the clock, so the bench times it here).  Empty for a search routed to one partition value.
+    """
     if params.get("shard_route") is not None:
-        return 0.0  # routed to one shard: the same bytes from one task
-    lines = [
-        r[0]
-        for r in conn.execute(
-            sql.SQL(
-                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT ranklock.shard_search(a.tableoid, "
-                "%(shard_tables)s::text[], %(shard_sql)s::text, %(shard_types)s::regtype[], %(shard_values)s::text[]) "
-                "FROM {} AS a"
-            ).format(sql.SQL(params["shard_anchors"])),
-            params,
-            prepare=False,
-        ).fetchall()
-    ]
-    received = 0.0
-    for ln in lines:
-        m = re.search(r"Tuple data received from nodes: ([\d.]+) (bytes|kB|MB)", ln)
-        if m:
-            received += float(m.group(1)) * {"bytes": 1 / 1024, "kB": 1.0, "MB": 1024.0}[m.group(2)]
-    return round(received, 1)
-
-
-def _timed(res: Any) -> dict[str, float]:
-    """Per-shard and merge times of a sharded search (ranklock.search.sharded.shard_timings)."""
-    t = res.timings
-    if "query_phase_ms" not in t:
         return {}
+    with conn.transaction():
+        conn.execute("SET LOCAL citus.explain_all_tasks = on")
+        conn.execute(sql.SQL("SET LOCAL citus.max_cached_conns_per_worker = {}").format(params["shard_count"]))
+        conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+        lines = [
+            r[0]
+            for r in conn.execute(
+                sql.SQL(
+                    "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) SELECT ranklock.shard_search(a.tableoid, "
+                    "%(shard_tables)s::text[], %(shard_sql)s::text, %(shard_types)s::regtype[], "
+                    "%(shard_values)s::text[]) FROM {} AS a"
+                ).format(sql.SQL(params["shard_anchors"])),
+                params,
+                prepare=False,
+            ).fetchall()
+        ]
+    received, total = 0.0, 0.0
+    tasks: list[float] = []
+    for ln in lines:
+        if m := re.search(r"Tuple data received from nodes: ([\d.]+) (bytes|kB|MB)", ln):
+            received += float(m.group(1)) * {"bytes": 1 / 1024, "kB": 1.0, "MB": 1024.0}[m.group(2)]
+        elif m := re.search(r"Execution Time: ([\d.]+) ms", ln):
+            # Indented: a task's own execution on its worker; at the margin: the whole query phase.
+            if ln.startswith(" "):
+                tasks.append(float(m.group(1)))
+            else:
+                total = float(m.group(1))
     return {
-        "shard_max_ms": t.get("shard_max_ms", 0.0),
-        "shard_mean_ms": t.get("shard_mean_ms", 0.0),
-        "query_phase_ms": t["query_phase_ms"],
-        "merge_ms": max(0.0, t.get("statement_ms", 0.0) - t["query_phase_ms"]),
-        "statement_ms": t.get("statement_ms", 0.0),
+        "query_phase_ms": total,
+        "shard_max_ms": max(tasks, default=0.0),
+        "shard_mean_ms": sum(tasks) / len(tasks) if tasks else 0.0,
+        "phase_kb": round(received, 1),
     }
+
+
+def _phases(phases: list[dict[str, float]], sql_ms: list[float]) -> dict[str, float | None]:
+    """Medians of the query phases' figures, the statement's round trip, and the merge (round trip less phase)."""
+    out: dict[str, float | None] = {
+        k: round(statistics.median(p[k] for p in phases), 1) if phases else None
+        for k in ("shard_max_ms", "shard_mean_ms", "query_phase_ms", "phase_kb")
+    }
+    out["sql_ms"] = round(statistics.median(sql_ms), 1) if sql_ms else None
+    phase, trip = out["query_phase_ms"], out["sql_ms"]
+    out["merge_ms"] = round(max(0.0, trip - phase), 1) if phase is not None and trip is not None else None
+    return out
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -224,6 +241,7 @@ def main() -> None:
             identical = 0
             ms: dict[str, list[float]] = {"one": [], "sharded": []}
             phases: list[dict[str, float]] = []
+            sql_ms: list[float] = []
             explained: list[dict[str, Any]] = []
             for qi, q in enumerate(queries):
                 got: dict[str, Any] = {}
@@ -233,12 +251,14 @@ def main() -> None:
                     res = eng.search(sides[side][0], q, k=10, mode=mode, **kw)
                     ms[side].append((time.perf_counter() - t0) * 1000)
                     got[side] = _hits(res)
-                    if side == "sharded" and (timed := _timed(res)):
-                        phases.append(timed)
+                    if side == "sharded":
+                        sql_ms.append(res.timings.get("sql_ms", 0.0))
                 identical += got["one"] == got["sharded"]
                 if qi < args.explain:
                     text, params = eng.search_sql(sides["sharded"][0], q, k=10, mode=mode, **kw)
-                    explained.append({**_remote(conn, text, params), "phase_kb": _phase_kb(conn, params)})
+                    explained.append(_remote(conn, text, params))
+                    if timed := _phase(conn, params):
+                        phases.append(timed)
             row = {
                 "case": label,
                 "queries": len(queries),
@@ -249,15 +269,13 @@ def main() -> None:
                     "p50": round(_pct(ms["sharded"], 0.5) / max(_pct(ms["one"], 0.5), 1e-9), 2),
                     "p95": round(_pct(ms["sharded"], 0.95) / max(_pct(ms["one"], 0.95), 1e-9), 2),
                 },
-                # Medians over the case's sharded searches: the slowest shard, the mean shard, the query phase's
-                # wall time, and the merge (fusion and the fetch: the statement's time less its query phase).
-                "sharded_phases_p50_ms": {
-                    k: _pct([p[k] for p in phases], 0.5) if phases else None
-                    for k in ("shard_max_ms", "shard_mean_ms", "query_phase_ms", "merge_ms", "statement_ms")
-                },
+                # Each shard's task and the query phase (medians over the --explain queries, EXPLAIN ANALYZE),
+                # the statement's round trip (median over every sharded search), and the merge: the round
+                # trip less the query phase (the coordinator's planning, fusion, the fetch, the transfer).
+                "sharded_phases_p50_ms": _phases(phases, sql_ms),
                 "sharded_statement": {
                     k: statistics.median(e[k] for e in explained) if explained else None
-                    for k in ("query_tasks", "fetch_statements", "fetch_tasks_per_statement", "nodes", "phase_kb")
+                    for k in ("query_tasks", "fetch_statements", "fetch_tasks_per_statement", "nodes")
                 },
             }
             results.append(row)
@@ -277,7 +295,7 @@ def main() -> None:
             f"{r['p50_ms']['one']:>7}/{r['p50_ms']['sharded']:<8} {r['p95_ms']['one']:>7}/{r['p95_ms']['sharded']:<8} "
             f"{r['ratio']['p50']:>4}/{r['ratio']['p95']:<5} "
             f"{ph['shard_max_ms']!s:>7}/{ph['shard_mean_ms']!s:<7} {ph['query_phase_ms']!s:>6} {ph['merge_ms']!s:>6} "
-            f"{s['query_tasks']!s:>4}+{s['fetch_tasks_per_statement']!s:<4} {s['phase_kb']!s:>6}"
+            f"{s['query_tasks']!s:>4}+{s['fetch_tasks_per_statement']!s:<4} {ph['phase_kb']!s:>6}"
         )
     ratios: dict[str, float] = {}
     for i in range(2):

@@ -238,7 +238,6 @@ def test_a_search_is_one_task_per_shard_then_a_fetch(pair: tuple[Engine, Engine]
         assert len(queries) == 4 and len(set(queries)) == 2, sent  # 4 shards on 2 workers
         assert 1 <= len(fetches) <= 4, sent
         res = cluster.search(cname, "shard merge tenant", k=10, mode=mode, filter="year >= 2001")
-        assert res.timings["shards"] == 4 and res.timings["shard_max_ms"] > 0 and res.timings["query_phase_ms"] > 0
         want = one.search(cname, "shard merge tenant", k=10, mode=mode, filter="year >= 2001")
         assert [h.model_dump() for h in res.hits] == [h.model_dump() for h in want.hits]
 

@@ -240,8 +240,7 @@ def _sharded_statement(
     ``top`` is the fused top ``k`` in the one-node order, each hit with the
     segment and row its branch found it at (one of the hits every shard sent
     back); ``fetched`` reads their text by those (ranklock.search.sharded.fetch_sql),
-    so no dead row has to be masked again.  The shards' and the phases' times
-    ride along for ``timings``.
+    so no dead row has to be masked again.
     """
     fetch, fetch_params = fetch_sql(spec.layout)
     query = sql.SQL(
@@ -256,10 +255,7 @@ top AS MATERIALIZED (
 ),
 {fetch}
 SELECT t.rank, t.doc_id, t.chunk, t.score, {top_signals},
-       x.char_start, x.char_end, x.text, {branches} AS branches{shortfalls},
-       (SELECT array_agg((s.r ->> 'ms')::float8) FROM shard_raw AS s WHERE s.r ? 'hits') AS shard_ms,
-       (SELECT (s.r ->> 'phase_ms')::float8 FROM shard_raw AS s WHERE s.r ? 'phase_ms') AS phase_ms,
-       1000 * extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 AS statement_ms
+       x.char_start, x.char_end, x.text, {branches} AS branches{shortfalls}
 FROM top AS t JOIN fetched AS x ON x.seg = t.seg AND x.row_id = t.row_id
 ORDER BY t.rank"""
     ).format(

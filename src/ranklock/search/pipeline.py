@@ -52,7 +52,6 @@ from .fusion import build_search_sql, read_hits, settings_fetches, shortfall_col
 from .request import SearchRequest, parse_as_of
 from .results import SearchResult, SnapshotRef
 from .scope import scope_steps
-from .sharded import shard_timings
 from .spec import BranchContext, FallsShort, Scope, SearchSpec
 
 if TYPE_CHECKING:
@@ -220,9 +219,6 @@ def search_steps(
         t1 = time.perf_counter()
         run: Run = yield from execute_steps(ctx, spec, statement, plan, timeout=timeout)
         timings["sql_ms"] = (time.perf_counter() - t1) * 1000
-        if run.rows and "shard_ms" in run.rows[0]:
-            # On a Citus cluster: the shards' and the query phase's own times (ranklock.search.sharded).
-            timings.update(shard_timings(run.rows[0]))
         record = record.with_branches(run.spec, run.rows)
         fused = assemble(services, ctx, fused_req, plan, run, timeout)
     else:

@@ -99,7 +99,7 @@ def scope_steps(spec: SearchSpec, snap: Mapping[str, Any]) -> Steps[Scope]:
         call, params = fan_out_sql(spec, compose(spec, q, p))
         summed = sql.SQL(
             "SELECT coalesce(sum((h ->> 'documents')::bigint), 0), coalesce(sum((h ->> 'chunks')::bigint), 0) "
-            "FROM {} AS r, jsonb_array_elements(r -> 'hits') AS h WHERE r ? 'hits'"
+            "FROM {} AS r, jsonb_array_elements(r) AS h"
         ).format(call)
         _, rows = yield Batch((Fetch("SELECT set_config('jit', 'off', true)"), Fetch(summed, params, dicts=False)))
     else:

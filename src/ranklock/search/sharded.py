@@ -39,7 +39,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -65,7 +65,6 @@ __all__ = [
     "on_one_shard",
     "query_sql",
     "shard_statement",
-    "shard_timings",
 ]
 
 #: The kinds of a segment's tables a shard's statement may read (chunks, forward and postings are
@@ -245,7 +244,7 @@ def _check_placed(layout: Layout) -> int:
 
 
 def fan_out_sql(spec: SearchSpec, statement: ShardStatement) -> tuple[sql.Composable, dict[str, Any]]:
-    """The query phase of ``statement`` (a set of jsonb: each shard's ``{"ms", "hits"}``, then ``{"phase_ms"}``).
+    """The query phase of ``statement``: a set of jsonb, each shard's rows as an array.
 
     One Citus task per shard (``ranklock.shard_query`` over the search anchors), or
     the one shard of a search routed to one partition value; and its values.
@@ -281,18 +280,11 @@ def fan_out_sql(spec: SearchSpec, statement: ShardStatement) -> tuple[sql.Compos
 
 
 def query_sql(spec: SearchSpec) -> tuple[sql.Composable, dict[str, Any]]:
-    """CTEs ``shard_raw`` and ``shard_rows`` of the coordinator's statement: the query phase, and its values.
-
-    ``shard_rows`` holds every shard's hits (``HIT_COLUMNS``); ``shard_raw``
-    also the shards' and the phase's times, which :func:`shard_timings` reads.
-    """
+    """CTE ``shard_rows`` of the coordinator's statement (every shard's hits, ``HIT_COLUMNS``), and its values."""
     call, params = fan_out_sql(spec, shard_statement(spec))
     cols = sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in HIT_COLUMNS)
     ctes = sql.SQL(
-        """shard_raw AS MATERIALIZED (SELECT r FROM {call} AS r),
-shard_rows AS MATERIALIZED (
-    SELECT x.* FROM shard_raw AS s, jsonb_to_recordset(s.r -> 'hits') AS x({cols}) WHERE s.r ? 'hits'
-)"""
+        """shard_rows AS MATERIALIZED (SELECT x.* FROM {call} AS r, jsonb_to_recordset(r) AS x({cols}))"""
     ).format(call=call, cols=cols)
     return ctes, params
 
@@ -317,17 +309,3 @@ def fetch_sql(layout: Layout) -> tuple[sql.Composable, dict[str, Any]]:
         "fetch_segs": [g.id for g in layout.segments],
     }
     return ctes, params
-
-
-def shard_timings(row: Mapping[str, Any]) -> dict[str, float]:
-    """The query phase's times in a result row (the ``shard_ms`` and ``phase_ms`` columns), for ``timings``."""
-    shards: Sequence[float] = row.get("shard_ms") or []
-    out: dict[str, float] = {"shards": float(len(shards))}
-    if shards:
-        out["shard_max_ms"] = max(shards)
-        out["shard_mean_ms"] = sum(shards) / len(shards)
-    if row.get("phase_ms") is not None:
-        out["query_phase_ms"] = float(row["phase_ms"])
-    if row.get("statement_ms") is not None:
-        out["statement_ms"] = float(row["statement_ms"])
-    return out

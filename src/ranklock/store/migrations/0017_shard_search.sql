@@ -20,13 +20,13 @@
 -- the task's own shard of a table co-located with the segments).  ``tables`` are the tables the
 -- statement names, as psycopg writes them ("schema"."name"); each becomes this shard's relation
 -- (a distributed table's co-located shard, a reference table's one shard).  Returns the shard's
--- hits as a JSON array, and how long it took (ms), for the benchmarks.
+-- hits as a JSON array.  Nothing here reads the clock (a test holds every ranking function to it):
+-- bench/cluster.py times each shard's task with EXPLAIN ANALYZE.
 CREATE FUNCTION ranklock.shard_search(anchor oid, tables text[], statement text, types regtype[], vals text[])
 RETURNS jsonb
 LANGUAGE plpgsql
 AS $fn$
 DECLARE
-    started timestamptz := clock_timestamp();
     -- Citus names every shard relation <table>_<shard id>.
     shard bigint := substring(anchor::regclass::text FROM '_([0-9]+)"?$')::bigint;
     low text;
@@ -68,7 +68,7 @@ BEGIN
         (SELECT string_agg(quote_nullable(u.v), ', ' ORDER BY u.i) FROM unnest(vals) WITH ORDINALITY AS u(v, i))
     ) INTO hits;
     DEALLOCATE ranklock_shard_search;
-    RETURN jsonb_build_object('ms', 1000 * extract(epoch FROM clock_timestamp() - started), 'hits', hits);
+    RETURN hits;
 END
 $fn$;
 
@@ -87,7 +87,6 @@ RETURNS SETOF jsonb
 LANGUAGE plpgsql
 AS $fn$
 DECLARE
-    started timestamptz := clock_timestamp();
     answered bigint;
 BEGIN
     IF route IS NULL THEN
@@ -106,8 +105,6 @@ BEGIN
         RAISE EXCEPTION 'ranklock: % of the % shards of this search answered (its anchors are %)', answered, shards, anchors
             USING HINT = 'Write to the collection once (an ingest places the anchors again), then search again.';
     END IF;
-    -- Last, the query phase's own time (ms), for the benchmarks.
-    RETURN NEXT jsonb_build_object('phase_ms', 1000 * extract(epoch FROM clock_timestamp() - started));
 END
 $fn$;
 
