@@ -127,6 +127,9 @@ def test_a_collection_on_a_cluster_is_sharded_and_answers_as_one_node(
         f"ranklock_data.dense_{seg}": "n:1",
     }
     assert local == (0,)
+    # A single-field filter's count is read from the value counts, kept on the coordinator, as on one node.
+    counts = cluster.rdb.fetchone("SELECT stats -> 'counts' AS c FROM ranklock.segments WHERE id = %s", [seg])
+    assert counts is not None and counts["c"] == {"year": "values", "team": "values"}
     got, want = _answers(cluster, cname), _answers(one, cname)
     assert [len(a["hits"]) for a in got] == [len(a["hits"]) for a in want]
     assert all(a["hits"] for a in got[:7])
@@ -435,8 +438,20 @@ def test_hnsw_on_shards_is_flagged_approximate_and_stable(citus_cluster: LocalCl
     emb = HashEmbedder()
     with Engine(dsn=citus_cluster.dsn, embedder=emb, log_queries=False) as cluster:
         cluster.ingest(cname, _docs(400), create={"embedder": emb.id, "index": "hnsw"})
-        assert cluster.manifest(cname)["placement"]["shards"] == 4
+        manifest = cluster.manifest(cname)
+        assert manifest["placement"]["shards"] == 4
         runs = [cluster.search(cname, "shard merge tenant", k=10, mode="semantic", exact_threshold=1) for _ in range(3)]
+    # The graphs were built on the shards, by their workers, once each (not on the coordinator first).
+    seg = manifest["segmentation"]["segments"][0]["id"]
+    with psycopg.connect(citus_cluster.dsn) as conn:
+        graphs = conn.execute(
+            "SELECT result FROM run_command_on_shards(%s, $$SELECT count(*) FROM pg_index AS i JOIN pg_class AS c "
+            "ON c.oid = i.indexrelid JOIN pg_am AS a ON a.oid = c.relam WHERE i.indrelid = '%%s'::regclass "
+            "AND a.amname = 'hnsw'$$)",
+            [f"ranklock_data.chunks_{seg}"],
+        ).fetchall()
+    assert [g[0] for g in graphs] == ["1"] * 4
+    assert manifest["index"]["build"]["bytes"] > 0
     assert runs[0].params["vector_strategy"] == "hnsw"
     assert runs[0].complete is False and runs[0].truncation == "approximate_index"
     assert len(runs[0].hits) == 10

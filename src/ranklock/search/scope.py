@@ -47,8 +47,6 @@ def count_matching_sql(spec: SearchSpec, snap_stats: Mapping[str, Any]) -> tuple
 def _counted(layout: Layout, stats: Mapping[str, Any], name: str) -> bool:
     """Whether every part of the whole snapshot (each non-empty segment, its dead rows) counts ``name``'s values."""
     full = layout.full()
-    if full.distributed:
-        return False
     parts_ok = all((g.counts or {}).get(name) == "values" for g in full.segments if g.chunks > 0)
     dead_ok = not full.dead_rows or (stats.get("dead_counts") or {}).get(name) == "values"
     return parts_ok and dead_ok

@@ -648,12 +648,14 @@ def _index_segment(
     from .filter_table import build_filter_table
     from .lexical_stats import build_lexical_stats
 
-    t2 = time.perf_counter()
-    progress("index", 0, 1)
-    index_build = create_indexes(db, coll, sid)
-    progress("index", 1, 1)
-    seconds["index"] = time.perf_counter() - t2
-    held()
+    index_build: dict[str, Any] = {}
+    if not coll.shards:
+        t2 = time.perf_counter()
+        progress("index", 0, 1)
+        index_build = create_indexes(db, coll, sid)
+        progress("index", 1, 1)
+        seconds["index"] = time.perf_counter() - t2
+        held()
     t3 = time.perf_counter()
     build_lexical_stats(db, sid)
     seconds["lexical_stats"] = time.perf_counter() - t3
@@ -671,6 +673,15 @@ def _index_segment(
         t4 = time.perf_counter()
         distribute_segment(db, sid, coll.shards, by_key=Segmenting.of(coll.segmenting).partition_field is not None)
         seconds["distribute"] = seconds.get("distribute", 0.0) + time.perf_counter() - t4
+        held()
+        # Its indexes once its rows are on the shards: each shard's built by its worker, the workers in
+        # parallel.  Built on the coordinator first, every one was built twice (the coordinator's copy,
+        # then each shard's when the rows moved), and the vector index's graph once whole.
+        t2 = time.perf_counter()
+        progress("index", 0, 1)
+        index_build = create_indexes(db, coll, sid)
+        progress("index", 1, 1)
+        seconds["index"] = time.perf_counter() - t2
         held()
     composition.record_segment(db, sid, index_build)
     return index_build
