@@ -8,11 +8,18 @@ the machine, so a difference is the placement's.  The corpus is written in two i
 replaces a tenth of the documents and adds some), so each collection has two segments and dead rows.
 
 For every query and every case (three modes, exact vectors; two filters; ``as_of``) both are searched,
-alternating which goes first, and the hits (ids, chunks, every branch's rank and raw score, the fused
-score, offsets, text) and ``matching_count`` compared whole.  On the first ``--explain`` queries of each
-case the sharded statement is run under ``EXPLAIN (ANALYZE)`` with every task shown: how many tasks,
-the rows each shard's scans read, and the bytes the coordinator received.  One 2-core machine cannot
-show a speed-up: the workers share its cores with the coordinator.
+alternating which goes first (after one untimed pass of every query on both sides: ``--no-warm`` times
+the cold first pass too), and the hits (ids, chunks, every branch's rank and raw score, the fused
+score, offsets, text) and ``matching_count`` compared whole.  A sharded search is one statement on the
+coordinator (ranklock.search.sharded): a query phase of one Citus task per shard, each running the
+one-node plan, the merge and fusion on the coordinator, and a fetch of the k hits' text.  On the first
+``--explain`` queries of each case the sharded statement is run with ``citus.log_remote_commands`` (the
+Citus tasks of the query phase and of each fetch statement, and the nodes they ran on), and its query
+phase timed by itself and under ``EXPLAIN (ANALYZE)``: the time of each shard's task on its worker (the
+slowest and the mean), the phase's own time, the bytes the coordinator received; one shard's statement
+alone and the one-node statement alone; the merge (the statement less its query phase, back to back:
+the coordinator's planning, fusion, the fetch).  The build of each write is timed on both sides, and the ratio sharded / one node printed.  One 2-core
+machine cannot show a speed-up: the workers share its cores with the coordinator.
 
     python bench/cluster.py --corpus scifact --home /tmp/cluster-bench                 # SciFact, MiniLM
     python bench/cluster.py --corpus generated --docs 200000 --home /tmp/cluster-bench  # bench/large_corpus.py
@@ -35,6 +42,7 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -96,42 +104,128 @@ def _hits(res: Any) -> dict[str, Any]:
     return {"hits": [h.model_dump() for h in res.hits], "matching": res.matching_count}
 
 
-def _explain(conn: psycopg.Connection[Any], text: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Tasks, rows read per task (its scans' actual rows) and kB the coordinator received, of one statement."""
+def _remote(conn: psycopg.Connection[Any], text: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The Citus tasks of one sharded search statement: its query phase's and its fetch's, and their nodes."""
+    sent: list[tuple[str, str]] = []
+
+    def notice(d: Any) -> None:
+        m = re.search(r"on server \S+@([\w.]+:\d+)", d.message_detail or "")
+        if m and (d.message_primary or "").startswith("issuing "):
+            sent.append((m.group(1), d.message_primary or ""))
+
+    conn.add_notice_handler(notice)
+    try:
+        with conn.transaction():
+            conn.execute("SET LOCAL citus.log_remote_commands = on")
+            conn.execute(text, params, prepare=False)
+    finally:
+        conn.remove_notice_handler(notice)
+    query = [node for node, cmd in sent if "ranklock.shard_search(" in cmd]
+    fetch = [node for node, cmd in sent if "char_start, char_end, text FROM" in cmd]
+    # The fetch is one Citus statement per segment holding hits: its tasks are the shards of that segment.
+    per_segment: dict[str, int] = {}
+    for _, cmd in sent:
+        if m := re.search(r"char_start, char_end, text FROM \S*chunks_(\d+)_\d+", cmd):
+            per_segment[m.group(1)] = per_segment.get(m.group(1), 0) + 1
+    return {
+        "query_tasks": len(query),
+        "fetch_statements": len(per_segment),
+        "fetch_tasks_per_statement": max(per_segment.values(), default=0),
+        "nodes": len(set(query) | set(fetch)),
+    }
+
+
+def _phase(
+    conn: psycopg.Connection[Any], statement: tuple[str, dict[str, Any]], one: tuple[str, dict[str, Any]]
+) -> dict[str, float]:
+    """The query phase alone, and one shard's task alone: what the cost model on N machines is made of.
+
+    * ``statement_ms``: the sharded search's statement, and ``query_phase_ms``: its fan-out run by itself (one
+      Citus task a shard, as the search runs it), back to back (nothing of ranklock's reads the clock, so they
+      are timed here, from the client); the merge is the difference: the coordinator's planning, fusion, the fetch;
+    * ``shard_alone_ms``: the first shard's statement alone (a query routed to its anchor: one task, nothing
+      beside it on the cores), and ``one_node_alone_ms``: the one-node collection's statement alone;
+    * ``shard_max_ms`` / ``shard_mean_ms``: each shard's task's execution on its worker during the fan-out
+      (EXPLAIN ANALYZE, every task shown: they share the cores), and the kB the coordinator received.
+
+    Empty for a search routed to one partition value.
+    """
+    text, params = statement
+    if params.get("shard_route") is not None:
+        return {}
+    fan = sql.SQL(
+        "SELECT ranklock.shard_search(a.tableoid, %(shard_tables)s::text[], %(shard_sql)s::text, "
+        "%(shard_types)s::regtype[], %(shard_values)s::text[]) FROM {} AS a"
+    ).format(sql.SQL(params["shard_anchors"]))
+
+    def settings() -> None:
+        conn.execute(sql.SQL("SET LOCAL citus.max_cached_conns_per_worker = {}").format(params["shard_count"]))
+        conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
+        conn.execute("SET LOCAL jit = off")
+        conn.execute("SET LOCAL work_mem = '64MB'")
+
+    timed: dict[str, float] = {}
     with conn.transaction():
+        settings()
+        conn.execute(fan, params, prepare=False).fetchall()  # warm: the connections of the fan-out kept
+        t0 = time.perf_counter()
+        conn.execute(text, params, prepare=False).fetchall()
+        timed["statement_ms"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        conn.execute(fan, params, prepare=False).fetchall()
+        timed["query_phase_ms"] = (time.perf_counter() - t0) * 1000
+        timed["merge_ms"] = max(0.0, timed["statement_ms"] - timed["query_phase_ms"])
+        key = conn.execute(sql.SQL("SELECT min(key) FROM {}").format(sql.SQL(params["shard_anchors"]))).fetchone()
+        alone = sql.Composed([fan, sql.SQL(" WHERE a.key = %(anchor_key)s")])
+        t0 = time.perf_counter()
+        conn.execute(alone, {**params, "anchor_key": key[0] if key else None}, prepare=False).fetchall()
+        timed["shard_alone_ms"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        conn.execute(one[0], one[1], prepare=False).fetchall()
+        timed["one_node_alone_ms"] = (time.perf_counter() - t0) * 1000
+    with conn.transaction():
+        settings()
         conn.execute("SET LOCAL citus.explain_all_tasks = on")
         lines = [
             r[0]
             for r in conn.execute(
-                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + text, params, prepare=False
+                sql.Composed([sql.SQL("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) "), fan]),
+                params,
+                prepare=False,
             ).fetchall()
         ]
     received = 0.0
+    tasks: list[float] = []
     for ln in lines:
-        m = re.search(r"Tuple data received from nodes: ([\d.]+) (bytes|kB|MB)", ln)
-        if m:
+        if m := re.search(r"Tuple data received from nodes: ([\d.]+) (bytes|kB|MB)", ln):
             received += float(m.group(1)) * {"bytes": 1 / 1024, "kB": 1.0, "MB": 1024.0}[m.group(2)]
-    # Rows each task read from shard tables (<table>_<segment>_<shard id>): the per-node work.
-    per_task: list[int] = []
-    for ln in lines:
-        if ln.strip().startswith("->  Task"):
-            per_task.append(0)
-        elif per_task and (
-            m := re.search(
-                r"(?:Seq|Index|Index Only|Bitmap Heap) Scan (?:using \S+ )?on \w+_\d+_\d+ .*actual rows=([\d.]+) loops=(\d+)",
-                ln,
-            )
-        ):
-            per_task[-1] += round(float(m.group(1)) * int(m.group(2)))
-    shard_tasks = [n for n in per_task if n > 0]
+        elif (m := re.search(r"Execution Time: ([\d.]+) ms", ln)) and ln.startswith(" "):
+            tasks.append(float(m.group(1)))  # indented: a task's own execution on its worker
     return {
-        "subplans": sum("Distributed Subplan" in ln for ln in lines),
-        "tasks": len(per_task),
-        "shard_tasks": len(shard_tasks),
-        "rows_per_shard_task": statistics.median(shard_tasks) if shard_tasks else 0,
-        "rows_read": sum(shard_tasks),
-        "kb_to_coordinator": round(received, 1),
+        **timed,
+        "shard_max_ms": max(tasks, default=0.0),
+        "shard_mean_ms": sum(tasks) / len(tasks) if tasks else 0.0,
+        "phase_kb": round(received, 1),
     }
+
+
+def _phases(phases: list[dict[str, float]], sql_ms: list[float]) -> dict[str, float | None]:
+    """Medians of :func:`_phase`'s figures over a case's --explain queries, and of every sharded search's round trip."""
+    keys = (
+        "shard_alone_ms",
+        "one_node_alone_ms",
+        "shard_max_ms",
+        "shard_mean_ms",
+        "query_phase_ms",
+        "statement_ms",
+        "merge_ms",
+        "phase_kb",
+    )
+    out: dict[str, float | None] = {
+        k: round(statistics.median(p[k] for p in phases), 1) if phases else None for k in keys
+    }
+    out["sql_ms"] = round(statistics.median(sql_ms), 1) if sql_ms else None
+    return out
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -149,6 +243,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "out"))
     ap.add_argument("--name", help="collection name prefix (default bench_<corpus>); a new one builds anew")
     ap.add_argument("--reuse", action="store_true", help="search the collections an earlier run built (no build)")
+    ap.add_argument("--no-warm", dest="warm", action="store_false", help="time the first search of every query too")
     args = ap.parse_args()
     load = os.getloadavg()
     cluster = LocalCluster(Path(args.home))
@@ -179,12 +274,23 @@ def main() -> None:
             secs["wall"] = round(time.perf_counter() - t0, 2)
             builds[side].append(secs)
             print(f"built {coll} write {i + 1}: {secs}", flush=True)
+    if args.warm:
+        # One untimed pass of every query in every mode on both sides: each server's buffers hold what the
+        # queries read, as a server in service does (a cold first pass costs the workers, whose caches start
+        # empty, 50 ms a lexical search more than the coordinator at 50,000 documents), and this process has
+        # probed each query once (the probe and the query's terms are kept per process).
+        for q in queries:
+            for side in ("one", "sharded"):
+                for mode in ("lexical", "semantic"):
+                    eng.search(sides[side][0], q, k=10, mode=mode)
     results: list[dict[str, Any]] = []
     with psycopg.connect(cluster.dsn, autocommit=True) as conn:
         register_vector(conn)
         for label, mode, kw in CASES:
             identical = 0
             ms: dict[str, list[float]] = {"one": [], "sharded": []}
+            phases: list[dict[str, float]] = []
+            sql_ms: list[float] = []
             explained: list[dict[str, Any]] = []
             for qi, q in enumerate(queries):
                 got: dict[str, Any] = {}
@@ -194,45 +300,63 @@ def main() -> None:
                     res = eng.search(sides[side][0], q, k=10, mode=mode, **kw)
                     ms[side].append((time.perf_counter() - t0) * 1000)
                     got[side] = _hits(res)
+                    if side == "sharded":
+                        sql_ms.append(res.timings.get("sql_ms", 0.0))
                 identical += got["one"] == got["sharded"]
                 if qi < args.explain:
                     text, params = eng.search_sql(sides["sharded"][0], q, k=10, mode=mode, **kw)
-                    explained.append(_explain(conn, text, params))
+                    explained.append(_remote(conn, text, params))
+                    one_statement = eng.search_sql(sides["one"][0], q, k=10, mode=mode, **kw)
+                    if timed := _phase(conn, (text, params), one_statement):
+                        phases.append(timed)
             row = {
                 "case": label,
                 "queries": len(queries),
                 "identical": identical,
                 "p50_ms": {s: _pct(v, 0.5) for s, v in ms.items()},
                 "p95_ms": {s: _pct(v, 0.95) for s, v in ms.items()},
+                "ratio": {
+                    "p50": round(_pct(ms["sharded"], 0.5) / max(_pct(ms["one"], 0.5), 1e-9), 2),
+                    "p95": round(_pct(ms["sharded"], 0.95) / max(_pct(ms["one"], 0.95), 1e-9), 2),
+                },
+                # Medians over the --explain queries (_phase): one shard's statement alone and the one node's
+                # alone, each shard's task during the fan-out, the statement and its query phase by themselves,
+                # back to back, and the merge (their difference: the coordinator's planning, fusion, the fetch);
+                # and the statement's round trip in the searches (sql_ms, median over every sharded search).
+                "sharded_phases_p50_ms": _phases(phases, sql_ms),
                 "sharded_statement": {
-                    k: statistics.median(e[k] for e in explained)
-                    for k in (
-                        "subplans",
-                        "tasks",
-                        "shard_tasks",
-                        "rows_per_shard_task",
-                        "rows_read",
-                        "kb_to_coordinator",
-                    )
+                    k: statistics.median(e[k] for e in explained) if explained else None
+                    for k in ("query_tasks", "fetch_statements", "fetch_tasks_per_statement", "nodes")
                 },
             }
             results.append(row)
             print(json.dumps(row), flush=True)
     eng.close()
-    print(f"\n{args.corpus}: {len(docs)} documents, {len(queries)} queries; load average {load} -> {os.getloadavg()}")
+    end_load = os.getloadavg()
+    print(f"\n{args.corpus}: {len(docs)} documents, {len(queries)} queries; load average {load} -> {end_load}")
     print(
-        f"{'case':24} {'identical':>10} {'p50 one/sh ms':>16} {'p95 one/sh ms':>16} {'tasks':>6} {'shard tasks':>11} "
-        f"{'rows/shard task':>15} {'kB':>7}"
+        f"{'case':24} {'identical':>10} {'p50 one/sh ms':>16} {'p95 one/sh ms':>16} {'x p50/p95':>10} "
+        f"{'alone 1sh/one':>13} {'shard max/mean':>15} {'query':>6} {'merge':>6} {'tasks q+f':>9} {'kB':>6}"
     )
     for r in results:
         s = r["sharded_statement"]
+        ph = r["sharded_phases_p50_ms"]
         print(
             f"{r['case']:24} {r['identical']:>5}/{r['queries']:<4} "
             f"{r['p50_ms']['one']:>7}/{r['p50_ms']['sharded']:<8} {r['p95_ms']['one']:>7}/{r['p95_ms']['sharded']:<8} "
-            f"{s['tasks']:>6} {s['shard_tasks']:>11} {s['rows_per_shard_task']:>15} {s['kb_to_coordinator']:>7}"
+            f"{r['ratio']['p50']:>4}/{r['ratio']['p95']:<5} "
+            f"{ph['shard_alone_ms']!s:>6}/{ph['one_node_alone_ms']!s:<6} "
+            f"{ph['shard_max_ms']!s:>7}/{ph['shard_mean_ms']!s:<7} {ph['query_phase_ms']!s:>6} {ph['merge_ms']!s:>6} "
+            f"{s['query_tasks']!s:>4}+{s['fetch_tasks_per_statement']!s:<4} {ph['phase_kb']!s:>6}"
         )
+    ratios: dict[str, float] = {}
+    for i in range(2):
+        if all(len(builds.get(side, [])) > i for side in ("one", "sharded")):
+            ratios[f"write{i + 1}"] = round(builds["sharded"][i]["wall"] / max(builds["one"][i]["wall"], 1e-9), 2)
     for side, b in builds.items():
         print(f"build {side}: " + "; ".join(json.dumps(x) for x in b))
+    if ratios:
+        print(f"build sharded / one node (wall): {ratios}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"cluster_{args.corpus}.json"
@@ -243,8 +367,10 @@ def main() -> None:
                 "documents": len(docs),
                 "shards": SHARDS,
                 "workers": 2,
-                "load_average": {"start": load, "end": os.getloadavg()},
+                "load_average": {"start": load, "end": end_load},
+                "warm": args.warm,
                 "builds": builds,
+                "build_ratio": ratios,
                 "cases": results,
             },
             indent=2,

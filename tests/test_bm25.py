@@ -12,7 +12,7 @@ import pytest
 
 from lexical_helpers import ingest_bucketed, lexical, reference_bm25, use_hash_embedder
 from ranklock import Document, Engine, QueryError, SnapshotError
-from ranklock.search import bm25 as bm25_module
+from ranklock.search.bm25 import costs as bm25_module
 from ranklock.settings import ChunkerParams
 from ranklock.snapshot.lexical_stats import build_lexical_stats
 

@@ -16,7 +16,7 @@ import pytest
 
 from lexical_helpers import ingest_bucketed, lexical, reference_bm25
 from ranklock import Engine
-from ranklock.search import bm25 as bm25_module
+from ranklock.search.bm25 import costs as bm25_module
 from test_bm25 import QUERIES, assert_same, bucket_docs
 
 FILTERS = ["bucket < 1", "bucket < 3", "bucket = 5"]

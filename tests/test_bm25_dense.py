@@ -17,7 +17,7 @@ import pytest
 
 from lexical_helpers import ingest_bucketed, lexical, reference_bm25, use_hash_embedder
 from ranklock import Document, Engine
-from ranklock.search import bm25 as bm25_module
+from ranklock.search.bm25 import costs as bm25_module
 from ranklock.snapshot.lexical_stats import DENSE_BLOCK, DENSE_SHARE, build_lexical_stats, dense_min_df
 from test_bm25 import VOCAB, assert_same, zipf_docs
 

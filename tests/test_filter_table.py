@@ -15,7 +15,7 @@ from psycopg import sql
 
 from lexical_helpers import ingest_bucketed, lexical, reference_bm25
 from ranklock import Document, Engine
-from ranklock.search import bm25 as bm25_module
+from ranklock.search.bm25 import costs as bm25_module
 from ranklock.snapshot.segments import read_layout
 from test_bm25 import QUERIES, assert_same, bucket_docs
 

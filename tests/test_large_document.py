@@ -23,7 +23,7 @@ from ranklock import Document, Engine
 from ranklock.eval.run import evaluate
 from ranklock.ingest.chunker import document_text
 from ranklock.limits import MAX_K
-from ranklock.search.bm25 import choose_admitted_plan, prepare_bm25
+from ranklock.search.bm25 import choose_plan
 from ranklock.search.fusion import build_search_sql
 from ranklock.search.lexical import LexicalBranch
 from ranklock.search.semantic import SemanticBranch
@@ -219,9 +219,9 @@ def _specs() -> list[SearchSpec]:
                     if mode in ("hybrid", "lexical"):
                         lex = LexicalBranch("q", "english", "sensitive", syntax, ranker, k1, 0.75)
                         if ranker == "bm25":
-                            bm25 = prepare_bm25(lex, lay, totals, postings)
+                            bm25 = choose_plan(lex, lay, totals, postings)
                             if filtered:
-                                bm25 = choose_admitted_plan(spec, bm25, admitted)
+                                bm25 = bm25.constrained(spec, admitted)
                             lex = dataclasses.replace(lex, bm25=bm25)
                         branches.append(lex)
                     if mode in ("hybrid", "semantic"):
@@ -235,8 +235,8 @@ def test_every_statement_shape_types_its_integers() -> None:
     specs = _specs()
     assert len(specs) == 3 * 6 * 3 * 5
     bm25s = [b.bm25 for s in specs for b in s.branches if isinstance(b, LexicalBranch)]
-    assert {b.strategy if b else None for b in bm25s} == {None, "full", "impact", "dense", "admitted"}
-    assert {b.params.get("bm25_admit") for b in bm25s if b} == {None, "probe", "set"}
+    assert {b.name if b else None for b in bm25s} == {None, "full", "impact", "dense", "admitted"}
+    assert {b.params().get("bm25_admit") for b in bm25s if b} == {None, "probe", "set"}
     for spec in specs:
         q, params = build_search_sql(spec)
         text = q.as_string(None)

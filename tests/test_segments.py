@@ -133,7 +133,7 @@ def test_every_bm25_plan_is_exact_over_segments(
     knobs: dict[str, int],
 ) -> None:
     """The pruning plans bound weights of a segment's own statistics under the snapshot's: still exact."""
-    import ranklock.search.bm25 as bm25_module
+    import ranklock.search.bm25.costs as bm25_module
 
     once, cut, _ = corpora
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
@@ -156,7 +156,7 @@ def test_segments_with_blocks_stored_as_vectors_search_alike(
     engine: Engine, corpora: tuple[str, str, list[Document]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Segments built before issue 22 hold their dense blocks as vectors: next to sparsevec ones, the same hits."""
-    import ranklock.search.bm25 as bm25_module
+    import ranklock.search.bm25.costs as bm25_module
 
     once, cut, _ = corpora
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)
@@ -200,7 +200,7 @@ def test_segments_with_blocks_stored_as_vectors_search_alike(
 def test_the_admitted_plan_is_exact_over_segments(
     engine: Engine, corpora: tuple[str, str, list[Document]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ranklock.search.bm25 as bm25_module
+    import ranklock.search.bm25.costs as bm25_module
 
     once, cut, _ = corpora
     monkeypatch.setattr(bm25_module, "FULL_SCAN_POSTINGS", 0)

@@ -27,17 +27,9 @@ from psycopg import sql
 from ..errors import QueryError
 from ..snapshot.segments import snapshot_totals
 from ..store.steps import Fetch, Steps
-from .bm25 import (
-    Bm25Plan,
-    bm25_hits_sql,
-    choose_admitted_plan,
-    prepare_bm25,
-    query_postings_sql,
-    sharded_terms_sql,
-    with_sharded_terms,
-)
+from .bm25 import Bm25Plan, choose_plan, query_postings_sql
 from .rrf import rrf_weight_sql, tie_window
-from .spec import SearchSpec, Signal, where_sql
+from .spec import SearchSpec, Signal, shard_ids, where_sql
 from .tsquery import tsquery_sql
 
 if TYPE_CHECKING:
@@ -133,23 +125,36 @@ class LexicalBranch:
         if branch.ranker != "bm25":
             return branch, None
         postings = None if row["postings"] is None else [int(x) for x in row["postings"]]
-        bm25 = prepare_bm25(
+        bm25 = choose_plan(
             branch, layout, snapshot_totals(ctx.snap), postings, terms=int(row["positive"]), collection=coll.name
         )
-        if bm25.strategy in ("sharded_impact", "sharded_dense"):
-            # Its shards score with the query's terms bound as arrays: read them once, here.
-            spec = ctx.spec.with_branches((dataclasses.replace(branch, bm25=bm25),))
-            terms = yield Fetch(sharded_terms_sql(spec), {**branch.params(spec), **bm25.params})
-            bm25 = with_sharded_terms(bm25, terms, layout.ids)
+        terms_sql = bm25.terms_sql(ctx.spec)
+        if terms_sql is not None:
+            # A plan that binds the query's terms (every shard scores with the snapshot's df and idf): read them
+            # once, here, and once a process (the snapshot and the query fix them, as they fix the probe).
+            terms_key = ("lexical-terms", *key[1:])
+            terms = ctx.memo.probes.get(terms_key) if ctx.memo is not None else None
+            if terms is None:
+                chosen = dataclasses.replace(branch, bm25=bm25)
+                terms = yield Fetch(terms_sql, chosen.params(ctx.spec))
+                if ctx.memo is not None:
+                    ctx.memo.probes.put(terms_key, terms)
+            bm25 = bm25.with_terms(terms)
         return dataclasses.replace(branch, bm25=bm25), None
 
     def constrained(self, scope: Scope, sp: SearchParams, spec: SearchSpec) -> LexicalBranch:  # noqa: ARG002 (the Branch protocol)
         """Under a constraint, the cheapest way to meet it: score what it admits, or prune and check (bm25)."""
-        if self.bm25 is None or self.bm25.strategy is None:
+        if self.bm25 is None:
             return self
-        return dataclasses.replace(self, bm25=choose_admitted_plan(spec, self.bm25, scope.chunks))
+        return dataclasses.replace(self, bm25=self.bm25.constrained(spec, scope.chunks))
 
     def ctes(self, spec: SearchSpec) -> sql.Composable:
+        # On a cluster the hits are every shard's top documents (ranklock.search.sharded), ranked here as on one node.
+        hits = (
+            sql.SQL("SELECT doc_id, chunk, score FROM shard_rows WHERE branch = {}").format(sql.Literal(self.name))
+            if spec.layout.distributed
+            else self._hits_sql(spec, where_sql(spec))
+        )
         return sql.SQL(
             """lex_hits AS ({hits}),
 lex_best AS (
@@ -166,7 +171,22 @@ lex_top AS (
     LIMIT %(depth)s::bigint
 ),
 lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
-        ).format(hits=self._hits_sql(spec, where_sql(spec)), rrf=rrf_weight_sql(spec), window=tie_window(spec))
+        ).format(hits=hits, rrf=rrf_weight_sql(spec), window=tie_window(spec))
+
+    def shard_hits(self, spec: SearchSpec) -> sql.Composable:
+        """Its top ``depth`` documents on one shard, each by its best chunk: the one-node ``lex_best`` and ``lex_top``.
+
+        A document's chunks share a shard, so its best chunk is the shard's; the
+        global top ``depth`` is in the shards' tops (ranklock.search.sharded).
+        """
+        return sql.SQL(
+            """SELECT {name} AS branch, b.seg, b.row_id, b.doc_id, b.chunk, b.score FROM (
+    SELECT h.seg, h.row_id, h.doc_id, h.chunk, h.score,
+           row_number() OVER (PARTITION BY h.doc_id ORDER BY h.score DESC, h.chunk) AS rn
+    FROM ({hits}) AS h
+) AS b
+WHERE b.rn = 1 ORDER BY b.score DESC, b.doc_id, b.chunk LIMIT %(depth)s::bigint"""
+        ).format(name=sql.Literal(self.name), hits=self._hits_sql(spec, where_sql(spec)))
 
     def _hits_sql(self, spec: SearchSpec, where: sql.Composable) -> sql.Composable:
         """Rows (doc_id, chunk, score) of every chunk that can rank in the branch, passing ``where``."""
@@ -178,18 +198,18 @@ lex AS (SELECT doc_id, chunk, score, rank, {rrf} AS rrf FROM lex_top{window})"""
                     "BM25 was asked but the branch carries no BM25 statistics; build it through "
                     "Engine.search, or pass lexical_ranker='ts_rank_cd'."
                 )
-            return bm25_hits_sql(spec, self.bm25, where)
+            return self.bm25.hits_sql(spec, where)
         return sql.SQL(
-            "SELECT c.doc_id, c.chunk, ts_rank_cd(c.tsv, q.tsq)::float8 AS score "
+            "SELECT c.doc_id, c.chunk, ts_rank_cd(c.tsv, q.tsq)::float8 AS score{ids} "
             "FROM {table} AS c, (SELECT {tsq} AS tsq) AS q "
             "WHERE c.tsv @@ q.tsq AND {where}"
-        ).format(table=spec.table, tsq=tsquery_sql(), where=where)
+        ).format(ids=shard_ids(spec, "c"), table=spec.table, tsq=tsquery_sql(), where=where)
 
     def params(self, spec: SearchSpec) -> Mapping[str, Any]:  # noqa: ARG002 (the Branch protocol)
         out: dict[str, Any] = {"q": self.query, "cfg": self.language, "accent": self.accent, "syntax": self.syntax}
         if self.ranker == "bm25":
             out.update({"k1": self.k1, "b": self.b})
-            out.update(self.bm25.params if self.bm25 is not None else {})
+            out.update(self.bm25.params() if self.bm25 is not None else {})
         return out
 
     def settings(self) -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ from psycopg import sql
 from ..snapshot.segments import Layout
 from ..store.steps import Batch, Fetch, Steps
 from ..store.tables import segment_table, snapshot_table
+from .sharded import compose, fan_out_sql, on_one_shard
 from .spec import Scope, SearchSpec, where_sql
 
 __all__ = ["Scope", "count_matching_sql", "scope_steps"]
@@ -46,8 +47,6 @@ def count_matching_sql(spec: SearchSpec, snap_stats: Mapping[str, Any]) -> tuple
 def _counted(layout: Layout, stats: Mapping[str, Any], name: str) -> bool:
     """Whether every part of the whole snapshot (each non-empty segment, its dead rows) counts ``name``'s values."""
     full = layout.full()
-    if full.distributed:
-        return False
     parts_ok = all((g.counts or {}).get(name) == "values" for g in full.segments if g.chunks > 0)
     dead_ok = not full.dead_rows or (stats.get("dead_counts") or {}).get(name) == "values"
     return parts_ok and dead_ok
@@ -90,6 +89,17 @@ def scope_steps(spec: SearchSpec, snap: Mapping[str, Any]) -> Steps[Scope]:
     if spec.as_of is None and len(fields) == 1 and _counted(spec.layout, stats, fields[0]):
         q = _counts_sum_sql(spec.layout, fields[0], spec.filter_sql)
         rows = yield Fetch(q, {**spec.filter_params, "rl_count_field": fields[0]}, dicts=False)
+    elif spec.layout.distributed:
+        # On a Citus cluster each shard counts its own rows (its dead rows are its own), the coordinator adds:
+        # one Citus task a shard, as the search's query phase (ranklock.search.sharded).  A document's chunks
+        # share a shard, so its distinct count is the shards' sum.
+        q, p = count_matching_sql(on_one_shard(spec), stats)
+        call, params = fan_out_sql(spec, compose(spec, q, p))
+        summed = sql.SQL(
+            "SELECT coalesce(sum((h ->> 'documents')::bigint), 0), coalesce(sum((h ->> 'chunks')::bigint), 0) "
+            "FROM {} AS r, jsonb_array_elements(r) AS h"
+        ).format(call)
+        _, rows = yield Batch((Fetch("SELECT set_config('jit', 'off', true)"), Fetch(summed, params, dicts=False)))
     else:
         q, p = count_matching_sql(spec, stats)
         # JIT compilation costs tens of milliseconds, more than this count (set for the batch it travels in).

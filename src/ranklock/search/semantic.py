@@ -151,7 +151,15 @@ class SemanticBranch:
 
     def ctes(self, spec: SearchSpec) -> sql.Composable:
         """The vector branch's CTEs: candidates (exact scan or ANN index), best chunk per document, rank."""
-        if self.strategy == "exact":
+        if spec.layout.distributed:
+            # Every shard's top documents (exact) or top chunks (an index), merged in the order one node
+            # gives them (ranklock.search.sharded), then ranked as on one node.
+            fetch = sql.SQL("%(sem_exact_fetch)s") if self.strategy == "exact" else sql.SQL("%(sem_fetch)s")
+            cand: sql.Composable = sql.SQL(
+                "SELECT doc_id, chunk, score AS dist FROM shard_rows WHERE branch = {name} "
+                "ORDER BY score, doc_id, chunk LIMIT {fetch}::bigint"
+            ).format(name=sql.Literal(self.name), fetch=fetch)
+        elif self.strategy == "exact":
             # Every filtered chunk is scored: the sort is over a subquery's output,
             # by ``distance + 0``, an expression no ANN index can supply (an index
             # orders only by the bare ``embedding <=> const``): a scan and a top-N sort,
@@ -161,20 +169,11 @@ class SemanticBranch:
             # (depth - 1) * max_chunks chunks of better-ranked documents can
             # precede it.
             # (OFFSET 0 keeps the subquery whole, so each distance is computed once.)
-            cand: sql.Composable = sql.SQL(
+            cand = sql.SQL(
                 "SELECT doc_id, chunk, dist FROM ("
                 "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c WHERE {where} "
                 "OFFSET 0) AS e ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint"
             ).format(table=spec.table, where=where_sql(spec))
-            if spec.layout.distributed:
-                # On shards the fence is a subquery Citus must collect whole: every chunk's distance
-                # went to the coordinator (4 MB a query at 200k chunks).  Without it the sort and the
-                # LIMIT run on every shard and the coordinator merges their tops; the same values.
-                cand = sql.SQL(
-                    "SELECT c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist FROM {table} AS c "
-                    "WHERE {where} ORDER BY (c.embedding <=> %(qvec)s)::float8 + 0, c.doc_id, c.chunk "
-                    "LIMIT %(sem_exact_fetch)s::bigint"
-                ).format(table=spec.table, where=where_sql(spec))
         else:
             # ORDER BY the bare distance so the planner can use the ANN index; the
             # over-fetch leaves room for several chunks of one document.  Ties
@@ -200,6 +199,29 @@ sem_top AS (
 ),
 sem AS (SELECT doc_id, chunk, dist, rank, {rrf} AS rrf FROM sem_top{window})"""
         ).format(cand=cand, rrf=rrf_weight_sql(spec), window=tie_window(spec))
+
+    def shard_hits(self, spec: SearchSpec) -> sql.Composable:
+        """Its top list on one shard: exact, the top ``depth`` documents by their best chunk (``sem_best``,
+        ``sem_top``); through the index, its top ``sem_fetch`` chunks, as one node's index scan returns them."""
+        name = sql.Literal(self.name)
+        if self.strategy != "exact":
+            return sql.SQL(
+                "SELECT {name} AS branch, c.seg, c.row_id, c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 "
+                "AS score FROM {table} AS c WHERE {where} ORDER BY c.embedding <=> %(qvec)s LIMIT %(sem_fetch)s::bigint"
+            ).format(name=name, table=spec.table, where=where_sql(spec))
+        return sql.SQL(
+            """SELECT {name} AS branch, b.seg, b.row_id, b.doc_id, b.chunk, b.dist AS score FROM (
+    SELECT e.seg, e.row_id, e.doc_id, e.chunk, e.dist,
+           row_number() OVER (PARTITION BY e.doc_id ORDER BY e.dist, e.chunk) AS rn
+    FROM (
+        SELECT seg, row_id, doc_id, chunk, dist FROM (
+            SELECT c.seg, c.row_id, c.doc_id, c.chunk, (c.embedding <=> %(qvec)s)::float8 AS dist
+            FROM {table} AS c WHERE {where} OFFSET 0) AS d
+        ORDER BY dist + 0, doc_id, chunk LIMIT %(sem_exact_fetch)s::bigint
+    ) AS e
+) AS b
+WHERE b.rn = 1 ORDER BY b.dist, b.doc_id, b.chunk LIMIT %(depth)s::bigint"""
+        ).format(name=name, table=spec.table, where=where_sql(spec))
 
     def params(self, spec: SearchSpec) -> Mapping[str, Any]:
         if self.strategy != "exact":

@@ -52,6 +52,7 @@ __all__ = [
     "Scope",
     "SearchSpec",
     "Signal",
+    "shard_ids",
     "time_predicate",
     "where_sql",
 ]
@@ -105,6 +106,17 @@ class Branch(Protocol):
 
     def ctes(self, spec: SearchSpec) -> sql.Composable:
         """Its CTEs, ending with ``cte`` (see the module docstring)."""
+        ...
+
+    def shard_hits(self, spec: SearchSpec) -> sql.Composable:
+        """On a Citus cluster, its top list on one shard (``spec.layout.on_shard``), the one-node scan's.
+
+        Rows (branch, seg, row_id, doc_id, chunk, score): ``branch`` its name,
+        ``score`` its raw score; its top ``depth`` documents on the shard, one
+        chunk each, unless its scan cannot rank them (an ANN index: its top
+        chunks).  Its :meth:`ctes` then read every shard's rows of ``shard_rows``
+        (ranklock.search.sharded).
+        """
         ...
 
     def params(self, spec: SearchSpec) -> Mapping[str, Any]:
@@ -212,13 +224,17 @@ def time_predicate(spec: SearchSpec, alias: str = "c") -> sql.Composable:
     ).format(a=a)
 
 
-def where_sql(spec: SearchSpec, alias: str = "c", *, dead: str | None = None) -> sql.Composable:
-    """The predicate every branch and the count use: the compiled filter, ``as_of``, and the row is live.
+def shard_ids(spec: SearchSpec, alias: str) -> sql.Composable:
+    """``, alias.seg, alias.row_id`` in a statement for one shard (a hit carries them to the fetch), else nothing."""
+    if not spec.layout.on_shard:
+        return sql.SQL("")
+    return sql.SQL(", {a}.seg, {a}.row_id").format(a=sql.Identifier(alias))
 
-    ``dead``: the statement's CTE of dead rows, on a cluster (ranklock.snapshot.segments.live_sql).
-    """
+
+def where_sql(spec: SearchSpec, alias: str = "c") -> sql.Composable:
+    """The predicate every branch and the count use: the compiled filter, ``as_of``, and the row is live."""
     return sql.SQL("({}) AND ({}) AND ({})").format(
-        spec.filter_sql, time_predicate(spec, alias), live_sql(spec.layout, alias, dead=dead)
+        spec.filter_sql, time_predicate(spec, alias), live_sql(spec.layout, alias)
     )
 
 

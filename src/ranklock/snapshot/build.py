@@ -54,7 +54,7 @@ from ..store.tables import (
     chunk_columns_ddl,
     segment_table,
     segment_table_names,
-    snapshot_table_name,
+    snapshot_table_names,
 )
 from . import composition
 from .finish import finish_snapshot
@@ -95,8 +95,8 @@ def drop_segment_tables(conn: psycopg.Connection[Any], segment_id: int) -> list[
 
 
 def drop_snapshot_tables(conn: psycopg.Connection[Any], snapshot_id: int) -> list[str]:
-    """Drop the table snapshot ``snapshot_id`` owns itself (its value counts), if it exists."""
-    return _drop(conn, [snapshot_table_name(snapshot_id)])
+    """Drop the tables snapshot ``snapshot_id`` owns itself (its value counts, its placed dead rows), if they exist."""
+    return _drop(conn, snapshot_table_names(snapshot_id))
 
 
 def _drop(conn: psycopg.Connection[Any], names: list[str]) -> list[str]:
@@ -284,6 +284,16 @@ def build_snapshot(
                 )
             totals = composition.finish_totals(db, sid, masked, merged=bool(merge))
             held()
+            placed: dict[str, Any] = {}
+            if coll.shards:
+                from .shards import place_snapshot
+
+                # What its searches need on the shards: its dead rows beside the chunks they mask.
+                t6 = time.perf_counter()
+                by_key = Segmenting.of(coll.segmenting).partition_field is not None
+                placed = {"shard_search": place_snapshot(db, sid, coll.shards, by_key=by_key)}
+                seconds["place"] = time.perf_counter() - t6
+                held()
             # Finished while the lock is still held: released only once the
             # row says 'ready', a reaper never mistakes a finishing build for a
             # dead one and drops its tables under it.
@@ -296,7 +306,7 @@ def build_snapshot(
                 embedder,
                 sid,
                 totals=totals,
-                stats={"embedded": report.embedded, "reused": report.reused, "seconds": seconds},
+                stats={"embedded": report.embedded, "reused": report.reused, "seconds": seconds, **placed},
                 index_build=report.index_build,
                 conn=lock_conn,
             )
@@ -638,12 +648,14 @@ def _index_segment(
     from .filter_table import build_filter_table
     from .lexical_stats import build_lexical_stats
 
-    t2 = time.perf_counter()
-    progress("index", 0, 1)
-    index_build = create_indexes(db, coll, sid)
-    progress("index", 1, 1)
-    seconds["index"] = time.perf_counter() - t2
-    held()
+    index_build: dict[str, Any] = {}
+    if not coll.shards:
+        t2 = time.perf_counter()
+        progress("index", 0, 1)
+        index_build = create_indexes(db, coll, sid)
+        progress("index", 1, 1)
+        seconds["index"] = time.perf_counter() - t2
+        held()
     t3 = time.perf_counter()
     build_lexical_stats(db, sid)
     seconds["lexical_stats"] = time.perf_counter() - t3
@@ -661,6 +673,15 @@ def _index_segment(
         t4 = time.perf_counter()
         distribute_segment(db, sid, coll.shards, by_key=Segmenting.of(coll.segmenting).partition_field is not None)
         seconds["distribute"] = seconds.get("distribute", 0.0) + time.perf_counter() - t4
+        held()
+        # Its indexes once its rows are on the shards: each shard's built by its worker, the workers in
+        # parallel.  Built on the coordinator first, every one was built twice (the coordinator's copy,
+        # then each shard's when the rows moved), and the vector index's graph once whole.
+        t2 = time.perf_counter()
+        progress("index", 0, 1)
+        index_build = create_indexes(db, coll, sid)
+        progress("index", 1, 1)
+        seconds["index"] = time.perf_counter() - t2
         held()
     composition.record_segment(db, sid, index_build)
     return index_build

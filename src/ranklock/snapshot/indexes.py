@@ -41,6 +41,9 @@ def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> dict[str, An
     # back to the pool with the server's defaults (CREATE INDEX, not
     # CONCURRENTLY, runs in a transaction; nobody reads the table before ready).
     with db.connection() as conn, conn.transaction():
+        if coll.shards:
+            # A distributed table: each shard's indexes are built by its worker, with these settings.
+            conn.execute("SET LOCAL citus.propagate_set_commands = 'local'")
         index_build_settings(conn)
         conn.execute(sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{name}_tsv"), table))
         t0 = time.perf_counter()
@@ -90,4 +93,12 @@ def create_indexes(db: Database, coll: CollectionInfo, sid: int) -> dict[str, An
                 )
             )
         conn.execute(sql.SQL("ANALYZE {}").format(table))
+    if vector_index is not None and coll.shards:
+        # A distributed index's size is its shards' (the coordinator's shell has none), read after the
+        # commit: Citus refuses citus_relation_size in a transaction that modified shards.
+        with db.connection() as conn:
+            got = conn.execute(
+                "SELECT citus_relation_size(%s::regclass)", [sql.Identifier(SCHEMA, vector_index).as_string(None)]
+            ).fetchone()
+        build["bytes"] = int(got[0]) if got else 0
     return build

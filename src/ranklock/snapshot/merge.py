@@ -173,7 +173,12 @@ def merge(
             else:
                 picked = plan_merge(segs)
             dead = {g.id for g in segs if g.dead}
-            if len(picked) < 2 and not (picked and picked[0] in dead):
+            # A sharded snapshot placed before per-shard search (issue 46) is written once more, so the new
+            # one is placed (ranklock.snapshot.shards.place_snapshot): its smallest segment rewritten alone.
+            unplaced = everything and bool(coll.shards) and not read_layout(db, active).shard_search
+            if unplaced and not picked and segs:
+                picked = [min(segs, key=lambda g: (g.chunks, g.id)).id]
+            if len(picked) < 2 and not (picked and (picked[0] in dead or unplaced)):
                 break
             last = build_snapshot(db, coll, [], emb, parent_id=active, merge=picked)
             lifecycle.activate(db, coll, last.snapshot_id, lock_wait, keep_previous=True)

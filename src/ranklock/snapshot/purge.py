@@ -66,7 +66,16 @@ from ..store.erasure import Erasure, erase_leftovers
 from ..store.horizon import next_xid
 from ..store.residue import needles
 from ..store.rewrite import Copy, copy_table
-from ..store.tables import SCHEMA, SEGMENT_KINDS, SegmentKind, segment_table, segment_table_name, snapshot_table_name
+from ..store.tables import (
+    SCHEMA,
+    SEGMENT_KINDS,
+    SegmentKind,
+    dead_table,
+    dead_table_name,
+    segment_table,
+    segment_table_name,
+    snapshot_table_name,
+)
 from .build import reap_dead_builds
 from .composition import recount_dead_terms, set_digest
 from .gate import open_gates, swap_behind_gates
@@ -245,6 +254,7 @@ def _purge(
     seen_query = _quoting(conn, "query_log", names)
     seen_answer = _quoting(conn, "answer_log", names)
     copies, later = _copy_segments(conn, segments)
+    later += _placed_dead_tables(conn, snapshots)
     # The swap, behind the read gates of the snapshots that hold the touched segments
     # (ranklock.snapshot.gate), and from there to the commit as little as can be.
     swap_behind_gates(conn, snapshots, copies, _value_counts(conn, segments, snapshots), lock_wait=lock_wait)
@@ -486,6 +496,16 @@ def _copy_segments(conn: Any, segments: list[int]) -> tuple[list[Copy], list[str
     return copies, later
 
 
+def _exists(conn: Any, name: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [sql.Identifier(SCHEMA, name).as_string(conn)]).fetchone()
+    return bool(row and row[0])
+
+
+def _placed_dead_tables(conn: Any, snapshots: Sequence[int]) -> list[str]:
+    """The placed dead rows of ``snapshots`` on a cluster (``dead_<snapshot>``): rewritten after the commit too."""
+    return [f"{SCHEMA}.{dead_table_name(sid)}" for sid in snapshots if _exists(conn, dead_table_name(sid))]
+
+
 def _distributed(conn: Any, seg: int) -> bool:
     row = conn.execute("SELECT stats -> 'shards' FROM ranklock.segments WHERE id = %s", [seg]).fetchone()
     return bool(row and row[0])
@@ -620,6 +640,7 @@ def _resume(db: Database, coll: CollectionInfo, wanted: list[str], context: Purg
             if _distributed(conn, int(r[0]))
             for name in _existing_tables(conn, int(r[0]))
         ]
+        later += _placed_dead_tables(conn, outcome.snapshots)
         before = next_xid(conn)
     return _erase(db, outcome, context, later, wanted, (), before=before)
 
@@ -727,10 +748,16 @@ def _recount(conn: Any, sid: int) -> None:
             ),
             [dead],
         ).fetchone()[0]
+        gone = sorted(set(dead) - set(kept))
         conn.execute(
             "DELETE FROM ranklock.snapshot_dead_rows WHERE snapshot_id = %s AND seg = %s AND row_id = ANY (%s)",
-            [sid, seg, sorted(set(dead) - set(kept))],
+            [sid, seg, gone],
         )
+        if gone and _exists(conn, dead_table_name(sid)):
+            # On a cluster the same rows were placed beside their chunks, with their doc_id: erased too.
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE seg = %s AND row_id = ANY (%s)").format(dead_table(sid)), [seg, gone]
+            )
     conn.execute("DELETE FROM ranklock.snapshot_dead_terms WHERE snapshot_id = %s", [sid])
     recount_dead_terms(conn, sid)
     documents = chunks = total_len = 0

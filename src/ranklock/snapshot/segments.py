@@ -20,6 +20,7 @@ it (an index scan per segment, merged in order).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,7 +29,7 @@ from typing import Any
 from psycopg import sql
 
 from ..store.database import Database
-from ..store.tables import SEGMENT_COLUMN, SHARD_KEY, SegmentKind, segment_table
+from ..store.tables import SEGMENT_COLUMN, SHARD_KEY, SegmentKind, dead_table, segment_table
 from .filter_table import FILTER_TABLE_VERSION
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
     "SegmentInfo",
     "chunks_sql",
     "collect_segments",
-    "dead_rows_sql",
     "filter_rows_sql",
     "has_filter_tables",
     "live_count",
@@ -123,13 +123,20 @@ class Layout:
     segments: tuple[SegmentInfo, ...]
     dead_rows: int = 0
     statistics: tuple[SegmentInfo, ...] = ()
+    #: On a Citus cluster: what the snapshot's build placed for per-shard searches (ranklock.snapshot.shards.
+    #: place_snapshot: its version, shard count, whether its dead rows are in ``dead_<snapshot>``); None:
+    #: nothing (one node, or a snapshot built before).
+    shard_search: Mapping[str, Any] | None = None
+    #: The layout a statement for one shard is composed over (ranklock.search.sharded): each table it names
+    #: stands for that shard's own, and its dead rows are the shard's (``dead_<snapshot>``).
+    on_shard: bool = False
 
     @classmethod
     def of(cls, snap: Mapping[str, Any]) -> Layout:
         """The layout of a resolved snapshot row (ranklock.snapshot.lifecycle.resolve_steps reads it)."""
         stats = snap.get("stats") or {}
         segments = tuple(SegmentInfo.of(r) for r in sorted(snap.get("segments") or [], key=lambda r: int(r["id"])))
-        return cls(int(snap["id"]), segments, int(stats.get("dead_rows") or 0), segments)
+        return cls(int(snap["id"]), segments, int(stats.get("dead_rows") or 0), segments, stats.get("shard_search"))
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -156,13 +163,29 @@ class Layout:
     def only(self, ids: Sequence[int]) -> Layout:
         """The same snapshot read through fewer segments (routing; a merge's sources), its statistics whole."""
         keep = set(ids)
-        return Layout(
-            self.snapshot_id, tuple(g for g in self.segments if g.id in keep), self.dead_rows, self.statistics
-        )
+        return dataclasses.replace(self, segments=tuple(g for g in self.segments if g.id in keep))
 
     def full(self) -> Layout:
         """The snapshot read through all its segments."""
-        return Layout(self.snapshot_id, self.statistics, self.dead_rows, self.statistics)
+        return dataclasses.replace(self, segments=self.statistics)
+
+    def on_one_shard(self) -> Layout:
+        """The layout a statement run on each shard is composed over: its segments' tables read as plain tables.
+
+        Each table name in that statement stands for the shard's own relation
+        (the worker puts them in, ranklock.search.sharded), so it is the one-node
+        statement: nothing in it is distributed, and no partition value is named.
+        """
+
+        def local(g: SegmentInfo) -> SegmentInfo:
+            return dataclasses.replace(g, shards=None, distribution=None)
+
+        return dataclasses.replace(
+            self,
+            segments=tuple(local(g) for g in self.segments),
+            statistics=tuple(local(g) for g in self.statistics),
+            on_shard=True,
+        )
 
 
 #: The kinds of a segment's tables that are distributed (the others are reference tables on a cluster).
@@ -221,22 +244,22 @@ def chunks_sql(layout: Layout) -> sql.Composable:
     return union_sql(layout, "chunks")
 
 
-def live_sql(layout: Layout, alias: str = "c", *, dead: str | None = None) -> sql.Composable:
+def live_sql(layout: Layout, alias: str = "c") -> sql.Composable:
     """The predicate a row of the union (``alias.seg``, ``alias.row_id``) is live: not a dead row of the snapshot.
 
     TRUE when the snapshot masks nothing, so a snapshot of one segment reads its table plainly.
-    ``dead``: on a cluster, a CTE of the statement holding the dead rows (:func:`dead_rows_sql`),
-    read instead of the catalog, so Citus sends them to the workers once, not once per use.
     """
     if layout.dead_rows == 0:
         return sql.SQL("TRUE")
+    if layout.on_shard:
+        # On one shard: its own dead rows, placed beside the chunks they mask (ranklock.snapshot.shards).
+        return sql.SQL(
+            "NOT EXISTS (SELECT 1 FROM {t} AS dead_row WHERE dead_row.seg = {a}.seg AND dead_row.row_id = {a}.row_id)"
+        ).format(t=dead_table(layout.snapshot_id), a=sql.Identifier(alias))
     if layout.distributed:
-        # On shards a correlated subquery over a coordinator table cannot be pushed down; an
-        # uncorrelated one is computed once, and its rows (a hashed NOT IN) go to every shard.
-        if dead is not None:
-            return sql.SQL("({a}.seg, {a}.row_id) NOT IN (SELECT x.seg, x.row_id FROM {d} AS x)").format(
-                a=sql.Identifier(alias), d=sql.Identifier(dead)
-            )
+        # A statement Citus plans over the shards (a count of what a filter admits): a correlated
+        # subquery over a coordinator table cannot be pushed down; an uncorrelated one is computed
+        # once, and its rows (a hashed NOT IN) go to every shard.  A search reads each shard's own.
         return sql.SQL(
             "({a}.seg, {a}.row_id) NOT IN (SELECT x.seg, x.row_id FROM ranklock.snapshot_dead_rows AS x "
             "WHERE x.snapshot_id = {sid})"
@@ -246,13 +269,6 @@ def live_sql(layout: Layout, alias: str = "c", *, dead: str | None = None) -> sq
         "NOT EXISTS (SELECT 1 FROM ranklock.snapshot_dead_rows AS dead_row WHERE dead_row.snapshot_id = {sid} "
         "AND dead_row.seg = {a}.seg AND dead_row.row_id = {a}.row_id)"
     ).format(sid=sql.Literal(layout.snapshot_id), a=sql.Identifier(alias))
-
-
-def dead_rows_sql(layout: Layout) -> sql.Composable:
-    """The snapshot's dead rows (``seg``, ``row_id``), for a CTE that :func:`live_sql` reads with ``dead``."""
-    return sql.SQL("SELECT x.seg, x.row_id FROM ranklock.snapshot_dead_rows AS x WHERE x.snapshot_id = {}").format(
-        sql.Literal(layout.snapshot_id)
-    )
 
 
 def segments_sql(snapshot: sql.Composable) -> sql.Composable:

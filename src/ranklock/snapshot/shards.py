@@ -15,8 +15,12 @@ so every stored weight has the same bits), then placed:
   shard scores with the whole segment's statistics, never its own.
 
 The catalog (``ranklock.*``) stays on the coordinator, and so does activation:
-one pointer, as on one node.  Searches on a sharded snapshot take the plans
-Citus pushes down (ranklock.search.bm25's sharded plan; docs/scaling.md).
+one pointer, as on one node.  A search on a sharded snapshot runs the one-node
+plan once on each shard (ranklock.search.sharded; docs/scaling.md), so a build
+also places what that needs (:func:`place_snapshot`): a table with one row on
+each shard (``anchors_<shards>``, what the query fans out over, shared by every
+collection of that shard count) and the snapshot's dead rows, each on the
+shard of the chunk it masks (``dead_<snapshot>``).
 
 >>> resolve_shards(db, None)      # doctest: +SKIP
 4                                 # 2 workers: 2 shards each
@@ -29,15 +33,26 @@ from typing import Any
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SnapshotError
+from ..store import locks
 from ..store.database import Database
-from ..store.tables import SHARD_KEY, SegmentKind, segment_table, segment_table_name
+from ..store.tables import (
+    SHARD_KEY,
+    SegmentKind,
+    anchor_table,
+    dead_table,
+    segment_table,
+    segment_table_name,
+)
 
 __all__ = [
     "MAX_SHARDS",
+    "SHARD_SEARCH",
     "SHARDS_PER_WORKER",
     "citus_workers",
     "distribute_segment",
+    "ensure_anchors",
+    "place_snapshot",
     "placement",
     "resolve_shards",
 ]
@@ -49,6 +64,9 @@ __all__ = [
 SHARDS_PER_WORKER = 2
 #: The most shards a collection may ask for (each segment creates 3 tables per shard).
 MAX_SHARDS = 256
+#: The version of what a sharded snapshot places for its searches (:func:`place_snapshot`), recorded in its
+#: statistics (``shard_search``): a snapshot placed before it is searched with a message saying how to place it.
+SHARD_SEARCH = 1
 
 
 def citus_workers(db: Database) -> int | None:
@@ -164,6 +182,102 @@ def distribute_segment(db: Database, segment_id: int, shards: int, *, by_key: bo
             "UPDATE ranklock.segments SET stats = stats || %s WHERE id = %s::bigint",
             [Jsonb({"shards": shards, "distribution": column}), segment_id],
         )
+    ensure_anchors(db, shards, segment_id)
+
+
+def ensure_anchors(db: Database, shards: int, segment_id: int) -> None:
+    """The table with one row on each of ``shards`` shards, made once (beside segment ``segment_id``'s shards).
+
+    A search's query phase is one Citus query over it (ranklock.search.sharded):
+    Citus runs one task per shard, each calling the shard's search once.  Each
+    row's key is any text whose hash falls in its shard (found by asking Citus),
+    never a document's: the rows are only ever read for the shard they are on.
+    Co-located with the segment's chunks (Citus co-locates every table of one
+    shard count and distribution type, ``doc_id`` and ``shard_key`` alike), so
+    each task finds its shard's tables beside its row.
+    """
+    table = anchor_table(shards)
+    with db.connection() as conn:
+        # One maker at a time: two first builds of that shard count at once would both create it.
+        conn.execute("SELECT pg_advisory_lock(%s, %s)", [locks.SHARD_ANCHORS, shards])
+        try:
+            name = table.as_string(conn)
+            exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [name]).fetchone()
+            if not (exists and exists[0]):
+                conn.execute(sql.SQL('CREATE TABLE {} (key text COLLATE "C" PRIMARY KEY)').format(table))
+                conn.execute(
+                    "SELECT create_distributed_table(%s, 'key', colocate_with => %s)",
+                    [name, segment_table("chunks", segment_id).as_string(conn)],
+                )
+            got = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
+            if got and int(got[0]) == shards:
+                return
+            # Made now, or a maker died before filling it: the first key Citus hashes into each shard, of
+            # 64 candidates a shard (hashes spread evenly, so every shard gets some).
+            with conn.transaction():
+                conn.execute(sql.SQL("DELETE FROM {}").format(table))
+                conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {t} (key) SELECT DISTINCT ON (s) k FROM (SELECT '#' || g AS k, g, "
+                        "get_shard_id_for_distribution_column(%s, '#' || g) AS s FROM generate_series(0, %s) AS g) "
+                        "AS c ORDER BY s, g"
+                    ).format(t=table),
+                    [name, 64 * shards],
+                )
+            got = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
+            if not got or int(got[0]) != shards:
+                raise SnapshotError(
+                    f"could not place one search anchor on each of the {shards} shards "
+                    f"({got[0] if got else 0} placed); this is a bug: report it with `SELECT * FROM citus_shards`."
+                )
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.SHARD_ANCHORS, shards])
+
+
+def place_snapshot(db: Database, snapshot_id: int, shards: int, *, by_key: bool = False) -> dict[str, Any]:
+    """What a search of sharded snapshot ``snapshot_id`` needs placed; its ``shard_search`` statistics.
+
+    Its dead rows (``ranklock.snapshot_dead_rows``) copied into ``dead_<snapshot>``,
+    each with its chunk's distribution value, so it lands on the shard of the
+    chunk it masks: a shard masks its own rows, nothing goes to every worker.
+    Written once, by the build, before the snapshot is ready (a purge removes
+    the rows of the documents it erases).  The anchors of its shard count are
+    made if a collection placed before them has none yet (:func:`ensure_anchors`).
+    """
+    column = SHARD_KEY if by_key else "doc_id"
+    table = dead_table(snapshot_id)
+    row = db.fetchone(
+        "SELECT min(segment_id) AS seg FROM ranklock.snapshot_segments WHERE snapshot_id = %s", [snapshot_id]
+    )
+    if row is not None and row["seg"] is not None:
+        ensure_anchors(db, shards, int(row["seg"]))
+    with db.connection() as conn:
+        per_seg = conn.execute(
+            "SELECT seg, array_agg(row_id ORDER BY row_id) FROM ranklock.snapshot_dead_rows WHERE snapshot_id = %s "
+            "GROUP BY seg ORDER BY seg",
+            [snapshot_id],
+        ).fetchall()
+        if per_seg:
+            conn.execute(
+                sql.SQL(
+                    'CREATE TABLE {} (seg bigint NOT NULL, row_id bigint NOT NULL, key text COLLATE "C" NOT NULL, '
+                    "PRIMARY KEY (seg, row_id, key))"
+                ).format(table)
+            )
+            conn.execute(
+                "SELECT create_distributed_table(%s, 'key', colocate_with => %s)",
+                [table.as_string(conn), segment_table("chunks", int(per_seg[0][0])).as_string(conn)],
+            )
+            for seg, rows in per_seg:
+                # Co-located INSERT ... SELECT: each shard copies its own chunks' rows, nothing passes the coordinator.
+                conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {t} (seg, row_id, key) SELECT %s::bigint, c.row_id, c.{col} FROM {chunks} AS c "
+                        "WHERE c.row_id = ANY (%s::bigint[])"
+                    ).format(t=table, col=sql.Identifier(column), chunks=segment_table("chunks", int(seg))),
+                    [int(seg), rows],
+                )
+    return {"version": SHARD_SEARCH, "shards": shards, "dead": bool(per_seg)}
 
 
 def _add_doc_id(conn: Any, table: sql.Identifier, chunks: sql.Identifier) -> None:

@@ -92,8 +92,9 @@ def _create(conn: psycopg.Connection[Any], table: sql.Identifier) -> None:
 def build_segment_counts(db: Database, segment_id: int, fields: Sequence[str]) -> dict[str, str]:
     """Count each of ``fields``' values in segment ``segment_id`` (those it lacks a record of); its record.
 
-    Idempotent: a field already recorded is left as it is.  Nothing for a segment placed on a Citus
-    cluster (its counts would be read through the coordinator: the filtered count serves there).
+    Idempotent: a field already recorded is left as it is.  For a segment placed on a Citus cluster
+    the counts are the coordinator's own table, counted over the shards once (each groups its own
+    rows; a document's chunks share a shard), so a filtered search reads them there as on one node.
     """
     chunks = segment_table("chunks", segment_id)
     table = segment_table("counts", segment_id)
@@ -104,7 +105,7 @@ def build_segment_counts(db: Database, segment_id: int, fields: Sequence[str]) -
             "WHERE id = %s::bigint FOR KEY SHARE",
             [segment_id],
         ).fetchone()
-        if row is None or row[1]:
+        if row is None:
             return {}
         done: dict[str, str] = dict(row[0] or {})
         todo = [f for f in fields if f not in done]
@@ -178,8 +179,6 @@ def complete_counts(db: Database, snapshot_id: int, fields: Sequence[str]) -> No
     if not fields:
         return
     layout = read_layout(db, snapshot_id).full()
-    if layout.distributed:
-        return
     for g in layout.segments:
         if g.chunks > 0 and any(f not in (g.counts or {}) for f in fields):
             build_segment_counts(db, g.id, fields)

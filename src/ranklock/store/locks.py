@@ -21,6 +21,8 @@ that two concepts never share one::
     READ_GATE      snapshot     a search's read transaction (shared, ranklock.search.fusion); a
                                 purge swapping the snapshot's segment tables (exclusive,
                                 ranklock.snapshot.gate)
+    SHARD_ANCHORS  shard count  the build making the cluster's search anchors of that shard
+                                count (ranklock.snapshot.shards), once
 
 Example::
 
@@ -37,6 +39,7 @@ __all__ = [
     "MIGRATIONS",
     "READ_GATE",
     "SEGMENT_COUNTS",
+    "SHARD_ANCHORS",
     "VALUE_COUNTS",
     "VERSIONS",
     "WRITER",
@@ -51,6 +54,7 @@ WRITER = 7_142_006
 ANSWER_LOG_PRUNE = 7_142_007
 SEGMENT_COUNTS = 7_142_008
 READ_GATE = 7_142_009
+SHARD_ANCHORS = 7_142_010
 
 #: Every namespace by name (a test checks they are distinct and that no module spells one itself).
 ALL = {
@@ -63,4 +67,5 @@ ALL = {
     "ANSWER_LOG_PRUNE": ANSWER_LOG_PRUNE,
     "SEGMENT_COUNTS": SEGMENT_COUNTS,
     "READ_GATE": READ_GATE,
+    "SHARD_ANCHORS": SHARD_ANCHORS,
 }

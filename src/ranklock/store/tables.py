@@ -19,6 +19,13 @@ that did not know about it::
 
     valuecounts   per snapshot: the same counts of its dead rows only, subtracted from its
                   segments' (ranklock.search.scope)
+    dead          per snapshot of a sharded collection: its dead rows, each beside the chunk it
+                  masks on the shard holding it (ranklock.snapshot.shards)
+
+On a Citus cluster one more table, shared by every sharded collection of one shard count::
+
+    anchors       one row on each shard: what a search's query phase fans out over
+                  (ranklock.snapshot.shards, ranklock.search.sharded)
 
 Example::
 
@@ -42,14 +49,18 @@ __all__ = [
     "SHARD_KEY",
     "ADDED_COLUMNS",
     "ChunkColumn",
+    "anchor_table",
     "SegmentKind",
     "chunk_columns_ddl",
     "field_index_name",
     "segment_table",
     "segment_table_name",
     "segment_table_names",
+    "dead_table",
+    "dead_table_name",
     "snapshot_table",
     "snapshot_table_name",
+    "snapshot_table_names",
 ]
 
 SCHEMA = "ranklock_data"
@@ -93,6 +104,26 @@ def snapshot_table_name(snapshot_id: int) -> str:
 def snapshot_table(snapshot_id: int) -> sql.Identifier:
     """The schema-qualified identifier of a snapshot's (dead rows') value-counts table."""
     return sql.Identifier(SCHEMA, snapshot_table_name(snapshot_id))
+
+
+def dead_table_name(snapshot_id: int) -> str:
+    """The unqualified name of a sharded snapshot's dead rows, placed beside the chunks they mask."""
+    return f"dead_{int(snapshot_id)}"
+
+
+def dead_table(snapshot_id: int) -> sql.Identifier:
+    """The schema-qualified identifier of a sharded snapshot's dead rows (:func:`dead_table_name`)."""
+    return sql.Identifier(SCHEMA, dead_table_name(snapshot_id))
+
+
+def snapshot_table_names(snapshot_id: int) -> list[str]:
+    """The unqualified names of every table a snapshot may own itself: its value counts, its placed dead rows."""
+    return [snapshot_table_name(snapshot_id), dead_table_name(snapshot_id)]
+
+
+def anchor_table(shards: int) -> sql.Identifier:
+    """The table with one row on each of ``shards`` shards, shared by every collection of that shard count."""
+    return sql.Identifier(SCHEMA, f"anchors_{int(shards)}")
 
 
 @dataclass(frozen=True)
