@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ranklock import Engine
-from ranklock.search import bm25
+from ranklock.search.bm25 import costs
 from scale import query_set
 
 
@@ -92,7 +92,7 @@ def main() -> None:
     plans: dict[str, dict[str, int]] = {}
     diffs: list[str] = []
     knob, off_value = ("DENSE_MAX_TERMS", 0) if args.off == "dense" else ("CONSTRAINED_WAYS", ("set", "probe"))
-    saved = getattr(bm25, knob)
+    saved = getattr(costs, knob)
     for kind, text in qs:
         ms, hits, plan = run(eng, args.collection, text, args.depth, args.filter, args.snapshot)
         chosen.setdefault(kind, []).append(ms)
@@ -101,11 +101,11 @@ def main() -> None:
         plans.setdefault(kind, {}).setdefault(plan, 0)
         plans[kind][plan] += 1
         if not args.no_compare:
-            setattr(bm25, knob, off_value)
+            setattr(costs, knob, off_value)
             try:
                 ms2, hits2, _ = run(eng, args.collection, text, args.depth, args.filter, args.snapshot)
             finally:
-                setattr(bm25, knob, saved)
+                setattr(costs, knob, saved)
             off.setdefault(kind, []).append(ms2)
             off.setdefault("all", []).append(ms2)
             off.setdefault(f"{kind}/{plan}", []).append(ms2)

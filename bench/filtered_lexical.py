@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bm25_plans import pct
 from large_corpus import GeneratedEmbedder
 from ranklock import Engine
-from ranklock.search import bm25
+from ranklock.search.bm25 import costs
 from scale import query_set
 
 
@@ -99,15 +99,15 @@ def main() -> None:
     if args.check:
         differ: list[str] = []
         checked = 0
-        saved = bm25.FULL_SCAN_POSTINGS
+        saved = costs.FULL_SCAN_POSTINGS
         for _, text in qs[: args.check]:
             for flt in cases:
                 _, fast = search(eng, args.collection, text, "lexical", flt, args.snapshot)
-                bm25.FULL_SCAN_POSTINGS = 10**12
+                costs.FULL_SCAN_POSTINGS = 10**12
                 try:
                     _, full = search(eng, args.collection, text, "lexical", flt, args.snapshot)
                 finally:
-                    bm25.FULL_SCAN_POSTINGS = saved
+                    costs.FULL_SCAN_POSTINGS = saved
                 checked += 1
                 if lexical_answer(fast) != lexical_answer(full):
                     differ.append(f"{flt}: {text}")

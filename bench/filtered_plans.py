@@ -14,7 +14,7 @@ query of ``bench/scale.py``'s set runs lexically under each variant in turn:
 The hits and scores of every variant must be the same (bit for bit), and the
 script counts any difference.  Printed and written (``--out``): p50 / p95 per
 selectivity and variant; the defaults that pick between them
-(``ranklock.search.bm25.choose_admitted_plan``) are read off these crossings.
+(``ranklock.search.bm25.admission``) are read off these crossings.
 Above ``--admitted-max`` the admitted variant is skipped (it scores every
 admitted chunk: seconds at 30 % of a million), and below ``--probe-min`` the
 probing one (its seeds probe about 1 / s rows each).  Only meaningful on a quiet
@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bm25_plans import pct
 from ranklock import Engine
-from ranklock.search import bm25
+from ranklock.search.bm25 import costs
 from scale import query_set
 
-#: Each variant's knobs (module attributes of ranklock.search.bm25) and search keywords.
+#: Each variant's knobs (module attributes of ranklock.search.bm25.costs) and search keywords.
 VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "admitted": ({"CONSTRAINED_WAYS": ("admitted",)}, {}),
     "set": ({"CONSTRAINED_WAYS": ("set",)}, {}),
@@ -62,7 +62,7 @@ def main() -> None:
     args = ap.parse_args()
     eng = Engine(home=args.home, embedder=None, log_queries=False)
     qs = query_set(args.queries)
-    saved = {k: getattr(bm25, k) for knobs, _ in VARIANTS.values() for k in knobs}
+    saved = {k: getattr(costs, k) for knobs, _ in VARIANTS.values() for k in knobs}
     report: dict[str, Any] = {"command": " ".join(["python", *sys.argv]), "loadavg_start": list(os.getloadavg())}
     rows: dict[str, Any] = {}
     differ = 0
@@ -80,14 +80,14 @@ def main() -> None:
                 for v in names[i % len(names) :] + names[: i % len(names)]:
                     knobs, kw = VARIANTS[v]
                     for k, x in saved.items():
-                        setattr(bm25, k, knobs.get(k, x))
+                        setattr(costs, k, knobs.get(k, x))
                     try:
                         t = time.perf_counter()
                         res = eng.search(args.collection, text, k=10, mode="lexical", filter=flt, **kw)
                         ms = (time.perf_counter() - t) * 1000
                     finally:
                         for k, x in saved.items():
-                            setattr(bm25, k, x)
+                            setattr(costs, k, x)
                     got[v] = [(h.doc_id, h.chunk, repr(h.lexical_score)) for h in res.hits]
                     if rnd:
                         times[v].append(ms)

@@ -25,7 +25,7 @@ from fakes import HashEmbedder, resolve_hash_embedder_by_id, use_hash_embedder
 from ranklock import ConfigError, Document, Engine
 from ranklock.cli import app
 from ranklock.collection import RESERVED_COLUMNS, reserved_kind
-from ranklock.search import bm25 as bm25_module
+from ranklock.search.bm25 import costs
 from ranklock.settings import ChunkerParams
 from ranklock.store.tables import ADDED_COLUMNS, SCHEMA, segment_table
 
@@ -83,9 +83,9 @@ def run_shapes(engine: Engine, name: str, monkeypatch: pytest.MonkeyPatch) -> di
         out[label] = [h.doc_id for h in engine.search(name, query, k=10, **kw).hits]
     for full, dense, ways in PLANS:
         with monkeypatch.context() as m:
-            m.setattr(bm25_module, "FULL_SCAN_POSTINGS", full)
-            m.setattr(bm25_module, "DENSE_MAX_TERMS", dense)
-            m.setattr(bm25_module, "CONSTRAINED_WAYS", ways)
+            m.setattr(costs, "FULL_SCAN_POSTINGS", full)
+            m.setattr(costs, "DENSE_MAX_TERMS", dense)
+            m.setattr(costs, "CONSTRAINED_WAYS", ways)
             for flt in (None, "bucket >= 3"):
                 res = engine.search(name, "alpha bravo", k=10, mode="lexical", filter=flt)
                 out[f"plan {dense} {ways} {flt}"] = [h.doc_id for h in res.hits]

@@ -59,7 +59,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ..collection import CollectionInfo, read_collection
-from ..errors import IngestError
+from ..errors import DatabaseUnavailable, IngestError
 from ..store import locks
 from ..store.database import Database
 from ..store.erasure import Erasure, erase_leftovers
@@ -203,8 +203,7 @@ def purge_documents(
         outcome, found = done
         outcome = dataclasses.replace(outcome, seconds={"transaction": round(time.perf_counter() - t0, 3)})
         erased = _erase(db, outcome, context, found.later, wanted, found.words, before=found.xid + 1)
-        for sid in outcome.snapshots:
-            complete_counts(db, sid, [f.name for f in coll.fields])
+        _remake_counts(db, coll, erased)
         return erased
 
 
@@ -642,7 +641,23 @@ def _resume(db: Database, coll: CollectionInfo, wanted: list[str], context: Purg
         ]
         later += _placed_dead_tables(conn, outcome.snapshots)
         before = next_xid(conn)
-    return _erase(db, outcome, context, later, wanted, (), before=before)
+    erased = _erase(db, outcome, context, later, wanted, (), before=before)
+    _remake_counts(db, coll, erased)
+    return erased
+
+
+def _remake_counts(db: Database, coll: CollectionInfo, erased: PurgeOutcome) -> None:
+    """The value counts the purge's swap dropped, made again from the rewritten tables.
+
+    When the erasure could not reach a node (it says which, and stays unfinished), the counts cannot be
+    made on it either: searches count rows meanwhile, and the same purge run again makes them.
+    """
+    try:
+        for sid in erased.snapshots:
+            complete_counts(db, sid, [f.name for f in coll.fields])
+    except DatabaseUnavailable:
+        if erased.finished:
+            raise
 
 
 def _purge_segment(conn: Any, seg: int, ids: list[str]) -> tuple[set[str], set[str]]:
