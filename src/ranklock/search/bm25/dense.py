@@ -22,15 +22,12 @@ in the impact plan, so the top ``depth`` keeps the same bits.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .admission import constrained
-from .admitted import AdmittedPlan
 from .plan import Admission, Budget, Statistics, base_params
-from .pruned import choose_way, pruned_sql
+from .pruned import admit_params, constrain, pruned_sql
 
 if TYPE_CHECKING:
     from psycopg import sql
@@ -76,36 +73,21 @@ class DensePlan:
     admit: Admission | None = None
 
     def params(self) -> dict[str, Any]:
-        out = {
+        return {
             "bm25_postings": self.postings,
             "bm25_terms": self.terms,
             "bm25_plan": self.name,
             **base_params(self.stats, self.budget),
             **self.dense.params(),
+            **admit_params(self.admit),
         }
-        if self.admit is not None:
-            out.update({"bm25_admit": self.admit.way, "bm25_admitted_share": self.admit.share})
-        return out
 
     def hits_sql(self, spec: SearchSpec, where: sql.Composable) -> sql.Composable:  # noqa: ARG002 (the Bm25Plan protocol: every row it reads is checked in its CTEs)
         return pruned_sql(spec, self.admit, dense=True)
 
     def constrained(self, spec: SearchSpec, admitted_chunks: int) -> Bm25Plan:
-        """Under a filter or ``as_of``: score what the constraint admits, or prune and check (pruned.choose_way)."""
-        if not constrained(spec):
-            return self
-        way = choose_way(
-            spec,
-            dense=True,
-            terms=self.terms,
-            postings=self.postings,
-            chunks=self.stats.chunks,
-            admitted_chunks=admitted_chunks,
-        )
-        if way == "admitted":
-            return AdmittedPlan(self)
-        share = max(1, admitted_chunks) / max(1, self.stats.chunks)
-        return dataclasses.replace(self, admit=Admission(way, share))
+        """Under a filter or ``as_of``: score what the constraint admits, or prune and check (pruned.constrain)."""
+        return constrain(self, spec, admitted_chunks)
 
     def terms_sql(self, spec: SearchSpec) -> sql.Composable | None:  # noqa: ARG002 (the Bm25Plan protocol)
         return None
