@@ -1,7 +1,9 @@
 """`ranklock serve` under concurrent clients: throughput, latency, errors and differing answers (issue 49).
 
 Starts ``ranklock serve`` on the home (loopback, a free port, the rate limit off:
-``RANKLOCK_RATE_LIMIT=0``, the query log on as served by default), waits until it is ready for
+``RANKLOCK_RATE_LIMIT=0``, and every client's searches let run at once: the clients share one address,
+and ``RANKLOCK_TOKEN_CONCURRENCY`` (4 by default) would answer the others 429; the query log on as
+served by default), waits until it is ready for
 hybrid search, then for each client count runs that many clients (threads of this process, one
 ``http.client`` connection each) for ``--seconds``, every client walking the SciFact test queries
 from its own offset with ``GET /api/search?mode=hybrid``.  Each answer's bytes, its ``timings``
@@ -19,6 +21,7 @@ server, its PostgreSQL and the clients share the cores): the load average is rec
 from __future__ import annotations
 
 import argparse
+import collections
 import http.client
 import json
 import os
@@ -53,8 +56,13 @@ def canonical(body: bytes) -> str:
     return json.dumps(doc, sort_keys=True)
 
 
-def start(home: Path, tree: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "RANKLOCK_RATE_LIMIT": "0", "PYTHONPATH": str(tree / "src")}
+def start(home: Path, tree: Path, port: int, clients: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "RANKLOCK_RATE_LIMIT": "0",
+        "RANKLOCK_TOKEN_CONCURRENCY": str(clients),
+        "PYTHONPATH": str(tree / "src"),
+    }
     env.pop("RANKLOCK_DSN", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "ranklock", "serve", "--port", str(port), "--home", str(home)],
@@ -135,6 +143,7 @@ def cell(
         "p50_ms": round(statistics.median(ordered), 1) if ordered else None,
         "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 1) if ordered else None,
         "errors": len(errors),
+        "error_kinds": dict(collections.Counter(errors)),
         "differing": len(differ),
         "load_average": os.getloadavg()[0],
     }
@@ -152,11 +161,12 @@ def main() -> None:
     args = ap.parse_args()
     texts = queries(args.queries)
     port = free_port()
-    proc = start(args.home, args.tree.resolve(), port)
+    counts = [int(c) for c in args.clients.split(",")]
+    proc = start(args.home, args.tree.resolve(), port, max(counts))
     first: dict[str, str] = {}
     try:
         cell(port, args.collection, texts, 2, 5.0, first)  # warm: every query vector cached, pages read
-        cells = [cell(port, args.collection, texts, int(c), args.seconds, first) for c in args.clients.split(",")]
+        cells = [cell(port, args.collection, texts, c, args.seconds, first) for c in counts]
     finally:
         proc.terminate()
         proc.wait(timeout=60)
