@@ -450,6 +450,7 @@ def compare(args: argparse.Namespace) -> int:
     surfaces = {name: {"outputs": 0, "different": 0} for name in args.surfaces}
     diffs: list[str] = []
     seen = set()
+    different: list[str] = []
     for row in run_all(args, sids):
         key = _key(row)
         seen.add(key)
@@ -469,6 +470,7 @@ def compare(args: argparse.Namespace) -> int:
         else:
             stats["different"] += 1
             surfaces[surface]["different"] += 1
+            different.append(key)
             if len(diffs) < 3:
                 diffs.append(
                     "\n".join(
@@ -490,6 +492,7 @@ def compare(args: argparse.Namespace) -> int:
     summary = {
         **stats,
         "surfaces": surfaces,
+        "different_keys": different,
         "snapshot": sid,
         "baseline": str(args.baseline),
         "ignored_fields": args.ignore_field,
