@@ -22,12 +22,15 @@ in the impact plan, so the top ``depth`` keeps the same bits.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .admission import constrained
+from .admitted import AdmittedPlan
 from .plan import Admission, Budget, Statistics, base_params
-from .pruned import admit_params, constrain, pruned_sql
+from .pruned import admission, admit_params, pruned_sql
 
 if TYPE_CHECKING:
     from psycopg import sql
@@ -86,8 +89,13 @@ class DensePlan:
         return pruned_sql(spec, self.admit, dense=True)
 
     def constrained(self, spec: SearchSpec, admitted_chunks: int) -> Bm25Plan:
-        """Under a filter or ``as_of``: score what the constraint admits, or prune and check (pruned.constrain)."""
-        return constrain(self, spec, admitted_chunks)
+        """Under a filter or ``as_of``: score what the constraint admits, or prune and check (pruned.admission)."""
+        if not constrained(spec):
+            return self
+        admit = admission(
+            spec, admitted_chunks, dense=True, terms=self.terms, postings=self.postings, chunks=self.stats.chunks
+        )
+        return AdmittedPlan(self) if admit is None else dataclasses.replace(self, admit=admit)
 
     def terms_sql(self, spec: SearchSpec) -> sql.Composable | None:  # noqa: ARG002 (the Bm25Plan protocol)
         return None

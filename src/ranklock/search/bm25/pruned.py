@@ -22,7 +22,6 @@ of the rows read (``probe``); or the admitted plan runs instead.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -30,7 +29,6 @@ from psycopg import sql
 from ...snapshot.segments import has_filter_tables
 from . import costs
 from .admission import adm_cte, admits, checked_rows, constrained, member, unfiltered
-from .admitted import AdmittedPlan
 from .bounds import dense_ctes, impact_ctes
 from .parts import doc_best, postings, query_terms, top
 from .plan import Admission
@@ -38,11 +36,8 @@ from .summed import summed_ctes
 
 if TYPE_CHECKING:
     from ..spec import SearchSpec
-    from .dense import DensePlan
-    from .impact import ImpactPlan
-    from .plan import Bm25Plan
 
-__all__ = ["admit_params", "choose_way", "constrain", "pruned_sql"]
+__all__ = ["admission", "admit_params", "choose_way", "pruned_sql"]
 
 
 def admit_params(admit: Admission | None) -> dict[str, Any]:
@@ -50,23 +45,15 @@ def admit_params(admit: Admission | None) -> dict[str, Any]:
     return {} if admit is None else {"bm25_admit": admit.way, "bm25_admitted_share": admit.share}
 
 
-def constrain(plan: ImpactPlan | DensePlan, spec: SearchSpec, admitted_chunks: int) -> Bm25Plan:
-    """The impact or dense ``plan`` under a filter or ``as_of``: score what the constraint admits, or prune
-    and check (choose_way); unchanged without a constraint."""
-    if not constrained(spec):
-        return plan
-    way = choose_way(
-        spec,
-        dense=plan.name == "dense",
-        terms=plan.terms,
-        postings=plan.postings,
-        chunks=plan.stats.chunks,
-        admitted_chunks=admitted_chunks,
-    )
+def admission(
+    spec: SearchSpec, admitted_chunks: int, *, dense: bool, terms: int, postings: int, chunks: int
+) -> Admission | None:
+    """How a pruned plan (impact or dense) meets the hard constraint of ``spec``: checked on the rows it
+    reads (an Admission), or None: the admitted plan scores what the constraint admits (choose_way)."""
+    way = choose_way(spec, dense=dense, terms=terms, postings=postings, chunks=chunks, admitted_chunks=admitted_chunks)
     if way == "admitted":
-        return AdmittedPlan(plan)
-    share = max(1, admitted_chunks) / max(1, plan.stats.chunks)
-    return dataclasses.replace(plan, admit=Admission(way, share))
+        return None
+    return Admission(way, max(1, admitted_chunks) / max(1, chunks))
 
 
 def choose_way(spec: SearchSpec, *, dense: bool, terms: int, postings: int, chunks: int, admitted_chunks: int) -> str:
