@@ -648,14 +648,18 @@ def _index_segment(
     from .filter_table import build_filter_table
     from .lexical_stats import build_lexical_stats
 
+    def indexes() -> dict[str, Any]:
+        t = time.perf_counter()
+        progress("index", 0, 1)
+        built = create_indexes(db, coll, sid)
+        progress("index", 1, 1)
+        seconds["index"] = time.perf_counter() - t
+        held()
+        return built
+
     index_build: dict[str, Any] = {}
     if not coll.shards:
-        t2 = time.perf_counter()
-        progress("index", 0, 1)
-        index_build = create_indexes(db, coll, sid)
-        progress("index", 1, 1)
-        seconds["index"] = time.perf_counter() - t2
-        held()
+        index_build = indexes()
     t3 = time.perf_counter()
     build_lexical_stats(db, sid)
     seconds["lexical_stats"] = time.perf_counter() - t3
@@ -666,7 +670,7 @@ def _index_segment(
         build_filter_table(db, sid)
         seconds["filter_table"] = time.perf_counter() - t5
         held()
-    if coll.shards:
+    else:
         from .shards import distribute_segment
 
         # Built on the coordinator by the one-node statements (the same weights, bit for bit), then placed.
@@ -677,12 +681,7 @@ def _index_segment(
         # Its indexes once its rows are on the shards: each shard's built by its worker, the workers in
         # parallel.  Built on the coordinator first, every one was built twice (the coordinator's copy,
         # then each shard's when the rows moved), and the vector index's graph once whole.
-        t2 = time.perf_counter()
-        progress("index", 0, 1)
-        index_build = create_indexes(db, coll, sid)
-        progress("index", 1, 1)
-        seconds["index"] = time.perf_counter() - t2
-        held()
+        index_build = indexes()
     composition.record_segment(db, sid, index_build)
     return index_build
 
